@@ -1,0 +1,159 @@
+// Copies between cpu and tpu (any strides, dtype conversion), between tpu devices, and .item().
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <deque>
+#include <mutex>
+
+#include "eager/kernel.h"
+#include "eager/storage.h"
+#include "eager/viewprog.h"
+
+namespace torch_tpu {
+
+namespace {
+
+bool coversStorage(const at::Tensor& t) {
+  if (t.storage_offset() != 0 || !t.is_contiguous()) return false;
+  return static_cast<size_t>(t.numel()) * t.element_size() == t.storage().nbytes();
+}
+
+// Same-device tpu -> tpu copy (broadcast, dtype conversion, any views) through the `aten::copy` rule.
+void deviceCopy(const at::Tensor& self, const at::Tensor& src) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  torch::jit::Stack st{self, src, false};
+  loweringKernel(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &st);
+}
+
+}  // namespace
+
+// A tensor with t's values whose storage buffer is exactly those values, in row-major order.
+at::Tensor dense(const at::Tensor& t) {
+  runtime::BufferPtr buf = storageOf(t)->get();
+  if (buf && viewprog::isIdentity(buf->dims(), {t.sizes().vec(), t.strides().vec(), t.storage_offset()}) &&
+      runtime::ElementType(toDType(t.scalar_type())) == buf->type())
+    return t;
+  c10::DeviceGuard g(t.device());
+  at::Tensor out = at::empty(t.sizes(), t.options());
+  deviceCopy(out, t);
+  return out;
+}
+
+// Pending device->host copies made with non_blocking=True; synchronize() waits for them.
+namespace {
+std::mutex g_pending_mu;
+std::deque<std::pair<int, runtime::EventPtr>> g_pending;
+}  // namespace
+
+void awaitPendingCopies(int device) {
+  std::deque<std::pair<int, runtime::EventPtr>> mine;
+  {
+    std::lock_guard<std::mutex> g(g_pending_mu);
+    for (auto it = g_pending.begin(); it != g_pending.end();) {
+      if (device < 0 || it->first == device) {
+        mine.push_back(*it);
+        it = g_pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& p : mine) p.second->await();
+}
+
+namespace {
+
+void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor d = dense(src);
+  runtime::BufferPtr buf = bufferOf(d);
+  if (dst.is_contiguous() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes()) {
+    if (dst.numel() == 0) return;
+    if (non_blocking) {
+      auto ev = buf->toHostAsync(dst.data_ptr(), buf->byteSize());
+      std::lock_guard<std::mutex> g(g_pending_mu);
+      // Keep the buffer alive until the copy completes: the event holds it on the plugin side.
+      g_pending.emplace_back(src.device().index(), ev);
+      return;
+    }
+    buf->toHost(dst.data_ptr(), buf->byteSize());
+    return;
+  }
+  at::Tensor tmp = at::empty(src.sizes(), src.options().device(at::kCPU));
+  if (tmp.numel() > 0) buf->toHost(tmp.data_ptr(), buf->byteSize());
+  dst.copy_(tmp);
+}
+
+void fromHost(const at::Tensor& self, const at::Tensor& src) {
+  at::Tensor host = src;
+  if (host.scalar_type() != self.scalar_type() || host.sizes() != self.sizes() || !host.is_contiguous()) {
+    host = at::empty(self.sizes(), self.options().device(at::kCPU));
+    host.copy_(src);
+  }
+  runtime::BufferPtr buf = client().fromHost(host.data_ptr(), runtime::ElementType(toDType(self.scalar_type())),
+                                             self.sizes().vec(), self.device().index());
+  if (coversStorage(self)) {
+    storageOf(self)->set(std::move(buf));
+    return;
+  }
+  at::Tensor tmp = wrapBuffer(std::move(buf), self.scalar_type(), self.sizes(), self.device().index());
+  deviceCopy(self, tmp);
+}
+
+at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
+  if (self.is_privateuseone() && src.is_privateuseone()) {
+    if (self.device() == src.device()) {
+      deviceCopy(self, src);
+    } else {
+      at::Tensor d = dense(src);
+      runtime::BufferPtr nb = client().copyToDevice(*bufferOf(d), self.device().index());
+      at::Tensor tmp = wrapBuffer(std::move(nb), src.scalar_type(), src.sizes(), self.device().index());
+      deviceCopy(self, tmp);
+    }
+  } else if (self.is_privateuseone()) {
+    TORCH_CHECK(src.is_cpu(), "tpu: cannot copy from ", src.device(), " to ", self.device());
+    fromHost(self, src);
+  } else {
+    TORCH_CHECK(self.is_cpu(), "tpu: cannot copy from ", src.device(), " to ", self.device());
+    // Broadcasting src into self: expand on the device side first.
+    if (src.sizes() != self.sizes()) {
+      toHost(src.expand(self.sizes()), self, false);
+    } else {
+      toHost(src, self, non_blocking);
+    }
+  }
+  return self;
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  at::Tensor d = dst;
+  copy_(d, self, non_blocking);
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  at::Tensor d = dst;
+  copy_(d, self, false);
+  return dst;
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(), " elements cannot be converted to Scalar");
+  at::Tensor cpu = at::empty({}, self.options().device(at::kCPU));
+  toHost(self.reshape({}), cpu, false);
+  return cpu.item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("copy_", TORCH_FN(copy_));
+  m.impl("_copy_from", TORCH_FN(copy_from));
+  m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,132 @@
+// Device registration: guard, hooks interface and the per-device default generators.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <deque>
+#include <mutex>
+
+#include "eager/generator.h"
+#include "eager/storage.h"
+
+namespace torch_tpu {
+
+// ---- generator ----
+// Subclasses the CPU generator so CPU-fallback RNG ops accept it; device programs draw a 64-bit key from it per
+// random op (see nextRngKey), so manual_seed / get_state / set_state govern device randomness too.
+TpuGenerator::TpuGenerator(int device) : at::CPUGeneratorImpl(c10::default_rng_seed_val) {
+  device_ = c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
+  key_set_ = c10::DispatchKeySet(c10::DispatchKey::PrivateUse1);
+}
+
+TpuGenerator* TpuGenerator::clone_impl() const {
+  auto* g = new TpuGenerator(device_.index());
+  g->set_state(*get_state());
+  return g;
+}
+
+const at::Generator& defaultGenerator(int device) {
+  static std::mutex mu;
+  static std::deque<at::Generator> gens;
+  int n = deviceCount();
+  TORCH_CHECK(device >= 0 && device < std::max(n, 1), "tpu: invalid device index ", device);
+  std::lock_guard<std::mutex> g(mu);
+  while (static_cast<int>(gens.size()) <= device)
+    gens.push_back(at::make_generator<TpuGenerator>(static_cast<int>(gens.size())));
+  return gens[device];
+}
+
+uint64_t nextRngKey(const std::optional<at::Generator>& gen, int device) {
+  at::Generator g = gen.has_value() && gen->defined() ? *gen : defaultGenerator(device);
+  std::lock_guard<std::mutex> lock(g.mutex());
+  auto* impl = g.get<at::CPUGeneratorImpl>();
+  return impl->random64();
+}
+
+namespace {
+
+// ---- device guard ----
+struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+  static constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+  c10::DeviceType type() const override { return kType; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    c10::Device old = getDevice();
+    if (d.index() != old.index()) setCurrentDevice(d.index());
+    return old;
+  }
+  c10::Device getDevice() const override { return c10::Device(kType, static_cast<c10::DeviceIndex>(currentDevice())); }
+  void setDevice(c10::Device d) const override { setCurrentDevice(d.index()); }
+  void uncheckedSetDevice(c10::Device d) const noexcept override {
+    try {
+      setCurrentDevice(d.index());
+    } catch (...) {
+    }
+  }
+  c10::Stream getStream(c10::Device d) const override {
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kType, d.index()));
+  }
+  c10::Stream exchangeStream(c10::Stream s) const override {
+    return c10::Stream(c10::Stream::DEFAULT, s.device());
+  }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(torch_tpu::deviceCount());
+  }
+  bool queryStream(const c10::Stream&) const override { return false; }
+  void synchronizeStream(const c10::Stream& s) const override { client().synchronize(s.device_index()); }
+  void synchronizeDevice(const c10::DeviceIndex d) const override { client().synchronize(d < 0 ? currentDevice() : d); }
+  void record(void**, const c10::Stream& s, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+};
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
+
+// ---- hooks ----
+struct TpuHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return torch_tpu::deviceCount() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  void init() const override {}
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(torch_tpu::deviceCount()); }
+  void setCurrentDevice(c10::DeviceIndex d) const override { torch_tpu::setCurrentDevice(d); }
+  c10::DeviceIndex getCurrentDevice() const override { return static_cast<c10::DeviceIndex>(currentDevice()); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    auto old = getCurrentDevice();
+    torch_tpu::setCurrentDevice(d);
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override { return exchangeDevice(d); }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
+    return defaultGenerator(d < 0 ? currentDevice() : d);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex d) const override {
+    return at::make_generator<TpuGenerator>(d < 0 ? currentDevice() : d);
+  }
+  at::Device getDeviceFromPtr(void* data) const override {
+    // A tpu data pointer is the address of its TpuStorage (plus an offset for views).
+    return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(currentDevice()));
+  }
+  bool isPinnedPtr(const void*) const override { return false; }
+  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
+};
+
+}  // namespace
+
+void resizeStorageBytes(const c10::Storage& storage, size_t newsize);
+
+void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
+  resizeStorageBytes(storage, newsize);
+}
+
+void registerHooks() {
+  static bool done = [] {
+    at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace torch_tpu

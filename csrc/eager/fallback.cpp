@@ -1,0 +1,90 @@
+#include "eager/fallback.h"
+
+#include <ATen/native/CPUFallback.h>
+#include <c10/util/Exception.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace torch_tpu {
+
+namespace {
+std::mutex g_mu;
+std::map<std::string, int64_t> g_counts;
+std::map<std::string, std::string> g_reasons;
+std::atomic<int> g_strict{-1};
+
+std::string opName(const c10::OperatorHandle& op) {
+  const auto& n = op.schema().operator_name();
+  return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
+}
+}  // namespace
+
+bool fallbackStrict() {
+  int s = g_strict.load();
+  if (s < 0) {
+    const char* e = std::getenv("TORCH_TPU_FALLBACK_STRICT");
+    s = (e && *e && std::strcmp(e, "0") != 0) ? 1 : 0;
+    g_strict = s;
+  }
+  return s == 1;
+}
+
+void setFallbackStrict(bool strict) { g_strict = strict ? 1 : 0; }
+
+void noteLoweringFallback(const std::string& op, const std::string& reason) {
+  std::lock_guard<std::mutex> g(g_mu);
+  g_reasons[op] = reason;
+}
+
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  std::string name = opName(op);
+  std::string reason;
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    first = g_counts[name]++ == 0;
+    auto it = g_reasons.find(name);
+    if (it != g_reasons.end()) reason = it->second;
+  }
+  if (fallbackStrict()) {
+    {
+      std::lock_guard<std::mutex> g(g_mu);
+      if (--g_counts[name] == 0) g_counts.erase(name);
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", name, " has no lowering on the tpu device",
+                                reason.empty() ? "" : " (" + reason + ")",
+                                " and TORCH_TPU_FALLBACK_STRICT=1 forbids the CPU fallback");
+  }
+  if (first) {
+    TORCH_WARN("tpu: ", name, " runs on the CPU (no lowering",
+               reason.empty() ? "" : ": " + reason, "); this costs two host round trips per call");
+  }
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true, c10::DispatchKey::CPU);
+}
+
+std::map<std::string, int64_t> fallbackCounts() {
+  std::lock_guard<std::mutex> g(g_mu);
+  return g_counts;
+}
+
+std::map<std::string, std::string> fallbackReasons() {
+  std::lock_guard<std::mutex> g(g_mu);
+  return g_reasons;
+}
+
+void resetFallbackCounts() {
+  std::lock_guard<std::mutex> g(g_mu);
+  g_counts.clear();
+}
+
+namespace {
+void boxedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpuFallback(op, stack); }
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxedFallback>()); }
+
+}  // namespace torch_tpu

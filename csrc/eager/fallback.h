@@ -1,0 +1,23 @@
+// Ops without a lowering rule run on CPU through PyTorch's boxed CPU fallback: counted per op, warned once per op,
+// and an error under TORCH_TPU_FALLBACK_STRICT=1.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <map>
+#include <string>
+
+namespace torch_tpu {
+
+void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// A rule exists but declined this call (reason recorded for fallback_report()).
+void noteLoweringFallback(const std::string& op, const std::string& reason);
+
+std::map<std::string, int64_t> fallbackCounts();
+std::map<std::string, std::string> fallbackReasons();
+void resetFallbackCounts();
+bool fallbackStrict();
+void setFallbackStrict(bool strict);
+
+}  // namespace torch_tpu

@@ -1,0 +1,154 @@
+// Native tensor-metadata kernels: factories of uninitialized tensors, views, resize_ and set_.
+// Views never go through the CPU fallback: they are metadata on the same storage.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/InferSize.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "eager/storage.h"
+
+namespace torch_tpu {
+
+namespace {
+
+constexpr c10::DispatchKey kKey = c10::DispatchKey::PrivateUse1;
+
+c10::DeviceGuard guardFor(std::optional<c10::Device> device) {
+  c10::Device d = device.value_or(c10::Device(c10::DeviceType::PrivateUse1, currentDevice()));
+  if (!d.has_index()) d = c10::Device(c10::DeviceType::PrivateUse1, currentDevice());
+  return c10::DeviceGuard(d);
+}
+
+void checkDType(c10::ScalarType t) {
+  TORCH_CHECK_TYPE(supportedDType(t) || t == at::kComplexFloat || t == at::kComplexDouble,
+                   "tpu: tensors of dtype ", t, " are not supported on the tpu device");
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                               std::optional<at::Layout> layout, std::optional<at::Device> device,
+                               std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  checkDType(st);
+  auto g = guardFor(device);
+  return at::detail::empty_generic(size, tpuAllocator(), c10::DispatchKeySet(kKey), st, memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<at::Device> device,
+                         std::optional<bool> pin_memory) {
+  auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
+  checkDType(st);
+  auto g = guardFor(device);
+  return at::detail::empty_strided_generic(size, stride, tpuAllocator(), c10::DispatchKeySet(kKey), st);
+}
+
+}  // namespace
+
+// Grows (or shrinks) a storage, keeping its bytes. Rare (resize_ beyond capacity): done through the host.
+void resizeStorageBytes(const c10::Storage& storage, size_t newsize) {
+  TpuStorage* s = storageOf(storage);
+  runtime::BufferPtr old = s->get();
+  if (old) {
+    std::vector<char> bytes(std::max(newsize, old->byteSize()), 0);
+    old->toHost(bytes.data(), old->byteSize());
+    size_t item = runtime::elementSize(old->type());
+    bytes.resize(newsize / item * item);
+    s->set(client().fromHost(bytes.data(), old->type(), {static_cast<int64_t>(newsize / item)}, s->device));
+  }
+  s->nbytes = newsize;
+  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+}
+
+namespace {
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<at::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve)
+    impl->empty_tensor_restride(*memory_format);
+  if (self.numel() > 0) {
+    size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.element_size(),
+                                                     static_cast<size_t>(self.storage_offset()));
+    if (needed > self.storage().nbytes()) resizeStorageBytes(self.storage(), needed);
+  }
+  return self;
+}
+
+at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source, int64_t storage_offset,
+                               c10::IntArrayRef size, c10::IntArrayRef stride) {
+  at::native::checkSetStorage(self, source, storage_offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
+  std::optional<c10::IntArrayRef> st = stride.data() != nullptr ? std::optional<c10::IntArrayRef>(stride) : std::nullopt;
+  if (st) self.unsafeGetTensorImpl()->set_sizes_and_strides(size, *st);
+  else self.unsafeGetTensorImpl()->set_sizes_contiguous(size);
+  if (self.numel() > 0) {
+    size_t needed = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.element_size(),
+                                                     static_cast<size_t>(storage_offset));
+    if (needed > self.storage().nbytes()) resizeStorageBytes(self.storage(), needed);
+  }
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source) {
+  size_t n = source.nbytes() / self.element_size();
+  return set_storage_offset(self, source, 0, {static_cast<int64_t>(n)}, {});
+}
+
+at::Tensor& set_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.unsafeGetTensorImpl() != source.unsafeGetTensorImpl())
+    return set_storage_offset(self, source.storage(), source.storage_offset(), source.sizes(), source.strides());
+  return self;
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, tpuAllocator(), true);
+  return set_storage_offset(self, storage, 0, {0}, {});
+}
+
+at::Tensor view(const at::Tensor& self, c10::IntArrayRef size) { return at::native::view(self, size); }
+
+at::Tensor as_strided(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride,
+                      std::optional<int64_t> storage_offset) {
+  return at::native::as_strided_tensorimpl(self, size, stride, storage_offset);
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::IntArrayRef size, c10::IntArrayRef stride) {
+  return at::native::_reshape_alias(self, size, stride);
+}
+
+at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64_t step) {
+  return at::native::unfold(self, dimension, size, step);
+}
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  // `tensor.data = other` between cpu and tpu tensors swaps the whole TensorImpl metadata.
+  return true;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  m.impl("empty_strided", TORCH_FN(empty_strided));
+  m.impl("as_strided", TORCH_FN(as_strided));
+  m.impl("view", TORCH_FN(view));
+  m.impl("_reshape_alias", TORCH_FN(reshape_alias));
+  m.impl("unfold", TORCH_FN(unfold));
+  m.impl("resize_", TORCH_FN(resize_));
+  m.impl("set_.source_Storage", TORCH_FN(set_storage));
+  m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));
+  m.impl("set_.source_Tensor", TORCH_FN(set_tensor));
+  m.impl("set_", TORCH_FN(set_empty));
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+}
+
+}  // namespace torch_tpu

@@ -1,0 +1,337 @@
+#include "lowering/helpers.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace torch_tpu::lowering {
+
+Category categoryOf(DType t) {
+  if (t == DType::Pred) return Category::Bool;
+  if (shlo::isComplex(t)) return Category::Complex;
+  if (shlo::isFloat(t)) return Category::Float;
+  return Category::Int;
+}
+
+namespace {
+
+DType signedOfWidth(int bits) {
+  switch (bits) {
+    case 8: return DType::S8;
+    case 16: return DType::S16;
+    case 32: return DType::S32;
+    default: return DType::S64;
+  }
+}
+
+}  // namespace
+
+DType promote(DType a, DType b) {
+  if (a == DType::Invalid) return b;
+  if (b == DType::Invalid || a == b) return a;
+  if (a == DType::Pred) return b;
+  if (b == DType::Pred) return a;
+  Category ca = categoryOf(a), cb = categoryOf(b);
+  if (ca == Category::Complex || cb == Category::Complex) {
+    bool wide = a == DType::C128 || b == DType::C128 || a == DType::F64 || b == DType::F64;
+    return wide ? DType::C128 : DType::C64;
+  }
+  if (ca == Category::Float && cb == Category::Float) {
+    bool ah = a == DType::F16 || a == DType::BF16, bh = b == DType::F16 || b == DType::BF16;
+    if (ah && bh) return DType::F32;  // f16 + bf16
+    return shlo::bitWidth(a) >= shlo::bitWidth(b) ? a : b;
+  }
+  if (ca == Category::Float) return a;
+  if (cb == Category::Float) return b;
+  // both integers
+  bool sa = shlo::isSigned(a), sb = shlo::isSigned(b);
+  if (sa == sb) return shlo::bitWidth(a) >= shlo::bitWidth(b) ? a : b;
+  DType s = sa ? a : b, u = sa ? b : a;
+  if (shlo::bitWidth(s) > shlo::bitWidth(u)) return s;
+  return signedOfWidth(std::min(64, 2 * shlo::bitWidth(u)));
+}
+
+namespace {
+
+// PyTorch's combine_categories(higher, lower).
+DType combineCategories(DType higher, DType lower) {
+  if (higher == DType::Invalid) return lower;
+  if (lower == DType::Invalid) return higher;
+  if (shlo::isComplex(higher)) return higher;
+  if (shlo::isComplex(lower)) {
+    if (shlo::isFloat(higher)) return higher == DType::F64 ? DType::C128 : DType::C64;
+    return lower;
+  }
+  if (shlo::isFloat(higher)) return higher;
+  if (higher == DType::Pred || shlo::isFloat(lower)) return promote(higher, lower);
+  return higher;
+}
+
+}  // namespace
+
+DType resultType(const std::vector<TypeOperand>& operands) {
+  DType dim = DType::Invalid, zero = DType::Invalid, wrapped = DType::Invalid;
+  for (const TypeOperand& o : operands) {
+    if (o.dtype == DType::Invalid) continue;
+    switch (o.priority) {
+      case TypeOperand::Dim: dim = promote(dim, o.dtype); break;
+      case TypeOperand::ZeroDim: zero = promote(zero, o.dtype); break;
+      case TypeOperand::Wrapped: {
+        DType t = o.dtype;
+        if (shlo::isFloat(t)) t = kDefaultFloat;
+        else if (shlo::isComplex(t)) t = DType::C64;
+        wrapped = promote(wrapped, t);
+        break;
+      }
+    }
+  }
+  return combineCategories(dim, combineCategories(zero, wrapped));
+}
+
+bool isNumberArg(const Context& ctx, size_t i) {
+  const Arg& a = ctx.arg(i);
+  return a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double ||
+         (a.kind == Arg::Kind::Tensor && a.wrapped_number);
+}
+
+TypeOperand typeOperand(const Context& ctx, size_t i) {
+  const Arg& a = ctx.arg(i);
+  TypeOperand o;
+  switch (a.kind) {
+    case Arg::Kind::Tensor:
+      if (a.wrapped_number) {
+        o.priority = TypeOperand::Wrapped;
+        o.dtype = a.tensor.valid() ? a.tensor.dtype() : a.scalar.dtype();
+      } else {
+        o.dtype = a.tensor.dtype();
+        o.priority = a.tensor.rank() == 0 ? TypeOperand::ZeroDim : TypeOperand::Dim;
+      }
+      break;
+    case Arg::Kind::Scalar:
+      o.priority = TypeOperand::Wrapped;
+      o.dtype = a.scalar.kind != HostScalar::Kind::None ? a.scalar.dtype() : DType::F64;  // kind always set
+      break;
+    case Arg::Kind::Double:
+      o.priority = TypeOperand::Wrapped;
+      o.dtype = DType::F64;
+      break;
+    case Arg::Kind::Int:
+      o.priority = TypeOperand::Wrapped;
+      o.dtype = DType::S64;
+      break;
+    case Arg::Kind::Bool:
+      o.priority = TypeOperand::Wrapped;
+      o.dtype = DType::Pred;
+      break;
+    default:
+      o.dtype = DType::Invalid;
+  }
+  return o;
+}
+
+DType resultTypeOf(const Context& ctx, const std::vector<size_t>& args) {
+  std::vector<TypeOperand> ops;
+  for (size_t i : args)
+    if (ctx.has(i)) ops.push_back(typeOperand(ctx, i));
+  return resultType(ops);
+}
+
+DType accType(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
+DType toFloat(DType t) { return shlo::isFloat(t) || shlo::isComplex(t) ? t : kDefaultFloat; }
+
+Shape broadcastShapes(const std::vector<Shape>& shapes) {
+  size_t rank = 0;
+  for (auto& s : shapes) rank = std::max(rank, s.size());
+  Shape out(rank, 1);
+  for (auto& s : shapes) {
+    size_t off = rank - s.size();
+    for (size_t k = 0; k < s.size(); ++k) {
+      int64_t& o = out[off + k];
+      int64_t d = s[k];
+      if (d == o || d == 1) continue;
+      if (o == 1) {
+        o = d;
+        continue;
+      }
+      throw shlo::BuildError("shapes are not broadcastable (dimension " + std::to_string(off + k) + ": " +
+                             std::to_string(o) + " vs " + std::to_string(d) + ")");
+    }
+  }
+  return out;
+}
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape argShape(const Context& ctx, size_t i) {
+  const Arg& a = ctx.arg(i);
+  if (a.kind == Arg::Kind::Tensor && !a.wrapped_number && a.tensor.valid()) return a.tensor.shape();
+  return {};
+}
+
+Value scalarArg(Context& ctx, size_t i, DType t) {
+  const Arg& a = ctx.arg(i);
+  Builder& b = ctx.b;
+  switch (a.kind) {
+    case Arg::Kind::Int: return b.constantInt(a.i, t);
+    case Arg::Kind::Bool: return b.constant(a.b ? 1 : 0, t);
+    case Arg::Kind::Scalar:
+    case Arg::Kind::Double:
+      // Arg::scalar's kind is always set but its value only for static args: the context decides (it returns a
+      // constant for a static argument, a program input otherwise).
+      return ctx.scalar(i, t);
+    case Arg::Kind::Tensor:
+      if (a.wrapped_number) return ctx.scalar(i, t);
+      if (a.tensor.rank() != 0) ctx.fail("argument '" + a.name + "' must be a number or a 0-d tensor");
+      return b.convert(a.tensor, t);
+    default: ctx.fail("argument '" + a.name + "' is not a number");
+  }
+}
+
+Value operand(Context& ctx, size_t i, DType t, const Shape& shape) {
+  const Arg& a = ctx.arg(i);
+  Value v;
+  if (a.kind == Arg::Kind::Tensor && !a.wrapped_number) {
+    v = ctx.b.convert(ctx.tensor(i), t);
+  } else {
+    v = scalarArg(ctx, i, t);
+  }
+  return ctx.b.broadcastTo(v, shape);
+}
+
+int64_t normDim(const Context& ctx, int64_t d, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (d < -r || d >= r)
+    ctx.fail("dimension " + std::to_string(d) + " out of range for a tensor of rank " + std::to_string(rank));
+  if (d < 0) d += r;
+  return rank == 0 ? 0 : d;
+}
+
+std::vector<int64_t> normDims(const Context& ctx, const std::vector<int64_t>& dims, int64_t rank) {
+  std::vector<int64_t> out;
+  for (int64_t d : dims) out.push_back(normDim(ctx, d, rank));
+  if (rank == 0) return {};
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int64_t> reduceDims(const Context& ctx, size_t arg, int64_t rank) {
+  const Arg& a = ctx.arg(arg);
+  std::vector<int64_t> dims;
+  if (a.kind == Arg::Kind::Int) dims = {a.i};
+  else if (a.kind == Arg::Kind::IntList) dims = a.ints;
+  if (a.isNone() || (a.kind == Arg::Kind::IntList && a.ints.empty())) {
+    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+    return dims;
+  }
+  return normDims(ctx, dims, rank);
+}
+
+Shape reducedShape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim) {
+  Shape out;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d) {
+    bool red = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (!red) out.push_back(shape[d]);
+    else if (keepdim) out.push_back(1);
+  }
+  return out;
+}
+
+int64_t reducedCount(const Shape& shape, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= shape[d];
+  return n;
+}
+
+Value cst(Builder& b, double v, const Value& like) { return b.scalarLike(v, like); }
+
+Value isNan(Builder& b, Value x) {
+  if (!shlo::isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
+  return b.compare(x, x, shlo::Cmp::NE);
+}
+
+Value nanMax(Builder& b, Value x, Value y) {
+  if (x.dtype() == DType::Pred) return b.orOp(x, y);
+  Value m = b.max(x, y);
+  if (!shlo::isFloat(x.dtype())) return m;
+  m = b.select(isNan(b, y), y, m);
+  return b.select(isNan(b, x), x, m);
+}
+
+Value nanMin(Builder& b, Value x, Value y) {
+  if (x.dtype() == DType::Pred) return b.andOp(x, y);
+  Value m = b.min(x, y);
+  if (!shlo::isFloat(x.dtype())) return m;
+  m = b.select(isNan(b, y), y, m);
+  return b.select(isNan(b, x), x, m);
+}
+
+Value reduceNan(Builder& b, Value x, const std::vector<int64_t>& dims, ReduceKind kind) {
+  if (x.dtype() == DType::Pred) {
+    if (kind == ReduceKind::Max) kind = ReduceKind::Or;
+    else if (kind == ReduceKind::Min) kind = ReduceKind::And;
+    else if (kind == ReduceKind::Sum) kind = ReduceKind::Or;
+    else if (kind == ReduceKind::Prod) kind = ReduceKind::And;
+  }
+  if (dims.empty()) return x;
+  Value r = b.reduce(x, dims, kind);
+  if ((kind == ReduceKind::Max || kind == ReduceKind::Min) && shlo::isFloat(x.dtype())) {
+    Value any_nan = b.reduce(isNan(b, x), dims, ReduceKind::Or);
+    r = b.select(any_nan, b.constantF(std::numeric_limits<double>::quiet_NaN(), r.dtype(), r.shape()), r);
+  }
+  return r;
+}
+
+Value reduceSumAs(Builder& b, Value x, const std::vector<int64_t>& dims, DType out) {
+  DType acc = accType(out);
+  Value v = b.convert(x, acc);
+  if (acc == DType::Pred) v = b.convert(v, DType::S64);
+  if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Sum);
+  return b.convert(v, out);
+}
+
+Value keepDims(Builder& b, Value reduced, const Shape& orig, const std::vector<int64_t>& dims, bool keepdim) {
+  if (!keepdim) return reduced;
+  return b.reshape(reduced, reducedShape(orig, dims, true));
+}
+
+Value expandReduced(Builder& b, Value reduced, const Shape& shape, const std::vector<int64_t>& dims) {
+  Shape red = reducedShape(shape, dims, false);
+  Value r = b.reshape(reduced, red);
+  std::vector<int64_t> map;
+  for (int64_t d = 0; d < int64_t(shape.size()); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) map.push_back(d);
+  return b.broadcastInDim(r, shape, map);
+}
+
+Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn) {
+  DType acc = accType(x.dtype());
+  return b.convert(fn(b.convert(x, acc)), out);
+}
+
+bool realDTypes(const Context& ctx) {
+  auto ok = [](DType t) { return t != DType::Invalid && !shlo::isComplex(t); };
+  for (const Arg& a : ctx.args) {
+    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !ok(a.tensor.dtype())) return false;
+    if (a.kind == Arg::Kind::TensorList)
+      for (const Value& v : a.tensors)
+        if (v.valid() && !ok(v.dtype())) return false;
+  }
+  for (const TensorType& t : ctx.outputs)
+    if (t.dtype != DType::Invalid && shlo::isComplex(t.dtype)) return false;
+  return true;
+}
+
+void addReal(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> static_args) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  rule.static_args = std::move(static_args);
+  rule.accepts = realDTypes;
+  r.add(std::move(rule));
+}
+
+}  // namespace torch_tpu::lowering

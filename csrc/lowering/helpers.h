@@ -1,0 +1,103 @@
+// Helpers shared by the lowering rule families (csrc/lowering/rules/*.cpp): PyTorch's type promotion with wrapped
+// numbers, numpy broadcasting of operands, reduction-dimension normalization, accumulation types, and a few
+// numerically careful building blocks (NaN-propagating max/min, keepdim reshapes).
+//
+// No torch headers. Everything here works on Context/Arg/Value only.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "lowering/lowering.h"
+
+namespace torch_tpu::lowering {
+
+// ---- dtype categories and PyTorch result-type computation ----
+
+enum class Category { Bool = 0, Int = 1, Float = 2, Complex = 3 };
+Category categoryOf(DType t);
+
+// The dtype PyTorch gives a Python float (torch.get_default_dtype()). torch-tpu assumes float32.
+constexpr DType kDefaultFloat = DType::F32;
+
+// One operand of a result-type computation. Priority follows PyTorch: a tensor with dims > 0 beats a 0-d tensor,
+// which beats a wrapped number (Python scalar); inside a priority class dtypes promote normally, across classes
+// only a higher category (bool < int < float < complex) of a lower class changes the result.
+struct TypeOperand {
+  enum Priority { Wrapped = 0, ZeroDim = 1, Dim = 2 };
+  DType dtype = DType::Invalid;
+  Priority priority = Dim;
+};
+DType resultType(const std::vector<TypeOperand>& operands);
+// PyTorch's promoteTypes of two dtypes (torch.promote_types), e.g. u8+s8 -> s16, f16+bf16 -> f32, int+float -> float.
+DType promote(DType a, DType b);
+
+// Describes argument i for resultType(): a Tensor (by rank / wrapped_number), a Scalar or a float argument.
+// An absent optional gives dtype Invalid (ignored by resultType).
+TypeOperand typeOperand(const Context& ctx, size_t i);
+// resultType() over the listed arguments.
+DType resultTypeOf(const Context& ctx, const std::vector<size_t>& args);
+
+// bf16/f16 -> f32 (PyTorch CPU accumulates reductions/matmul/norms of half types in float); else unchanged.
+DType accType(DType t);
+// The float dtype a float-valued op (exp, div, mean, ...) gives an input of dtype t: t if float, else f32.
+DType toFloat(DType t);
+
+// ---- shapes and broadcasting ----
+
+Shape broadcastShapes(const std::vector<Shape>& shapes);  // numpy rules; throws BuildError if incompatible
+int64_t numel(const Shape& s);
+
+// True when argument i is a Python number for this call: a Scalar/float argument or a wrapped-number tensor.
+bool isNumberArg(const Context& ctx, size_t i);
+// The rank of argument i (a Python number is 0-d).
+Shape argShape(const Context& ctx, size_t i);
+
+// Argument i as a Value of dtype `t` broadcast to `shape`: a tensor is converted and broadcast, a Python number
+// comes from ctx.scalar() (or a constant when its value is static), an Int/Bool argument becomes a constant.
+Value operand(Context& ctx, size_t i, DType t, const Shape& shape);
+// Argument i as a 0-d Value of dtype t (Scalar / float / wrapped number / Int / Bool / 0-d tensor).
+Value scalarArg(Context& ctx, size_t i, DType t);
+
+// ---- dimensions ----
+
+// Normalizes a possibly negative dimension for a tensor of rank `rank` (a 0-d tensor accepts -1 and 0 and maps
+// them to 0). Raises via ctx on an out-of-range dimension.
+int64_t normDim(const Context& ctx, int64_t d, int64_t rank);
+// The dimensions to reduce for an `int[1]? dim` argument: absent or empty means all; negatives normalized;
+// sorted and deduplicated. A 0-d tensor has nothing to reduce (empty result).
+std::vector<int64_t> reduceDims(const Context& ctx, size_t arg, int64_t rank);
+std::vector<int64_t> normDims(const Context& ctx, const std::vector<int64_t>& dims, int64_t rank);
+// `shape` with `dims` set to 1 (keepdim) or removed.
+Shape reducedShape(const Shape& shape, const std::vector<int64_t>& dims, bool keepdim);
+int64_t reducedCount(const Shape& shape, const std::vector<int64_t>& dims);
+
+// ---- numerics ----
+
+// Splat constant of `like`'s type.
+Value cst(Builder& b, double v, const Value& like);
+// NaN-propagating elementwise max/min (PyTorch maximum/minimum/clamp semantics) for any dtype.
+Value nanMax(Builder& b, Value x, Value y);
+Value nanMin(Builder& b, Value x, Value y);
+Value isNan(Builder& b, Value x);  // pred; all false for non-float dtypes
+// Reduction over dims with PyTorch's NaN semantics for Max/Min (a NaN anywhere gives NaN); Pred max/min use Or/And.
+Value reduceNan(Builder& b, Value x, const std::vector<int64_t>& dims, ReduceKind kind);
+// Sum over dims accumulated in accType(out), result converted to `out`.
+Value reduceSumAs(Builder& b, Value x, const std::vector<int64_t>& dims, DType out);
+// Reshape a reduced value back to keepdim form (`orig` shape with dims set to 1), or leave it.
+Value keepDims(Builder& b, Value reduced, const Shape& orig, const std::vector<int64_t>& dims, bool keepdim);
+// Broadcast a keepdim-shaped (or reduced) value back over `shape` along the reduced dims.
+Value expandReduced(Builder& b, Value reduced, const Shape& shape, const std::vector<int64_t>& dims);
+
+// Runs `fn` in accType(x.dtype()) (upcasting bf16/f16 to f32) and converts the result back to `out`.
+Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn);
+
+// True when every Tensor/TensorList argument and every expected output has a dtype the rules support
+// (no complex, no Invalid inputs). Used as the default `accepts` of most rules.
+bool realDTypes(const Context& ctx);
+
+// Registration convenience: adds a rule that declines complex inputs/outputs.
+void addReal(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> static_args = {});
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,155 @@
+// Lowering rules: one rule per ATen operator, emitting StableHLO through shlo::Builder.
+//
+// Layer 3 of torch-tpu. Depends on the stablehlo layer only: no torch headers, so editing a rule rebuilds in
+// seconds. The same rules serve eager mode (one small program per op call, cached by signature) and
+// torch.compile (one program per FX graph).
+//
+// A rule receives a Context: the Builder, the call's arguments in schema order (tensors already materialized as
+// logical, contiguous Values), and the result types PyTorch's own meta computation expects. It returns one Value
+// per schema result (an invalid Value for a result the caller did not ask for, e.g. an output_mask=false
+// gradient). The caller converts a result to the expected dtype when only the dtype differs; a shape mismatch is
+// a bug in the rule and raises.
+//
+// Python numbers (Scalar and float arguments, wrapped-number tensors) are program INPUTS in eager mode, so one
+// compiled program serves every value (a learning rate, a fill value). A rule obtains them as Values through
+// ctx.scalar(i, dtype). A rule that needs a number at build time (it changes the program's structure) must list
+// that argument in Rule::static_args; only then is Arg::scalar's host value set, and it becomes part of the cache
+// key. Int, bool, int-list, string and dtype arguments are always static.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "stablehlo/builder.h"
+
+namespace torch_tpu::lowering {
+
+using shlo::Builder;
+using shlo::DType;
+using shlo::Shape;
+using shlo::TensorType;
+using shlo::Value;
+using shlo::Cmp;
+using shlo::ReduceKind;
+
+// A host number as Python gives it.
+struct HostScalar {
+  enum class Kind { None, Bool, Int, Float } kind = Kind::None;
+  double f = 0;
+  int64_t i = 0;
+  bool b = false;
+  bool has_value = false;  // false for a dynamic (runtime) number: only `kind` is known at build time
+  bool known() const { return has_value; }
+  double toDouble() const { return kind == Kind::Float ? f : kind == Kind::Int ? double(i) : double(b); }
+  int64_t toInt() const { return kind == Kind::Float ? int64_t(f) : kind == Kind::Int ? i : int64_t(b); }
+  // The dtype PyTorch gives a wrapped number of this kind: f64 / s64 / pred (the "default" categories).
+  DType dtype() const { return kind == Kind::Float ? DType::F64 : kind == Kind::Int ? DType::S64 : DType::Pred; }
+};
+
+struct Arg {
+  enum class Kind {
+    None,        // an absent optional (Tensor?, int?, float?, ...)
+    Tensor,      // `tensor`; wrapped_number marks a Python number passed as a 0-d CPU tensor (x + 2)
+    TensorList,  // `tensors` (an absent element of Tensor?[] is an invalid Value)
+    Scalar,      // a Scalar argument: obtain it with ctx.scalar(); `scalar` holds its kind (and value if static)
+    Double,      // a float argument: likewise dynamic unless static
+    Int,         // `i`
+    Bool,        // `b`
+    IntList,     // `ints` (also SymInt[])
+    DoubleList,  // `doubles`
+    BoolList,    // `bools`
+    String,      // `s`
+    ScalarType,  // `dtype`
+    Other        // Generator, Layout, Device, MemoryFormat, ...: present but not lowered
+  };
+  Kind kind = Kind::None;
+  std::string name;  // schema argument name
+  Value tensor;
+  std::vector<Value> tensors;
+  bool wrapped_number = false;
+  HostScalar scalar;  // Scalar/Double: kind always set; value only when static (or in compiled graphs)
+  int64_t i = 0;
+  bool b = false;
+  std::vector<int64_t> ints;
+  std::vector<double> doubles;
+  std::vector<bool> bools;
+  std::string s;
+  DType dtype = DType::Invalid;
+
+  bool isNone() const { return kind == Kind::None; }
+};
+
+class Context {
+ public:
+  Context(Builder& builder, std::string op) : b(builder), op_(std::move(op)) {}
+  virtual ~Context() = default;
+
+  Builder& b;
+  std::vector<Arg> args;             // in schema order
+  std::vector<TensorType> outputs;   // expected result types; dtype Invalid for a result not asked for
+
+  // The value of Scalar/Double argument i (or of a 0-d wrapped-number tensor argument) as a 0-d Value of `dtype`.
+  virtual Value scalar(size_t i, DType dtype) = 0;
+  // A fresh random state tensor<2xui64> for stablehlo.rng_bit_generator, derived from the device generator
+  // (seed, offset). Each call of a random op gets a different state; the same manual_seed replays it.
+  virtual Value rngState() = 0;
+
+  const std::string& op() const { return op_; }
+  const Arg& arg(size_t i) const;
+  const Arg& arg(const std::string& name) const;  // by schema name
+  size_t argIndex(const std::string& name) const;
+  Value tensor(size_t i) const;                   // Tensor argument i (throws if absent)
+  bool has(size_t i) const { return i < args.size() && !args[i].isNone(); }
+  int64_t toInt(size_t i) const;                  // Int (or static Scalar) argument
+  bool toBool(size_t i) const;
+  const std::vector<int64_t>& toInts(size_t i) const;
+  // A static number (listed in Rule::static_args) or a compile-time constant.
+  double staticDouble(size_t i) const;
+
+  // Raises LoweringError(op + ": " + msg).
+  [[noreturn]] void fail(const std::string& msg) const;
+
+ private:
+  std::string op_;
+};
+
+// A rule cannot lower this call. Eager mode reports it with the op name; the message should say why.
+class LoweringError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using RuleFn = std::function<std::vector<Value>(Context&)>;
+
+struct Rule {
+  std::string op;                        // "aten::add.Tensor", "aten::relu" (no overload)
+  RuleFn fn;
+  std::vector<std::string> static_args;  // Scalar/float args whose value is built into the program
+  // Optional: return false to decline a call (e.g. an unsupported dtype); eager mode then falls back to CPU.
+  std::function<bool(const Context&)> accepts;
+};
+
+class Registry {
+ public:
+  // Registers a rule; registering the same op twice is an error (one rule per op).
+  void add(Rule rule);
+  // Convenience: add({op, fn}).
+  void add(const std::string& op, RuleFn fn, std::vector<std::string> static_args = {});
+  const Rule* find(const std::string& op) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::unordered_map<std::string, Rule> rules_;
+};
+
+// The process-wide registry, populated on first use by every rule family.
+const Registry& registry();
+
+// Lowers one call: runs the rule and checks/converts its results against ctx.outputs (dtype converted, shape must
+// match). Throws LoweringError for a missing rule ("no lowering for aten::X") or a failing rule.
+std::vector<Value> lower(const Rule& rule, Context& ctx);
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,124 @@
+#include <algorithm>
+#include <mutex>
+
+#include "lowering/families.h"
+#include "lowering/lowering.h"
+
+namespace torch_tpu::lowering {
+
+const Arg& Context::arg(size_t i) const {
+  if (i >= args.size()) fail("argument index " + std::to_string(i) + " out of range");
+  return args[i];
+}
+
+size_t Context::argIndex(const std::string& name) const {
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].name == name) return i;
+  fail("no argument named '" + name + "'");
+}
+
+const Arg& Context::arg(const std::string& name) const { return args[argIndex(name)]; }
+
+Value Context::tensor(size_t i) const {
+  const Arg& a = arg(i);
+  if (a.kind != Arg::Kind::Tensor || !a.tensor.valid())
+    fail("argument " + std::to_string(i) + " ('" + a.name + "') is not a tensor");
+  return a.tensor;
+}
+
+int64_t Context::toInt(size_t i) const {
+  const Arg& a = arg(i);
+  if (a.kind == Arg::Kind::Int) return a.i;
+  if (a.kind == Arg::Kind::Bool) return a.b;
+  if ((a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double) && a.scalar.known()) return a.scalar.toInt();
+  fail("argument " + std::to_string(i) + " ('" + a.name + "') is not a static integer");
+}
+
+bool Context::toBool(size_t i) const {
+  const Arg& a = arg(i);
+  if (a.kind == Arg::Kind::Bool) return a.b;
+  if (a.kind == Arg::Kind::Int) return a.i != 0;
+  fail("argument " + std::to_string(i) + " ('" + a.name + "') is not a bool");
+}
+
+const std::vector<int64_t>& Context::toInts(size_t i) const {
+  const Arg& a = arg(i);
+  if (a.kind != Arg::Kind::IntList) fail("argument " + std::to_string(i) + " ('" + a.name + "') is not an int list");
+  return a.ints;
+}
+
+double Context::staticDouble(size_t i) const {
+  const Arg& a = arg(i);
+  if (a.kind == Arg::Kind::Int) return double(a.i);
+  if (a.kind == Arg::Kind::Bool) return double(a.b);
+  if ((a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double) && a.scalar.known()) return a.scalar.toDouble();
+  fail("argument " + std::to_string(i) + " ('" + a.name + "') has no static value (list it in static_args)");
+}
+
+void Context::fail(const std::string& msg) const { throw LoweringError(op_ + ": " + msg); }
+
+void Registry::add(Rule rule) {
+  if (rules_.count(rule.op)) throw std::logic_error("two lowering rules for " + rule.op);
+  std::string key = rule.op;
+  rules_.emplace(std::move(key), std::move(rule));
+}
+
+void Registry::add(const std::string& op, RuleFn fn, std::vector<std::string> static_args) {
+  Rule r;
+  r.op = op;
+  r.fn = std::move(fn);
+  r.static_args = std::move(static_args);
+  add(std::move(r));
+}
+
+const Rule* Registry::find(const std::string& op) const {
+  auto it = rules_.find(op);
+  return it == rules_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> Registry::names() const {
+  std::vector<std::string> out;
+  out.reserve(rules_.size());
+  for (auto& kv : rules_) out.push_back(kv.first);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const Registry& registry() {
+  static Registry* reg = [] {
+    auto* r = new Registry();
+    using Populate = void (*)(Registry&);
+    static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
+                                         populateFactory,     populateNN,        populateShape, populateCopy};
+    for (Populate p : kFamilies)
+      if (p) p(*r);
+    return r;
+  }();
+  return *reg;
+}
+
+std::vector<Value> lower(const Rule& rule, Context& ctx) {
+  std::vector<Value> results;
+  try {
+    results = rule.fn(ctx);
+  } catch (const shlo::BuildError& e) {
+    throw LoweringError(rule.op + ": " + e.what());
+  }
+  if (results.size() != ctx.outputs.size())
+    ctx.fail("rule returned " + std::to_string(results.size()) + " results, schema has " +
+             std::to_string(ctx.outputs.size()));
+  for (size_t k = 0; k < results.size(); ++k) {
+    const TensorType& want = ctx.outputs[k];
+    if (want.dtype == DType::Invalid) continue;  // result not asked for
+    Value& v = results[k];
+    if (!v.valid()) ctx.fail("rule returned no value for result " + std::to_string(k));
+    if (v.shape() != want.shape) {
+      // A rule may return a value of the right element count in another shape only by mistake.
+      ctx.fail("result " + std::to_string(k) + " has type " + v.type.str() + ", expected " + want.str());
+    }
+    if (v.dtype() != want.dtype) v = ctx.b.convert(v, want.dtype);
+  }
+  return results;
+}
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,649 @@
+// Elementwise family: arithmetic with PyTorch type promotion and broadcasting, comparisons, where/clamp/masked_fill,
+// unary math, activations and their backward formulas.
+//
+// Conventions: the promoted dtype T is computed from the arguments (resultTypeOf honors wrapped numbers and 0-d
+// tensors); floating math runs in accType(T) (bf16/f16 upcast to f32, as PyTorch CPU's vectorized kernels do) and
+// is rounded to T once at the end.
+#include <cmath>
+#include <limits>
+
+#include "lowering/families.h"
+#include "lowering/helpers.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using shlo::Cmp;
+using shlo::isFloat;
+using shlo::isSigned;
+
+using Fn1 = std::function<Value(Builder&, Value)>;
+using Fn2 = std::function<Value(Builder&, Value, Value)>;
+
+Value cmp(Builder& b, Value x, Value y, Cmp c) { return b.compare(x, y, c); }
+Value cmpc(Builder& b, Value x, double v, Cmp c) { return b.compare(x, cst(b, v, x), c); }
+
+// Common broadcast shape of the listed arguments (Python numbers are 0-d).
+Shape commonShape(const Context& ctx, const std::vector<size_t>& idx) {
+  std::vector<Shape> shapes;
+  for (size_t i : idx)
+    if (ctx.has(i)) shapes.push_back(argShape(ctx, i));
+  return broadcastShapes(shapes);
+}
+
+// The listed arguments as Values of dtype t broadcast to their common shape.
+std::vector<Value> operands(Context& ctx, const std::vector<size_t>& idx, DType t) {
+  Shape shape = commonShape(ctx, idx);
+  std::vector<Value> out;
+  for (size_t i : idx) out.push_back(operand(ctx, i, t, shape));
+  return out;
+}
+
+// Computation dtype for a result dtype: half types in f32, bool arithmetic in s64 where the op needs numbers.
+DType computeType(DType t) { return accType(t); }
+
+// ---- numeric building blocks ----
+
+Value truncF(Builder& b, Value x) {
+  if (!isFloat(x.dtype())) return x;
+  return b.select(cmpc(b, x, 0, Cmp::LT), b.ceil(x), b.floor(x));
+}
+
+Value divTrunc(Builder& b, Value a, Value d) {
+  if (isFloat(a.dtype())) return truncF(b, b.div(a, d));
+  return b.div(a, d);
+}
+
+// PyTorch's div_floor (floating: c10 div_floor_floating; integers: floor of the exact quotient).
+Value divFloor(Builder& b, Value a, Value d) {
+  if (isFloat(a.dtype())) {
+    Value zero = cst(b, 0, a);
+    Value mod = b.rem(a, d);
+    Value div = b.div(b.sub(a, mod), d);
+    Value adj = b.andOp(b.compare(mod, zero, Cmp::NE),
+                        b.compare(b.compare(d, zero, Cmp::LT), b.compare(mod, zero, Cmp::LT), Cmp::NE));
+    div = b.select(adj, b.sub(div, cst(b, 1, a)), div);
+    Value fl = b.floor(div);
+    fl = b.select(b.compare(b.sub(div, fl), cst(b, 0.5, a), Cmp::GT), b.add(fl, cst(b, 1, a)), fl);
+    Value q = b.div(a, d);
+    Value signed_zero = b.mul(zero, q);  // copysign(0, a / b)
+    Value res = b.select(b.compare(div, zero, Cmp::NE), fl, signed_zero);
+    return b.select(b.compare(d, zero, Cmp::EQ), q, res);
+  }
+  if (!isSigned(a.dtype())) return b.div(a, d);
+  Value zero = cst(b, 0, a);
+  Value q = b.div(a, d);
+  Value r = b.rem(a, d);
+  Value adj = b.andOp(b.compare(r, zero, Cmp::NE),
+                      b.compare(b.compare(r, zero, Cmp::LT), b.compare(d, zero, Cmp::LT), Cmp::NE));
+  return b.select(adj, b.sub(q, cst(b, 1, a)), q);
+}
+
+// Python-style remainder: the result has the divisor's sign.
+Value remainderOp(Builder& b, Value a, Value d) {
+  Value r = b.rem(a, d);
+  if (!isSigned(a.dtype())) return r;
+  Value zero = cst(b, 0, a);
+  Value adj = b.andOp(b.compare(r, zero, Cmp::NE),
+                      b.compare(b.compare(r, zero, Cmp::LT), b.compare(d, zero, Cmp::LT), Cmp::NE));
+  return b.select(adj, b.add(r, d), r);
+}
+
+// pow with PyTorch's integer semantics for negative exponents (1 -> 1, -1 -> +-1, else 0).
+Value powOp(Builder& b, Value x, Value e) {
+  if (isFloat(x.dtype())) return b.pow(x, e);
+  if (!isSigned(x.dtype())) return b.pow(x, e);
+  Value zero = cst(b, 0, x), one = cst(b, 1, x), m1 = cst(b, -1, x);
+  Value p = b.pow(x, b.max(e, zero));
+  Value odd = b.compare(b.rem(e, cst(b, 2, e)), zero, Cmp::NE);
+  Value negres = b.select(b.compare(x, one, Cmp::EQ), one,
+                          b.select(b.compare(x, m1, Cmp::EQ), b.select(odd, m1, one), zero));
+  return b.select(b.compare(e, zero, Cmp::LT), negres, p);
+}
+
+Value signOp(Builder& b, Value x) {
+  if (x.dtype() == DType::Pred) return x;
+  Value zero = cst(b, 0, x);
+  Value pos = b.select(b.compare(x, zero, Cmp::GT), cst(b, 1, x), zero);
+  if (!isSigned(x.dtype())) return pos;
+  return b.select(b.compare(x, zero, Cmp::LT), cst(b, -1, x), pos);
+}
+
+Value sigmoidF(Builder& b, Value x) {  // 1 / (1 + exp(-x)), as PyTorch CPU
+  Value one = cst(b, 1, x);
+  return b.div(one, b.add(one, b.exp(b.neg(x))));
+}
+
+Value geluF(Builder& b, Value x, const std::string& approximate) {
+  Value half = cst(b, 0.5, x), one = cst(b, 1, x);
+  if (approximate == "tanh") {
+    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
+    Value cube = b.mul(b.mul(x, x), x);
+    Value inner = b.mul(cst(b, kBeta, x), b.add(x, b.mul(cst(b, kKappa, x), cube)));
+    return b.mul(b.mul(half, x), b.add(one, b.tanh(inner)));
+  }
+  return b.mul(b.mul(x, half), b.add(one, b.chlo("erf", b.mul(x, cst(b, M_SQRT1_2, x)))));
+}
+
+Value geluBackwardF(Builder& b, Value g, Value x, const std::string& approximate) {
+  Value half = cst(b, 0.5, x), one = cst(b, 1, x);
+  if (approximate == "tanh") {
+    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
+    Value x_sq = b.mul(x, x);
+    Value x_cube = b.mul(x_sq, x);
+    Value inner = b.mul(cst(b, kBeta, x), b.add(x, b.mul(cst(b, kKappa, x), x_cube)));
+    Value t = b.tanh(inner);
+    Value left = b.mul(half, x);
+    Value right = b.add(one, t);
+    Value left_d = b.mul(half, right);
+    Value tanh_d = b.sub(one, b.mul(t, t));
+    Value inner_d = b.mul(cst(b, kBeta, x), b.add(one, b.mul(cst(b, 3 * kKappa, x), x_sq)));
+    Value right_d = b.mul(b.mul(left, tanh_d), inner_d);
+    return b.mul(g, b.add(left_d, right_d));
+  }
+  const double kAlpha = M_SQRT1_2, kBeta = M_2_SQRTPI * M_SQRT1_2 * 0.5;
+  Value cdf = b.mul(half, b.add(one, b.chlo("erf", b.mul(x, cst(b, kAlpha, x)))));
+  Value pdf = b.mul(b.exp(b.mul(cst(b, -0.5, x), b.mul(x, x))), cst(b, kBeta, x));
+  return b.mul(g, b.add(cdf, b.mul(x, pdf)));
+}
+
+Value clampOp(Builder& b, Value x, const Value* lo, const Value* hi) {
+  if (lo) x = nanMax(b, x, *lo);
+  if (hi) x = nanMin(b, x, *hi);
+  return x;
+}
+
+double maxFinite(DType t) {
+  switch (t) {
+    case DType::F16: return 65504.0;
+    case DType::BF16: return 3.3895313892515355e38;
+    case DType::F32: return std::numeric_limits<float>::max();
+    default: return std::numeric_limits<double>::max();
+  }
+}
+
+// ---- registration helpers ----
+
+// Unary op on a tensor whose result keeps the input dtype (neg, abs, floor, relu, ...). fn sees accType values.
+void unarySame(Registry& r, const std::string& op, Fn1 fn) {
+  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return fn(ctx.b, v); })};
+  });
+}
+
+// Unary op with a floating result (exp, sin, sigmoid, ...): integer/bool inputs become float32 first.
+void unaryFloat(Registry& r, const std::string& op, Fn1 fn) {
+  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    DType out = toFloat(x.dtype());
+    Value v = ctx.b.convert(x, accType(out));
+    return {ctx.b.convert(fn(ctx.b, v), out)};
+  });
+}
+
+// Unary predicate (isnan, logical_not, ...): fn sees the input in its own dtype and returns pred.
+void unaryPred(Registry& r, const std::string& op, Fn1 fn) {
+  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> { return {fn(ctx.b, ctx.tensor(0))}; });
+}
+
+// Binary op on args (0, 1) computed in the promoted dtype T (accType for halves), result T.
+// `float_result`: integer promotion gives float32 (true division, atan2).
+void binary(Registry& r, const std::string& op, Fn2 fn, bool float_result = false) {
+  addReal(r, op, [fn, float_result](Context& ctx) -> std::vector<Value> {
+    DType t = resultTypeOf(ctx, {0, 1});
+    if (float_result) t = toFloat(t);
+    DType c = computeType(t);
+    auto v = operands(ctx, {0, 1}, c);
+    return {ctx.b.convert(fn(ctx.b, v[0], v[1]), t)};
+  });
+}
+
+// Arithmetic with alpha (add/sub/rsub): fn(a, b) with b already scaled by alpha (args 0, 1, alpha 2).
+void binaryAlpha(Registry& r, const std::string& op, bool reversed, bool subtract) {
+  addReal(r, op, [reversed, subtract](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = resultTypeOf(ctx, {0, 1});
+    DType c = computeType(t);
+    auto v = operands(ctx, {0, 1}, c);
+    Value x = v[0], y = v[1];
+    if (reversed) std::swap(x, y);
+    if (c == DType::Pred) {  // bool add: self | (alpha & other)
+      if (ctx.has(2)) y = b.andOp(y, operand(ctx, 2, c, y.shape()));
+      return {b.orOp(x, y)};
+    }
+    if (ctx.has(2)) y = b.mul(y, operand(ctx, 2, c, y.shape()));
+    return {b.convert(subtract ? b.sub(x, y) : b.add(x, y), t)};
+  });
+}
+
+// Comparison of args (0, 1) in their promoted dtype; result pred.
+void comparison(Registry& r, const std::string& op, Cmp c) {
+  addReal(r, op, [c](Context& ctx) -> std::vector<Value> {
+    DType t = resultTypeOf(ctx, {0, 1});
+    auto v = operands(ctx, {0, 1}, t);
+    return {ctx.b.compare(v[0], v[1], c)};
+  });
+}
+
+// Bitwise/logical-integer op: only bool and integer dtypes (floats decline and fall back to CPU, which raises).
+void bitwise(Registry& r, const std::string& op, Fn2 fn) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = [fn](Context& ctx) -> std::vector<Value> {
+    DType t = resultTypeOf(ctx, {0, 1});
+    auto v = operands(ctx, {0, 1}, t);
+    return {fn(ctx.b, v[0], v[1])};
+  };
+  rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && !isFloat(resultTypeOf(ctx, {0, 1})); };
+  r.add(std::move(rule));
+}
+
+// Logical op: operands compared with zero, result pred.
+void logical(Registry& r, const std::string& op, Fn2 fn) {
+  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Shape shape = commonShape(ctx, {0, 1});
+    auto nz = [&](size_t i) {
+      Value x = b.broadcastTo(ctx.tensor(i), shape);
+      return x.dtype() == DType::Pred ? x : b.compare(x, b.zerosLike(x), Cmp::NE);
+    };
+    return {fn(b, nz(0), nz(1))};
+  });
+}
+
+// Backward-style op of (grad, x) computed in the promoted float type: fn(g, x) with extra scalar args fetched by fn.
+using FnCtx = std::function<Value(Context&, DType /*compute*/, Value /*g*/, Value /*x*/)>;
+void gradOp(Registry& r, const std::string& op, size_t gi, size_t xi, FnCtx fn) {
+  addReal(r, op, [fn, gi, xi](Context& ctx) -> std::vector<Value> {
+    DType t = resultTypeOf(ctx, {gi, xi});
+    DType c = computeType(t);
+    auto v = operands(ctx, {gi, xi}, c);
+    return {ctx.b.convert(fn(ctx, c, v[0], v[1]), t)};
+  });
+}
+
+}  // namespace
+
+void populateElementwise(Registry& r) {
+  // ---- arithmetic ----
+  binaryAlpha(r, "aten::add.Tensor", false, false);
+  binaryAlpha(r, "aten::add.Scalar", false, false);
+  binaryAlpha(r, "aten::sub.Tensor", false, true);
+  binaryAlpha(r, "aten::sub.Scalar", false, true);
+  binaryAlpha(r, "aten::rsub.Tensor", true, true);
+  binaryAlpha(r, "aten::rsub.Scalar", true, true);
+  Fn2 mul = [](Builder& b, Value x, Value y) { return x.dtype() == DType::Pred ? b.andOp(x, y) : b.mul(x, y); };
+  binary(r, "aten::mul.Tensor", mul);
+  binary(r, "aten::mul.Scalar", mul);
+  Fn2 div = [](Builder& b, Value x, Value y) { return b.div(x, y); };
+  binary(r, "aten::div.Tensor", div, /*float_result=*/true);
+  binary(r, "aten::div.Scalar", div, true);
+  auto divMode = [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    std::string mode = ctx.has(2) ? ctx.arg(2).s : "";
+    DType t = resultTypeOf(ctx, {0, 1});
+    if (mode.empty()) t = toFloat(t);
+    else if (mode != "trunc" && mode != "floor") ctx.fail("unknown rounding_mode '" + mode + "'");
+    DType c = t == DType::Pred ? DType::S64 : computeType(t);
+    auto v = operands(ctx, {0, 1}, c);
+    Value q = mode.empty() ? b.div(v[0], v[1]) : mode == "trunc" ? divTrunc(b, v[0], v[1]) : divFloor(b, v[0], v[1]);
+    return {b.convert(q, t)};
+  };
+  addReal(r, "aten::div.Tensor_mode", divMode);
+  addReal(r, "aten::div.Scalar_mode", divMode);
+  Fn2 floordiv = [](Builder& b, Value x, Value y) {
+    if (x.dtype() == DType::Pred) return b.convert(divFloor(b, b.convert(x, DType::S64), b.convert(y, DType::S64)), DType::Pred);
+    return divFloor(b, x, y);
+  };
+  binary(r, "aten::floor_divide", floordiv);
+  binary(r, "aten::floor_divide.Scalar", floordiv);
+  Fn2 remainder = [](Builder& b, Value x, Value y) { return remainderOp(b, x, y); };
+  binary(r, "aten::remainder.Tensor", remainder);
+  binary(r, "aten::remainder.Scalar", remainder);
+  binary(r, "aten::remainder.Scalar_Tensor", remainder);
+  Fn2 fmod = [](Builder& b, Value x, Value y) { return b.rem(x, y); };
+  binary(r, "aten::fmod.Tensor", fmod);
+  binary(r, "aten::fmod.Scalar", fmod);
+  Fn2 pow = [](Builder& b, Value x, Value y) {
+    if (x.dtype() == DType::Pred) return b.convert(powOp(b, b.convert(x, DType::S64), b.convert(y, DType::S64)), DType::Pred);
+    return powOp(b, x, y);
+  };
+  binary(r, "aten::pow.Tensor_Tensor", pow);
+  binary(r, "aten::pow.Tensor_Scalar", pow);
+  binary(r, "aten::pow.Scalar", pow);
+  binary(r, "aten::maximum", [](Builder& b, Value x, Value y) { return nanMax(b, x, y); });
+  binary(r, "aten::minimum", [](Builder& b, Value x, Value y) { return nanMin(b, x, y); });
+  binary(r, "aten::fmax", [](Builder& b, Value x, Value y) {  // NaN only if both are NaN
+    Value m = b.max(x, y);
+    if (!isFloat(x.dtype())) return m;
+    return b.select(isNan(b, x), y, b.select(isNan(b, y), x, m));
+  });
+  binary(r, "aten::fmin", [](Builder& b, Value x, Value y) {
+    Value m = b.min(x, y);
+    if (!isFloat(x.dtype())) return m;
+    return b.select(isNan(b, x), y, b.select(isNan(b, y), x, m));
+  });
+  binary(r, "aten::atan2", [](Builder& b, Value x, Value y) { return b.atan2(x, y); }, true);
+  binary(r, "aten::hypot", [](Builder& b, Value x, Value y) { return b.sqrt(b.add(b.mul(x, x), b.mul(y, y))); });
+  binary(r, "aten::copysign.Tensor", [](Builder& b, Value x, Value y) {
+    // |x| with the sign bit of y: select on y's sign bit (-0.0 counts as negative).
+    Value ax = b.abs(x);
+    DType it = shlo::bitWidth(y.dtype()) == 64 ? DType::S64 : shlo::bitWidth(y.dtype()) == 32 ? DType::S32 : DType::S16;
+    Value neg = b.compare(b.bitcastConvert(y, it), b.zerosLike(b.bitcastConvert(y, it)), Cmp::LT);
+    return b.select(neg, b.neg(ax), ax);
+  }, true);
+  binary(r, "aten::xlogy.Tensor", [](Builder& b, Value x, Value y) {
+    Value zero = cst(b, 0, x);
+    Value res = b.select(b.compare(x, zero, Cmp::EQ), zero, b.mul(x, b.log(y)));
+    return b.select(isNan(b, y), y, res);
+  }, true);
+  binary(r, "aten::logaddexp", [](Builder& b, Value x, Value y) {
+    Value m = b.max(x, y);
+    Value res = b.add(m, b.log1p(b.exp(b.neg(b.abs(b.sub(x, y))))));
+    // equal infinities: x - y is NaN; the answer is that infinity
+    Value same_inf = b.andOp(b.compare(x, y, Cmp::EQ), b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ));
+    return b.select(same_inf, x, res);
+  }, true);
+
+  // ---- bitwise / logical ----
+  bitwise(r, "aten::bitwise_and.Tensor", [](Builder& b, Value x, Value y) { return b.andOp(x, y); });
+  bitwise(r, "aten::bitwise_and.Scalar", [](Builder& b, Value x, Value y) { return b.andOp(x, y); });
+  bitwise(r, "aten::bitwise_or.Tensor", [](Builder& b, Value x, Value y) { return b.orOp(x, y); });
+  bitwise(r, "aten::bitwise_or.Scalar", [](Builder& b, Value x, Value y) { return b.orOp(x, y); });
+  bitwise(r, "aten::bitwise_xor.Tensor", [](Builder& b, Value x, Value y) { return b.xorOp(x, y); });
+  bitwise(r, "aten::bitwise_xor.Scalar", [](Builder& b, Value x, Value y) { return b.xorOp(x, y); });
+  {
+    Rule rule;
+    rule.op = "aten::bitwise_not";
+    rule.fn = [](Context& ctx) -> std::vector<Value> { return {ctx.b.notOp(ctx.tensor(0))}; };
+    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && !isFloat(ctx.tensor(0).dtype()); };
+    r.add(std::move(rule));
+  }
+  logical(r, "aten::logical_and", [](Builder& b, Value x, Value y) { return b.andOp(x, y); });
+  logical(r, "aten::logical_or", [](Builder& b, Value x, Value y) { return b.orOp(x, y); });
+  logical(r, "aten::logical_xor", [](Builder& b, Value x, Value y) { return b.xorOp(x, y); });
+  unaryPred(r, "aten::logical_not", [](Builder& b, Value x) {
+    return x.dtype() == DType::Pred ? b.notOp(x) : b.compare(x, b.zerosLike(x), Cmp::EQ);
+  });
+
+  // ---- comparisons ----
+  const std::pair<const char*, Cmp> cmps[] = {{"eq", Cmp::EQ}, {"ne", Cmp::NE}, {"lt", Cmp::LT},
+                                              {"le", Cmp::LE}, {"gt", Cmp::GT}, {"ge", Cmp::GE}};
+  for (auto& [name, c] : cmps) {
+    comparison(r, std::string("aten::") + name + ".Tensor", c);
+    comparison(r, std::string("aten::") + name + ".Scalar", c);
+  }
+  unaryPred(r, "aten::isnan", [](Builder& b, Value x) { return isNan(b, x); });
+  unaryPred(r, "aten::isinf", [](Builder& b, Value x) {
+    if (!isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
+    return b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ);
+  });
+  unaryPred(r, "aten::isposinf", [](Builder& b, Value x) {
+    if (!isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
+    return b.compare(x, cst(b, INFINITY, x), Cmp::EQ);
+  });
+  unaryPred(r, "aten::isneginf", [](Builder& b, Value x) {
+    if (!isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
+    return b.compare(x, cst(b, -INFINITY, x), Cmp::EQ);
+  });
+
+  // ---- selection ----
+  addReal(r, "aten::where.self", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = resultTypeOf(ctx, {1, 2});
+    Shape shape = commonShape(ctx, {0, 1, 2});
+    Value cond = b.broadcastTo(ctx.tensor(0), shape);
+    if (cond.dtype() != DType::Pred) cond = b.compare(cond, b.zerosLike(cond), Cmp::NE);
+    return {b.select(cond, operand(ctx, 1, t, shape), operand(ctx, 2, t, shape))};
+  });
+  auto clampRule = [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = resultTypeOf(ctx, {0, 1, 2});
+    DType c = computeType(t);
+    Shape shape = commonShape(ctx, {0, 1, 2});
+    Value x = operand(ctx, 0, c, shape);
+    Value lo, hi;
+    if (ctx.has(1)) lo = operand(ctx, 1, c, shape);
+    if (ctx.has(2)) hi = operand(ctx, 2, c, shape);
+    return {b.convert(clampOp(b, x, ctx.has(1) ? &lo : nullptr, ctx.has(2) ? &hi : nullptr), t)};
+  };
+  addReal(r, "aten::clamp", clampRule);
+  addReal(r, "aten::clamp.Tensor", clampRule);
+  binary(r, "aten::clamp_min", [](Builder& b, Value x, Value y) { return nanMax(b, x, y); });
+  binary(r, "aten::clamp_min.Tensor", [](Builder& b, Value x, Value y) { return nanMax(b, x, y); });
+  binary(r, "aten::clamp_max", [](Builder& b, Value x, Value y) { return nanMin(b, x, y); });
+  binary(r, "aten::clamp_max.Tensor", [](Builder& b, Value x, Value y) { return nanMin(b, x, y); });
+  auto maskedFill = [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    Shape shape = commonShape(ctx, {0, 1});
+    Value mask = b.broadcastTo(ctx.tensor(1), shape);
+    if (mask.dtype() != DType::Pred) mask = b.compare(mask, b.zerosLike(mask), Cmp::NE);
+    Value v = b.broadcastTo(scalarArg(ctx, 2, self.dtype()), shape);
+    return {b.select(mask, v, b.broadcastTo(self, shape))};
+  };
+  addReal(r, "aten::masked_fill.Scalar", maskedFill);
+  addReal(r, "aten::masked_fill.Tensor", maskedFill);
+
+  // ---- unary, dtype-preserving ----
+  unarySame(r, "aten::neg", [](Builder& b, Value x) { return b.neg(x); });
+  unarySame(r, "aten::abs", [](Builder& b, Value x) {
+    return (x.dtype() == DType::Pred || !isSigned(x.dtype())) ? x : b.abs(x);
+  });
+  unarySame(r, "aten::sign", signOp);
+  unarySame(r, "aten::sgn", signOp);
+  unarySame(r, "aten::floor", [](Builder& b, Value x) { return isFloat(x.dtype()) ? b.floor(x) : x; });
+  unarySame(r, "aten::ceil", [](Builder& b, Value x) { return isFloat(x.dtype()) ? b.ceil(x) : x; });
+  unarySame(r, "aten::round", [](Builder& b, Value x) { return isFloat(x.dtype()) ? b.roundNearestEven(x) : x; });
+  unarySame(r, "aten::trunc", truncF);
+  unarySame(r, "aten::fix", truncF);
+  unarySame(r, "aten::frac", [](Builder& b, Value x) { return b.sub(x, truncF(b, x)); });
+  addReal(r, "aten::round.decimals", [](Context& ctx) -> std::vector<Value> {
+    int64_t d = ctx.toInt(1);
+    Value x = ctx.tensor(0);
+    return {inAcc(ctx.b, x, x.dtype(), [&](Value v) {
+      Builder& b = ctx.b;
+      if (!isFloat(v.dtype())) return v;
+      Value p = cst(b, std::pow(10.0, double(std::llabs(d))), v);
+      if (d < 0) return b.mul(b.roundNearestEven(b.div(v, p)), p);
+      return b.div(b.roundNearestEven(b.mul(v, p)), p);
+    })};
+  });
+  addReal(r, "aten::nan_to_num", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    if (!isFloat(x.dtype())) return {x};
+    DType t = x.dtype();
+    auto opt = [&](size_t i, double dflt) {
+      return ctx.has(i) ? b.broadcastTo(scalarArg(ctx, i, t), x.shape()) : b.constantF(dflt, t, x.shape());
+    };
+    Value res = b.select(isNan(b, x), opt(1, 0.0), x);
+    res = b.select(b.compare(x, cst(b, INFINITY, x), Cmp::EQ), opt(2, maxFinite(t)), res);
+    res = b.select(b.compare(x, cst(b, -INFINITY, x), Cmp::EQ), opt(3, -maxFinite(t)), res);
+    return {res};
+  });
+
+  // ---- unary, floating result ----
+  unaryFloat(r, "aten::exp", [](Builder& b, Value x) { return b.exp(x); });
+  unaryFloat(r, "aten::exp2", [](Builder& b, Value x) { return b.pow(cst(b, 2, x), x); });
+  unaryFloat(r, "aten::expm1", [](Builder& b, Value x) { return b.expm1(x); });
+  unaryFloat(r, "aten::log", [](Builder& b, Value x) { return b.log(x); });
+  unaryFloat(r, "aten::log2", [](Builder& b, Value x) { return b.div(b.log(x), cst(b, M_LN2, x)); });
+  unaryFloat(r, "aten::log10", [](Builder& b, Value x) { return b.div(b.log(x), cst(b, M_LN10, x)); });
+  unaryFloat(r, "aten::log1p", [](Builder& b, Value x) { return b.log1p(x); });
+  unaryFloat(r, "aten::sqrt", [](Builder& b, Value x) { return b.sqrt(x); });
+  unaryFloat(r, "aten::rsqrt", [](Builder& b, Value x) { return b.rsqrt(x); });
+  unaryFloat(r, "aten::reciprocal", [](Builder& b, Value x) { return b.div(cst(b, 1, x), x); });
+  unaryFloat(r, "aten::sin", [](Builder& b, Value x) { return b.sin(x); });
+  unaryFloat(r, "aten::cos", [](Builder& b, Value x) { return b.cos(x); });
+  unaryFloat(r, "aten::tan", [](Builder& b, Value x) { return b.tan(x); });
+  unaryFloat(r, "aten::tanh", [](Builder& b, Value x) { return b.tanh(x); });
+  unaryFloat(r, "aten::sigmoid", sigmoidF);
+  unaryFloat(r, "aten::deg2rad", [](Builder& b, Value x) { return b.mul(x, cst(b, M_PI / 180.0, x)); });
+  unaryFloat(r, "aten::rad2deg", [](Builder& b, Value x) { return b.mul(x, cst(b, 180.0 / M_PI, x)); });
+  unaryFloat(r, "aten::sinc", [](Builder& b, Value x) {
+    Value px = b.mul(x, cst(b, M_PI, x));
+    return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, 1, x), b.div(b.sin(px), px));
+  });
+  for (const char* name : {"erf", "erfc", "lgamma", "digamma", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+                           "acosh", "atanh"}) {
+    std::string n = name;
+    unaryFloat(r, "aten::" + n, [n](Builder& b, Value x) { return b.chlo(n, x); });
+  }
+  unaryFloat(r, "aten::erfinv", [](Builder& b, Value x) { return b.chlo("erf_inv", x); });
+  addReal(r, "aten::logit", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    DType out = toFloat(x.dtype());
+    Builder& b = ctx.b;
+    Value v = b.convert(x, accType(out));
+    if (ctx.has(1)) {
+      Value eps = b.broadcastTo(scalarArg(ctx, 1, v.dtype()), v.shape());
+      v = b.clamp(eps, v, b.sub(cst(b, 1, v), eps));
+    }
+    return {b.convert(b.log(b.div(v, b.sub(cst(b, 1, v), v))), out)};
+  });
+
+  // ---- activations ----
+  unarySame(r, "aten::relu", [](Builder& b, Value x) {
+    if (x.dtype() == DType::Pred || !isSigned(x.dtype())) return x;
+    return b.select(cmpc(b, x, 0, Cmp::LT), b.zerosLike(x), x);
+  });
+  addReal(r, "aten::gelu", [](Context& ctx) -> std::vector<Value> {
+    std::string approx = ctx.has(1) ? ctx.arg(1).s : "none";
+    Value x = ctx.tensor(0);
+    return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return geluF(ctx.b, v, approx); })};
+  });
+  unarySame(r, "aten::silu", [](Builder& b, Value x) { return b.div(x, b.add(cst(b, 1, x), b.exp(b.neg(x)))); });
+  unarySame(r, "aten::mish", [](Builder& b, Value x) { return b.mul(x, b.tanh(b.log1p(b.exp(x)))); });
+  unarySame(r, "aten::hardsigmoid", [](Builder& b, Value x) {
+    return b.div(b.clamp(cst(b, 0, x), b.add(x, cst(b, 3, x)), cst(b, 6, x)), cst(b, 6, x));
+  });
+  unarySame(r, "aten::hardswish", [](Builder& b, Value x) {
+    return b.div(b.mul(x, b.clamp(cst(b, 0, x), b.add(x, cst(b, 3, x)), cst(b, 6, x))), cst(b, 6, x));
+  });
+  auto selfScalars = [](Registry& r, const std::string& op,
+                        std::function<Value(Builder&, Value, const std::vector<Value>&)> fn, size_t nscalars) {
+    addReal(r, op, [fn, nscalars](Context& ctx) -> std::vector<Value> {
+      Value x = ctx.tensor(0);
+      DType c = computeType(x.dtype());
+      std::vector<Value> s;
+      for (size_t i = 1; i <= nscalars; ++i) s.push_back(operand(ctx, i, c, x.shape()));
+      return {ctx.b.convert(fn(ctx.b, ctx.b.convert(x, c), s), x.dtype())};
+    });
+  };
+  selfScalars(r, "aten::leaky_relu", [](Builder& b, Value x, const std::vector<Value>& s) {
+    return b.select(cmpc(b, x, 0, Cmp::GT), x, b.mul(x, s[0]));
+  }, 1);
+  selfScalars(r, "aten::hardtanh", [](Builder& b, Value x, const std::vector<Value>& s) {
+    return clampOp(b, x, &s[0], &s[1]);
+  }, 2);
+  selfScalars(r, "aten::threshold", [](Builder& b, Value x, const std::vector<Value>& s) {
+    return b.select(b.compare(x, s[0], Cmp::LE), s[1], x);
+  }, 2);
+  selfScalars(r, "aten::elu", [](Builder& b, Value x, const std::vector<Value>& s) {
+    // alpha s[0], scale s[1], input_scale s[2]
+    Value neg = b.mul(b.expm1(b.mul(x, s[2])), b.mul(s[0], s[1]));
+    return b.select(cmpc(b, x, 0, Cmp::LE), neg, b.mul(x, s[1]));
+  }, 3);
+  selfScalars(r, "aten::softplus", [](Builder& b, Value x, const std::vector<Value>& s) {
+    Value xb = b.mul(x, s[0]);
+    return b.select(b.compare(xb, s[1], Cmp::GT), x, b.div(b.log1p(b.exp(xb)), s[0]));
+  }, 2);
+
+  // ---- activation backward ----
+  gradOp(r, "aten::threshold_backward", 0, 1, [](Context& ctx, DType c, Value g, Value x) {
+    Value th = operand(ctx, 2, c, x.shape());
+    return ctx.b.select(ctx.b.compare(x, th, Cmp::LE), ctx.b.zerosLike(g), g);
+  });
+  gradOp(r, "aten::gelu_backward", 0, 1, [](Context& ctx, DType, Value g, Value x) {
+    return geluBackwardF(ctx.b, g, x, ctx.has(2) ? ctx.arg(2).s : "none");
+  });
+  gradOp(r, "aten::silu_backward", 0, 1, [](Context& ctx, DType, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value s = sigmoidF(b, x);
+    Value one = cst(b, 1, x);
+    return b.mul(g, b.mul(s, b.add(one, b.mul(x, b.sub(one, s)))));
+  });
+  gradOp(r, "aten::mish_backward", 0, 1, [](Context& ctx, DType, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value s = sigmoidF(b, x);
+    Value t = b.tanh(b.log1p(b.exp(x)));
+    Value one = cst(b, 1, x);
+    return b.mul(g, b.add(t, b.mul(b.mul(x, s), b.sub(one, b.mul(t, t)))));
+  });
+  gradOp(r, "aten::tanh_backward", 0, 1, [](Context& ctx, DType, Value g, Value y) {
+    return ctx.b.mul(g, ctx.b.sub(cst(ctx.b, 1, y), ctx.b.mul(y, y)));
+  });
+  gradOp(r, "aten::sigmoid_backward", 0, 1, [](Context& ctx, DType, Value g, Value y) {
+    return ctx.b.mul(ctx.b.mul(g, ctx.b.sub(cst(ctx.b, 1, y), y)), y);
+  });
+  gradOp(r, "aten::leaky_relu_backward", 0, 1, [](Context& ctx, DType c, Value g, Value x) {
+    Value slope = operand(ctx, 2, c, x.shape());
+    return ctx.b.select(cmpc(ctx.b, x, 0, Cmp::GT), g, ctx.b.mul(g, slope));
+  });
+  gradOp(r, "aten::hardtanh_backward", 0, 1, [](Context& ctx, DType c, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value lo = operand(ctx, 2, c, x.shape()), hi = operand(ctx, 3, c, x.shape());
+    Value out = b.orOp(b.compare(x, lo, Cmp::LE), b.compare(x, hi, Cmp::GE));
+    return b.select(out, b.zerosLike(g), g);
+  });
+  gradOp(r, "aten::hardsigmoid_backward", 0, 1, [](Context& ctx, DType, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value in = b.andOp(cmpc(b, x, -3, Cmp::GT), cmpc(b, x, 3, Cmp::LT));
+    return b.select(in, b.div(g, cst(b, 6, g)), b.zerosLike(g));
+  });
+  gradOp(r, "aten::hardswish_backward", 0, 1, [](Context& ctx, DType, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value mid = b.mul(g, b.add(b.div(x, cst(b, 3, x)), cst(b, 0.5, x)));
+    return b.select(cmpc(b, x, -3, Cmp::LT), b.zerosLike(g), b.select(cmpc(b, x, 3, Cmp::LE), mid, g));
+  });
+  gradOp(r, "aten::softplus_backward", 0, 1, [](Context& ctx, DType c, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value beta = operand(ctx, 2, c, x.shape()), th = operand(ctx, 3, c, x.shape());
+    Value xb = b.mul(x, beta);
+    Value z = b.exp(xb);
+    return b.select(b.compare(xb, th, Cmp::GT), g, b.div(b.mul(g, z), b.add(z, cst(b, 1, z))));
+  });
+  // elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result)
+  gradOp(r, "aten::elu_backward", 0, 5, [](Context& ctx, DType c, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value alpha = operand(ctx, 1, c, x.shape()), scale = operand(ctx, 2, c, x.shape()),
+          iscale = operand(ctx, 3, c, x.shape());
+    Value negcoef = b.mul(alpha, scale);
+    Value neg = ctx.toBool(4) ? b.mul(b.mul(g, iscale), b.add(x, negcoef))
+                              : b.mul(b.mul(b.mul(g, iscale), negcoef), b.exp(b.mul(x, iscale)));
+    return b.select(cmpc(b, x, 0, Cmp::LE), neg, b.mul(g, scale));
+  });
+
+  // ---- ternary ----
+  auto addcRule = [](bool divide) {
+    return [divide](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      DType t = resultTypeOf(ctx, {0, 1, 2});
+      DType c = computeType(t);
+      auto v = operands(ctx, {0, 1, 2}, c);
+      Value value = operand(ctx, 3, c, v[0].shape());
+      Value prod = divide ? b.div(v[1], v[2]) : b.mul(v[1], v[2]);
+      return {b.convert(b.add(v[0], b.mul(value, prod)), t)};
+    };
+  };
+  addReal(r, "aten::addcmul", addcRule(false));
+  addReal(r, "aten::addcdiv", addcRule(true));
+  auto lerpRule = [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = resultTypeOf(ctx, {0, 1});
+    DType c = computeType(t);
+    auto v = operands(ctx, {0, 1, 2}, c);
+    Value self = v[0], end = v[1], w = v[2];
+    Value diff = b.sub(end, self);
+    Value small = b.compare(b.abs(w), cst(b, 0.5, w), Cmp::LT);
+    Value lo = b.add(self, b.mul(w, diff));
+    Value hi = b.sub(end, b.mul(diff, b.sub(cst(b, 1, w), w)));
+    return {b.convert(b.select(small, lo, hi), t)};
+  };
+  addReal(r, "aten::lerp.Scalar", lerpRule);
+  addReal(r, "aten::lerp.Tensor", lerpRule);
+}
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,237 @@
+// Factory family: fill, clone, _to_copy, arange, full/zeros/ones-like constructors and the random ops.
+//
+// Random ops draw bits from stablehlo.rng_bit_generator with the state ctx.rngState() gives (a fresh one per call,
+// derived from the device generator). The random rules are registered under PyTorch's in-place names (uniform_,
+// normal_, ...), which are the only forms those ops have; each returns the new value of `self`.
+#include <cmath>
+#include <limits>
+
+#include "lowering/families.h"
+#include "lowering/helpers.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using shlo::Cmp;
+using shlo::isFloat;
+
+// Uniform floats in [0, 1) of dtype F64 (53 random bits) or F32 (24 random bits, used for every other dtype).
+// `shape` may have an extra leading dimension for ops that need several draws per element.
+Value uniform01(Context& ctx, const Shape& shape, DType want) {
+  Builder& b = ctx.b;
+  if (want == DType::F64) {
+    Value bits = b.rngBitGenerator(ctx.rngState(), {DType::U64, shape})[1];
+    Value top = b.shiftRightLogical(bits, b.constantF(11, DType::U64, shape));
+    return b.mul(b.convert(top, DType::F64), b.constantF(std::ldexp(1.0, -53), DType::F64, shape));
+  }
+  Value bits = b.rngBitGenerator(ctx.rngState(), {DType::U32, shape})[1];
+  Value top = b.shiftRightLogical(bits, b.constantF(8, DType::U32, shape));
+  return b.mul(b.convert(top, DType::F32), b.constantF(std::ldexp(1.0, -24), DType::F32, shape));
+}
+
+DType drawType(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
+
+// Number of mantissa digits of a float dtype (std::numeric_limits<T>::digits).
+int digits(DType t) {
+  switch (t) {
+    case DType::F16: return 11;
+    case DType::BF16: return 8;
+    case DType::F32: return 24;
+    default: return 53;
+  }
+}
+
+// Inclusive maximum of an integer dtype as uint64 (bool: 1).
+uint64_t intMax(DType t) {
+  switch (t) {
+    case DType::Pred: return 1;
+    case DType::S8: return 127;
+    case DType::U8: return 255;
+    case DType::S16: return 32767;
+    case DType::U16: return 65535;
+    case DType::S32: return 2147483647ull;
+    case DType::U32: return 4294967295ull;
+    case DType::U64: return ~0ull;
+    default: return 9223372036854775807ull;
+  }
+}
+
+// Integers uniform in [from, from + range) (range 0 means the full 64-bit range), converted to `t`.
+Value randomRange(Context& ctx, const TensorType& type, int64_t from, uint64_t range) {
+  Builder& b = ctx.b;
+  Value bits = b.rngBitGenerator(ctx.rngState(), {DType::U64, type.shape})[1];
+  if (range != 0) bits = b.rem(bits, b.broadcastTo(b.constantInt(int64_t(range), DType::U64), type.shape));
+  Value v = b.add(b.bitcastConvert(bits, DType::S64), b.broadcastTo(b.constantInt(from, DType::S64), type.shape));
+  return b.convert(v, type.dtype);
+}
+
+std::vector<Value> fillLike(Context& ctx, size_t value_i, const TensorType& type) {
+  return {ctx.b.broadcastTo(scalarArg(ctx, value_i, type.dtype), type.shape)};
+}
+
+// Result type of a factory op: ctx.outputs[0] (PyTorch's meta computation knows size/dtype/defaults).
+const TensorType& outType(const Context& ctx) {
+  if (ctx.outputs.empty() || ctx.outputs[0].dtype == DType::Invalid) ctx.fail("no expected result type");
+  return ctx.outputs[0];
+}
+
+bool floatSelf(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); }
+
+void addRule(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  rule.accepts = std::move(accepts);
+  r.add(std::move(rule));
+}
+
+}  // namespace
+
+void populateFactory(Registry& r) {
+  addReal(r, "aten::fill.Scalar", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); });
+  addReal(r, "aten::fill.Tensor", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); });
+  addReal(r, "aten::zero", [](Context& ctx) -> std::vector<Value> { return {ctx.b.zerosLike(ctx.tensor(0))}; });
+  addReal(r, "aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; });
+  addReal(r, "aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; });
+  addReal(r, "aten::_to_copy", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    DType to = ctx.has(1) && ctx.arg(1).kind == Arg::Kind::ScalarType ? ctx.arg(1).dtype : x.dtype();
+    return {ctx.b.convert(x, to)};
+  });
+  // full/zeros/ones/... : the value broadcast to the expected result type.
+  addReal(r, "aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); });
+  addReal(r, "aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); });
+  addReal(r, "aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); });
+  addReal(r, "aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); });
+  for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros"})
+    addReal(r, op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; });
+  for (const char* op : {"aten::ones", "aten::ones_like", "aten::new_ones"})
+    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+      const TensorType& t = outType(ctx);
+      return {ctx.b.constantF(1, t.dtype, t.shape)};
+    });
+
+  // arange: start + iota * step in the result dtype (float math in accType; integers in int64). The size comes
+  // from ctx.outputs (PyTorch computed it from the same numbers).
+  auto arange = [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const TensorType& t = outType(ctx);
+    if (t.rank() != 1) ctx.fail("expected a 1-d result");
+    DType c = isFloat(t.dtype) ? accType(t.dtype) : DType::S64;
+    size_t start_i = ctx.argIndex("start");
+    Value start = b.broadcastTo(scalarArg(ctx, start_i, c), t.shape);
+    Value idx = b.convert(b.iota({DType::S64, t.shape}, 0), c);
+    Value v = idx;
+    for (size_t i = 0; i < ctx.args.size(); ++i)
+      if (ctx.args[i].name == "step" && ctx.has(i)) v = b.mul(idx, b.broadcastTo(scalarArg(ctx, i, c), t.shape));
+    return {b.convert(b.add(start, v), t.dtype)};
+  };
+  addReal(r, "aten::arange.start_out", arange);
+  addReal(r, "aten::arange.start_step", arange);
+  addReal(r, "aten::arange.start", arange);
+  addReal(r, "aten::arange", [](Context& ctx) -> std::vector<Value> {  // arange(end): 0, 1, ...
+    const TensorType& t = outType(ctx);
+    Builder& b = ctx.b;
+    DType c = isFloat(t.dtype) ? accType(t.dtype) : DType::S64;
+    return {b.convert(b.convert(b.iota({DType::S64, t.shape}, 0), c), t.dtype)};
+  });
+
+  // ---- random ----
+  // uniform_(self, float from=0, float to=1, *, generator)
+  addRule(r, "aten::uniform_", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u = uniform01(ctx, self.shape(), c);
+    Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
+    Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
+    return {b.convert(b.add(from, b.mul(u, b.sub(to, from))), self.dtype())};
+  }, floatSelf);
+  // normal_(self, float mean=0, float std=1, *, generator): Box-Muller on two uniform draws per element.
+  addRule(r, "aten::normal_", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Shape s2 = self.shape();
+    s2.insert(s2.begin(), 2);
+    Value u = uniform01(ctx, s2, c);
+    std::vector<int64_t> lo(s2.size(), 0), hi = s2, st(s2.size(), 1);
+    hi[0] = 1;
+    Value u1 = b.reshape(b.slice(u, lo, hi, st), self.shape());
+    lo[0] = 1;
+    hi[0] = 2;
+    Value u2 = b.reshape(b.slice(u, lo, hi, st), self.shape());
+    u1 = b.sub(b.onesLike(u1), u1);  // (0, 1]: log is finite
+    Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
+    Value z = b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
+    Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(z);
+    Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(z);
+    return {b.convert(b.add(mean, b.mul(z, stdv)), self.dtype())};
+  }, floatSelf);
+  // bernoulli_.float(self, float p=0.5): 1 with probability p.
+  addReal(r, "aten::bernoulli_.float", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u = uniform01(ctx, self.shape(), c);
+    Value p = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : cst(b, 0.5, u);
+    return {b.convert(b.compare(u, p, Cmp::LT), self.dtype())};
+  });
+  // bernoulli_.Tensor(self, Tensor p) and bernoulli(self = probabilities)
+  addReal(r, "aten::bernoulli_.Tensor", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u = uniform01(ctx, self.shape(), c);
+    Value p = b.broadcastTo(b.convert(ctx.tensor(1), c), self.shape());
+    return {b.convert(b.compare(u, p, Cmp::LT), self.dtype())};
+  });
+  addRule(r, "aten::bernoulli", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value p = ctx.tensor(0);
+    DType c = drawType(p.dtype());
+    Value u = uniform01(ctx, p.shape(), c);
+    return {b.convert(b.compare(u, b.convert(p, c), Cmp::LT), p.dtype())};
+  }, floatSelf);
+  // exponential_(self, float lambd=1): -log(1 - u) / lambd
+  addRule(r, "aten::exponential_", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u = uniform01(ctx, self.shape(), c);
+    Value lambd = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.onesLike(u);
+    Value e = b.div(b.neg(b.log1p(b.neg(u))), lambd);
+    return {b.convert(e, self.dtype())};
+  }, floatSelf);
+  // random_.from(self, int from, int? to), random_.to(self, int to), random_(self): integers in [from, to).
+  auto randomRule = [](int form) {
+    return [form](Context& ctx) -> std::vector<Value> {
+      Value self = ctx.tensor(0);
+      DType t = self.dtype();
+      int64_t from = 0;
+      uint64_t range;  // 0 = all 64-bit values
+      auto defaultTo = [&]() -> uint64_t {  // exclusive upper bound when `to` is absent
+        return isFloat(t) ? (uint64_t(1) << digits(t)) + 1 : intMax(t) + 1;
+      };
+      if (form == 0) {  // random_.from
+        from = ctx.toInt(1);
+        if (ctx.has(2)) {
+          range = uint64_t(ctx.toInt(2)) - uint64_t(from);
+        } else {
+          uint64_t to = defaultTo();
+          range = to - uint64_t(from);  // wraps to 0 for the full int64 range
+        }
+      } else if (form == 1) {  // random_.to
+        range = uint64_t(ctx.toInt(1));
+      } else {
+        range = isFloat(t) ? (uint64_t(1) << digits(t)) + 1 : intMax(t) + 1;
+      }
+      return {randomRange(ctx, self.type, from, range)};
+    };
+  };
+  addReal(r, "aten::random_.from", randomRule(0));
+  addReal(r, "aten::random_.to", randomRule(1));
+  addReal(r, "aten::random_", randomRule(2));
+}
+
+}  // namespace torch_tpu::lowering

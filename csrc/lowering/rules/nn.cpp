@@ -1,0 +1,369 @@
+// NN family: softmax/log_softmax and their backward, layer norm and its backward, embedding and its backward,
+// index_select, nll_loss (1-d/2-d targets), mse_loss, dropout.
+//
+// Half-precision inputs compute in f32 (accType) and round once at the end, like PyTorch CPU's kernels.
+#include <cmath>
+
+#include "lowering/families.h"
+#include "lowering/helpers.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using shlo::Cmp;
+using shlo::isFloat;
+
+enum Reduction { kNone = 0, kMean = 1, kSum = 2 };
+
+std::vector<int64_t> range(int64_t lo, int64_t hi) {
+  std::vector<int64_t> d;
+  for (int64_t k = lo; k < hi; ++k) d.push_back(k);
+  return d;
+}
+
+Value sumDims(Builder& b, Value x, const std::vector<int64_t>& dims) {
+  return dims.empty() ? x : b.reduce(x, dims, ReduceKind::Sum);
+}
+
+// softmax / log_softmax of x (already in the compute dtype) along dim, numerically stable (max subtracted).
+Value softmaxCore(Builder& b, Value x, int64_t dim, bool log) {
+  if (x.rank() == 0) return log ? b.zerosLike(x) : b.onesLike(x);
+  Value m = b.reduce(x, {dim}, ReduceKind::Max);
+  Value shifted = b.sub(x, expandReduced(b, m, x.shape(), {dim}));
+  if (log) {
+    Value s = b.reduce(b.exp(shifted), {dim}, ReduceKind::Sum);
+    return b.sub(shifted, expandReduced(b, b.log(s), x.shape(), {dim}));
+  }
+  Value e = b.exp(shifted);
+  Value s = b.reduce(e, {dim}, ReduceKind::Sum);
+  return b.div(e, expandReduced(b, s, x.shape(), {dim}));
+}
+
+std::vector<Value> softmaxRule(Context& ctx, bool log) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
+  bool half_to_float = ctx.has(2) && ctx.toBool(2);
+  DType out = half_to_float ? DType::F32 : x.dtype();
+  return {b.convert(softmaxCore(b, b.convert(x, accType(x.dtype())), dim, log), out)};
+}
+
+// (grad_output, output, dim, input_dtype)
+std::vector<Value> softmaxBackwardRule(Context& ctx, bool log) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), y = ctx.tensor(1);
+  DType out = ctx.has(3) && ctx.arg(3).kind == Arg::Kind::ScalarType ? ctx.arg(3).dtype : g.dtype();
+  DType c = accType(promote(g.dtype(), y.dtype()));
+  g = b.convert(g, c);
+  y = b.convert(y, c);
+  if (g.rank() == 0) return {b.convert(log ? b.sub(g, b.mul(b.exp(y), g)) : b.mul(y, b.sub(g, g)), out)};
+  int64_t dim = normDim(ctx, ctx.toInt(2), g.rank());
+  Value res;
+  if (log) {
+    Value s = b.reduce(g, {dim}, ReduceKind::Sum);
+    res = b.sub(g, b.mul(b.exp(y), expandReduced(b, s, g.shape(), {dim})));
+  } else {
+    Value s = b.reduce(b.mul(g, y), {dim}, ReduceKind::Sum);
+    res = b.mul(y, b.sub(g, expandReduced(b, s, g.shape(), {dim})));
+  }
+  return {b.convert(res, out)};
+}
+
+// Broadcasts a tensor of the normalized (trailing) shape over `shape`.
+Value trailing(Builder& b, Value v, const Shape& shape) {
+  std::vector<int64_t> map = range(int64_t(shape.size()) - v.rank(), int64_t(shape.size()));
+  return b.broadcastInDim(v, shape, map);
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+std::vector<Value> layerNormRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t axis = x.rank() - int64_t(ctx.toInts(1).size());
+  if (axis < 0) ctx.fail("normalized_shape is longer than the input's rank");
+  std::vector<int64_t> dims = range(axis, x.rank());
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c);
+  double n = double(reducedCount(x.shape(), dims));
+  Value mean = b.div(sumDims(b, xc, dims), b.constantF(n, c, reducedShape(x.shape(), dims, false)));
+  Value d = b.sub(xc, expandReduced(b, mean, x.shape(), dims));
+  Value var = b.div(sumDims(b, b.mul(d, d), dims), b.constantF(n, c, mean.shape()));
+  Value eps = b.broadcastTo(scalarArg(ctx, 4, c), var.shape());
+  Value rstd = b.rsqrt(b.add(var, eps));
+  Value out = b.mul(d, expandReduced(b, rstd, x.shape(), dims));
+  if (ctx.has(2)) out = b.mul(out, trailing(b, b.convert(ctx.tensor(2), c), x.shape()));
+  if (ctx.has(3)) out = b.add(out, trailing(b, b.convert(ctx.tensor(3), c), x.shape()));
+  Shape stat = reducedShape(x.shape(), dims, true);
+  DType st = ctx.outputs.size() > 1 && ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : x.dtype();
+  return {b.convert(out, x.dtype()), b.convert(b.reshape(mean, stat), st), b.convert(b.reshape(rstd, stat), st)};
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, bool[3] output_mask)
+std::vector<Value> layerNormBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1);
+  int64_t axis = x.rank() - int64_t(ctx.toInts(2).size());
+  std::vector<int64_t> norm = range(axis, x.rank()), batch = range(0, axis);
+  std::vector<bool> mask = ctx.arg(7).bools;
+  mask.resize(3, true);
+  DType c = accType(x.dtype());
+  Value gc = b.convert(g, c), xc = b.convert(x, c);
+  Value mean = expandReduced(b, b.convert(ctx.tensor(3), c), x.shape(), norm);
+  Value rstd = expandReduced(b, b.convert(ctx.tensor(4), c), x.shape(), norm);
+  Value xhat = b.mul(b.sub(xc, mean), rstd);
+  std::vector<Value> res(3);
+  auto wanted = [&](int k) { return mask[k] && k < int(ctx.outputs.size()) && ctx.outputs[k].dtype != DType::Invalid; };
+  if (wanted(0)) {
+    Value gw = ctx.has(5) ? b.mul(gc, trailing(b, b.convert(ctx.tensor(5), c), x.shape())) : gc;
+    double n = double(reducedCount(x.shape(), norm));
+    Value inv_n = b.constantF(1.0 / n, c, reducedShape(x.shape(), norm, false));
+    Value mean_gw = expandReduced(b, b.mul(sumDims(b, gw, norm), inv_n), x.shape(), norm);
+    Value mean_gwx = expandReduced(b, b.mul(sumDims(b, b.mul(gw, xhat), norm), inv_n), x.shape(), norm);
+    Value dx = b.mul(rstd, b.sub(b.sub(gw, mean_gw), b.mul(xhat, mean_gwx)));
+    res[0] = b.convert(dx, x.dtype());
+  }
+  Shape wshape(x.shape().begin() + axis, x.shape().end());
+  if (wanted(1)) {
+    DType wt = ctx.has(5) ? ctx.tensor(5).dtype() : x.dtype();
+    res[1] = b.convert(b.reshape(sumDims(b, b.mul(gc, xhat), batch), wshape), wt);
+  }
+  if (wanted(2)) {
+    DType bt = ctx.has(6) ? ctx.tensor(6).dtype() : x.dtype();
+    res[2] = b.convert(b.reshape(sumDims(b, gc, batch), wshape), bt);
+  }
+  return res;
+}
+
+// Rows of `table` (along dim 0) picked by integer `idx` of any shape: result idx.shape + table.shape[1:].
+Value takeRows(Builder& b, Value table, Value idx) {
+  Builder::GatherDims gd;
+  int64_t ir = idx.rank();
+  gd.offset_dims = range(ir, ir + table.rank() - 1);
+  gd.collapsed_slice_dims = {0};
+  gd.start_index_map = {0};
+  gd.index_vector_dim = ir;
+  std::vector<int64_t> sizes = table.shape();
+  sizes[0] = 1;
+  Shape out = idx.shape();
+  out.insert(out.end(), table.shape().begin() + 1, table.shape().end());
+  return b.gather(table, idx, gd, sizes, out);
+}
+
+// index_select(self, dim, index): index 0-d or 1-d.
+std::vector<Value> indexSelectRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0), index = ctx.tensor(2);
+  int64_t k = index.type.numel();
+  Value idx = b.reshape(index, {k});
+  if (x.rank() == 0) return {b.reshape(b.broadcastTo(x, {k}), {})};
+  int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
+  Builder::GatherDims gd;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != dim) gd.offset_dims.push_back(d);
+  gd.collapsed_slice_dims = {dim};
+  gd.start_index_map = {dim};
+  gd.index_vector_dim = 1;
+  std::vector<int64_t> sizes = x.shape();
+  sizes[dim] = 1;
+  Shape out = x.shape();
+  out[dim] = k;
+  return {b.gather(x, idx, gd, sizes, out)};
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+std::vector<Value> embeddingBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), indices = ctx.tensor(1);
+  int64_t num_weights = ctx.toInt(2), padding_idx = ctx.toInt(3);
+  bool scale = ctx.toBool(4);
+  int64_t m = indices.type.numel();
+  int64_t dim = g.shape().empty() ? 1 : g.shape().back();
+  DType c = accType(g.dtype());
+  Value idx = b.convert(b.reshape(indices, {m}), DType::S64);
+  Value rows = b.convert(b.reshape(g, {m, dim}), c);
+  Value keep = b.compare(idx, b.broadcastTo(b.constantInt(padding_idx, DType::S64), {m}), Cmp::NE);
+  Value w = b.convert(keep, c);  // 0 for padding rows
+  Value idx2 = b.reshape(idx, {m, 1});
+  if (scale) {
+    Builder::ScatterDims sd1;
+    sd1.update_window_dims = {};
+    sd1.inserted_window_dims = {0};
+    sd1.scatter_dims_to_operand_dims = {0};
+    sd1.index_vector_dim = 1;
+    Value counts = b.scatter(b.zeros({c, {num_weights}}), idx2, b.constantF(1, c, {m}), sd1, ReduceKind::Sum);
+    Builder::GatherDims gd;
+    gd.offset_dims = {};
+    gd.collapsed_slice_dims = {0};
+    gd.start_index_map = {0};
+    gd.index_vector_dim = 1;
+    Value cnt = b.gather(counts, idx2, gd, {1}, {m});
+    w = b.div(w, b.max(cnt, b.constantF(1, c, {m})));
+  }
+  if (padding_idx >= 0 || scale) rows = b.mul(rows, b.broadcastInDim(w, {m, dim}, {0}));
+  Builder::ScatterDims sd;
+  sd.update_window_dims = {1};
+  sd.inserted_window_dims = {0};
+  sd.scatter_dims_to_operand_dims = {0};
+  sd.index_vector_dim = 1;
+  Value out = b.scatter(b.zeros({c, {num_weights, dim}}), idx2, rows, sd, ReduceKind::Sum);
+  return {b.convert(out, g.dtype())};
+}
+
+// Shared by nll_loss forward/backward: one-hot of target along the class dim, per-element weights (0 where ignored).
+struct NllParts {
+  int64_t class_dim;
+  Value onehot;  // pred, self's shape
+  Value w;       // weights per target element, compute dtype, target's shape (0 where target == ignore_index)
+};
+
+NllParts nllParts(Context& ctx, Value self, Value target, size_t weight_i, int64_t ignore_index, DType c) {
+  Builder& b = ctx.b;
+  NllParts p;
+  p.class_dim = self.rank() == 1 ? 0 : 1;
+  std::vector<int64_t> tdims;
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (d != p.class_dim) tdims.push_back(d);
+  Value t = b.convert(target, DType::S64);
+  Value cls = b.iota({DType::S64, self.shape()}, p.class_dim);
+  p.onehot = b.compare(cls, b.broadcastInDim(t, self.shape(), tdims), Cmp::EQ);
+  Value mask = b.compare(t, b.broadcastTo(b.constantInt(ignore_index, DType::S64), t.shape()), Cmp::NE);
+  Value w;
+  if (ctx.has(weight_i)) {
+    Value wb = b.broadcastInDim(b.convert(ctx.tensor(weight_i), c), self.shape(), {p.class_dim});
+    w = b.reduce(b.select(p.onehot, wb, b.zerosLike(wb)), {p.class_dim}, ReduceKind::Sum);
+  } else {
+    w = b.constantF(1, c, t.shape());
+  }
+  p.w = b.select(mask, w, b.zerosLike(w));
+  return p;
+}
+
+// nll_loss_forward / nll_loss2d_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
+std::vector<Value> nllForwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value self = ctx.tensor(0), target = ctx.tensor(1);
+  int64_t reduction = ctx.toInt(3), ignore_index = ctx.toInt(4);
+  DType c = accType(self.dtype());
+  Value x = b.convert(self, c);
+  NllParts p = nllParts(ctx, x, target, 2, ignore_index, c);
+  Value picked = b.reduce(b.select(p.onehot, x, b.zerosLike(x)), {p.class_dim}, ReduceKind::Sum);
+  Value loss = b.select(b.compare(p.w, b.zerosLike(p.w), Cmp::NE), b.neg(b.mul(picked, p.w)), b.zerosLike(p.w));
+  std::vector<int64_t> all = range(0, loss.rank());
+  Value total = sumDims(b, p.w, all);
+  Value out;
+  if (reduction == kNone) {
+    out = loss;
+    if (self.rank() > 1) total = b.constant(0, c);
+  } else {
+    out = sumDims(b, loss, all);
+    if (reduction == kMean) out = b.div(out, total);
+  }
+  return {b.convert(out, self.dtype()), b.convert(total, self.dtype())};
+}
+
+// nll_loss_backward(grad_output, self, target, weight?, reduction, ignore_index, total_weight)
+std::vector<Value> nllBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value go = ctx.tensor(0), self = ctx.tensor(1), target = ctx.tensor(2);
+  int64_t reduction = ctx.toInt(4), ignore_index = ctx.toInt(5);
+  DType c = accType(self.dtype());
+  NllParts p = nllParts(ctx, self, target, 3, ignore_index, c);
+  Value g = b.convert(go, c);
+  Value coef;
+  if (reduction == kNone) {
+    coef = b.mul(p.w, b.broadcastTo(g, p.w.shape()));
+  } else {
+    Value scale = g;
+    if (reduction == kMean) scale = b.div(scale, b.convert(ctx.tensor(6), c));
+    coef = b.mul(p.w, b.broadcastTo(b.reshape(scale, {}), p.w.shape()));
+  }
+  std::vector<int64_t> tdims;
+  for (int64_t d = 0; d < self.rank(); ++d)
+    if (d != p.class_dim) tdims.push_back(d);
+  Value cb = b.broadcastInDim(b.neg(coef), self.shape(), tdims);
+  return {b.convert(b.select(p.onehot, cb, b.zerosLike(cb)), self.dtype())};
+}
+
+Value reduceLoss(Builder& b, Value loss, int64_t reduction) {
+  if (reduction == kNone) return loss;
+  Value s = sumDims(b, loss, range(0, loss.rank()));
+  if (reduction == kMean) s = b.div(s, b.constant(double(loss.type.numel()), s.dtype()));
+  return s;
+}
+
+}  // namespace
+
+void populateNN(Registry& r) {
+  addReal(r, "aten::_softmax", [](Context& ctx) { return softmaxRule(ctx, false); });
+  addReal(r, "aten::_log_softmax", [](Context& ctx) { return softmaxRule(ctx, true); });
+  addReal(r, "aten::_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, false); });
+  addReal(r, "aten::_log_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, true); });
+  addReal(r, "aten::native_layer_norm", layerNormRule);
+  addReal(r, "aten::native_layer_norm_backward", layerNormBackwardRule);
+  // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+  addReal(r, "aten::embedding", [](Context& ctx) -> std::vector<Value> {
+    return {takeRows(ctx.b, ctx.tensor(0), ctx.tensor(1))};
+  });
+  addReal(r, "aten::embedding_dense_backward", embeddingBackwardRule);
+  addReal(r, "aten::index_select", indexSelectRule);
+  addReal(r, "aten::nll_loss_forward", nllForwardRule);
+  addReal(r, "aten::nll_loss2d_forward", nllForwardRule);
+  addReal(r, "aten::nll_loss_backward", nllBackwardRule);
+  addReal(r, "aten::nll_loss2d_backward", nllBackwardRule);
+  // mse_loss(self, target, reduction=mean)
+  addReal(r, "aten::mse_loss", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0), t = ctx.tensor(1);
+    DType out = promote(x.dtype(), t.dtype());
+    DType c = accType(out);
+    Shape shape = broadcastShapes({x.shape(), t.shape()});
+    Value d = b.sub(b.broadcastTo(b.convert(x, c), shape), b.broadcastTo(b.convert(t, c), shape));
+    return {b.convert(reduceLoss(b, b.mul(d, d), ctx.toInt(2)), out)};
+  });
+  // mse_loss_backward(grad_output, self, target, reduction)
+  addReal(r, "aten::mse_loss_backward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value g = ctx.tensor(0), x = ctx.tensor(1), t = ctx.tensor(2);
+    DType out = promote(x.dtype(), t.dtype());
+    DType c = accType(out);
+    Shape shape = broadcastShapes({x.shape(), t.shape(), g.shape()});
+    Value d = b.sub(b.broadcastTo(b.convert(x, c), shape), b.broadcastTo(b.convert(t, c), shape));
+    double norm = ctx.toInt(3) == kMean ? 2.0 / double(numel(shape)) : 2.0;
+    Value res = b.mul(b.mul(d, b.constantF(norm, c, shape)), b.broadcastTo(b.convert(g, c), shape));
+    return {b.convert(res, out)};
+  });
+  // native_dropout(input, float p, bool? train) -> (output, mask)
+  addReal(r, "aten::native_dropout", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    if (ctx.has(2) && !ctx.toBool(2)) return {x, b.constantF(1, DType::Pred, x.shape())};
+    DType c = x.dtype() == DType::F64 ? DType::F64 : DType::F32;
+    Value bits = b.rngBitGenerator(ctx.rngState(), {c == DType::F64 ? DType::U64 : DType::U32, x.shape()})[1];
+    Value u;
+    if (c == DType::F64)
+      u = b.mul(b.convert(b.shiftRightLogical(bits, b.constantF(11, DType::U64, x.shape())), c),
+                b.constantF(std::ldexp(1.0, -53), c, x.shape()));
+    else
+      u = b.mul(b.convert(b.shiftRightLogical(bits, b.constantF(8, DType::U32, x.shape())), c),
+                b.constantF(std::ldexp(1.0, -24), c, x.shape()));
+    Value p = scalarArg(ctx, 1, c);
+    Value keep_p = b.sub(b.constant(1, c), p);
+    Value keep = b.compare(u, b.broadcastTo(keep_p, x.shape()), Cmp::LT);
+    Value scale = b.select(b.compare(p, b.constant(1, c), Cmp::EQ), b.constant(0, c), b.div(b.constant(1, c), keep_p));
+    DType xc = accType(x.dtype());
+    Value out = b.mul(b.select(keep, b.convert(x, xc), b.zeros({xc, x.shape()})),
+                      b.broadcastTo(b.convert(scale, xc), x.shape()));
+    return {b.convert(out, x.dtype()), keep};
+  });
+  // native_dropout_backward(grad_output, mask, float scale)
+  addReal(r, "aten::native_dropout_backward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value g = ctx.tensor(0), mask = ctx.tensor(1);
+    DType c = accType(g.dtype());
+    Value m = b.convert(b.broadcastTo(mask, g.shape()), c);
+    Value s = b.broadcastTo(scalarArg(ctx, 2, c), g.shape());
+    return {b.convert(b.mul(b.mul(b.convert(g, c), m), s), g.dtype())};
+  });
+}
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,106 @@
+"""Shared fixtures for torch_tpu's Python tests.
+
+Nothing here skips: a missing extension or plugin makes the tests fail with the reason.
+
+* ``tpu_memory_check`` (fixture; also applied to every test marked ``@pytest.mark.tpu_memory_check``):
+  asserts ``torch.tpu.memory_allocated()`` is back to its starting value after the test (after
+  ``gc.collect()`` and ``torch.tpu.synchronize()``), i.e. the test leaked no device memory.
+* ``run_python``: runs a snippet in a fresh interpreter (for environment-dependent behaviour such as
+  ``TORCH_TPU_NUM_DEVICES`` or plugin selection) with this checkout importable.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Dict, Optional
+
+import pytest
+
+REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+import torch  # noqa: E402
+import torch_tpu  # noqa: E402,F401  (fails the session loudly if the extension is missing)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "tpu_memory_check: assert torch.tpu.memory_allocated() returns to its starting value"
+    )
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    try:
+        info = torch_tpu.plugin_info()
+        return (
+            f"torch_tpu: plugin={info.get('path')} kind={info.get('kind')} "
+            f"platform={info.get('platform_name')} {info.get('platform_version', '')} "
+            f"devices={torch.tpu.device_count()}"
+        )
+    except Exception as e:  # report, do not hide: the tests themselves will fail
+        return f"torch_tpu: plugin unavailable: {e}"
+
+
+@pytest.fixture(autouse=True)
+def _apply_tpu_memory_check_marker(request: pytest.FixtureRequest):
+    if request.node.get_closest_marker("tpu_memory_check") is not None:
+        request.getfixturevalue("tpu_memory_check")
+    yield
+
+
+def _settled_allocated() -> int:
+    gc.collect()
+    torch.tpu.synchronize()
+    return torch.tpu.memory_allocated()
+
+
+@pytest.fixture
+def tpu_memory_check():
+    """Fail the test if it leaves device memory allocated."""
+    before = _settled_allocated()
+    yield
+    after = _settled_allocated()
+    assert after == before, f"tpu memory leaked: memory_allocated {before} -> {after} bytes"
+
+
+def _subprocess_env(extra: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    for k, v in (extra or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    return env
+
+
+@pytest.fixture
+def run_python():
+    """``run_python(code, env={...}, check=True) -> CompletedProcess`` in a fresh interpreter.
+
+    ``env`` values of None remove the variable. With ``check=True`` a non-zero exit fails the test and
+    shows the child's output.
+    """
+
+    def run(code: str, env: Optional[Dict[str, Optional[str]]] = None, check: bool = True, timeout: int = 300):
+        proc = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=_subprocess_env(env),
+            cwd=str(REPO_ROOT),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            pytest.fail(
+                f"subprocess exited {proc.returncode}\n--- stdout ---\n{proc.stdout}\n--- stderr ---\n{proc.stderr}"
+            )
+        return proc
+
+    return run

@@ -1,0 +1,525 @@
+"""``torch.tpu``: the device module of the tpu backend (the counterpart of ``torch.cuda``).
+
+Registered with ``torch._register_device_module("tpu", ...)`` when ``torch_tpu`` is imported. The PJRT
+client is created lazily: importing is cheap, and the first device use (a tensor on "tpu", or a call here
+that needs the runtime) runs :func:`_lazy_init`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import traceback
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+from torch._utils import _LazySeedTracker
+
+from . import amp
+from ._streams import (
+    Device,
+    Event,
+    Stream,
+    StreamContext,
+    _device_index,
+    _set_stream_by_id,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
+
+__all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "amp",
+    "current_device",
+    "current_stream",
+    "default_generators",
+    "default_stream",
+    "device",
+    "device_count",
+    "device_of",
+    "empty_cache",
+    "get_amp_supported_dtype",
+    "get_device_name",
+    "get_device_properties",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_available",
+    "is_bf16_supported",
+    "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_max_memory_allocated",
+    "reset_peak_memory_stats",
+    "seed",
+    "seed_all",
+    "set_device",
+    "set_rng_state",
+    "set_rng_state_all",
+    "set_stream",
+    "stream",
+    "synchronize",
+]
+
+
+def _C():
+    from torch_tpu import _C as C
+
+    return C
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Plugin / initialization state
+# ---------------------------------------------------------------------------------------------------------
+
+# Set by torch_tpu/__init__.py: why no plugin could be configured (None if one was).
+_plugin_error: Optional[str] = None
+
+_initialized = False
+_in_bad_fork = False
+_init_lock = threading.RLock()
+_tls = threading.local()
+_queued_calls: List[Tuple[Callable[[], None], List[str]]] = []
+_lazy_seed_tracker = _LazySeedTracker()
+_default_generators: Optional[Tuple[torch.Generator, ...]] = None
+
+
+def _set_plugin_error(msg: Optional[str]) -> None:
+    global _plugin_error
+    _plugin_error = msg
+
+
+def _after_fork_in_child() -> None:
+    global _in_bad_fork
+    if _initialized:
+        _in_bad_fork = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _is_in_bad_fork() -> bool:
+    r"""True in a forked child of a process that had initialized the tpu runtime (it cannot be reused)."""
+    return _in_bad_fork
+
+
+def is_initialized() -> bool:
+    r"""Whether the tpu runtime has been initialized in this process."""
+    return _initialized and not _in_bad_fork
+
+
+def _unavailable_message() -> str:
+    if _plugin_error is not None:
+        return _plugin_error
+    from ._plugin import INSTALL_HINT
+
+    err = _C()._init_error()
+    if err:
+        return f"torch_tpu: the PJRT plugin failed to initialize: {err}"
+    return f"torch_tpu: the PJRT plugin reports no devices. {INSTALL_HINT}"
+
+
+def _lazy_call(callable: Callable[[], None], **kwargs: Any) -> None:
+    if is_initialized() or getattr(_tls, "initializing", False):
+        callable()
+    elif kwargs.get("seed_all", False):
+        _lazy_seed_tracker.queue_seed_all(callable, traceback.format_stack())
+    elif kwargs.get("seed", False):
+        _lazy_seed_tracker.queue_seed(callable, traceback.format_stack())
+    else:
+        _queued_calls.append((callable, traceback.format_stack()))
+
+
+def _lazy_init() -> None:
+    r"""Create the PJRT client (if needed) and run calls queued before it existed (e.g. seeding).
+
+    Raises ``RuntimeError`` if no plugin is configured or it has no devices. Called by PyTorch before the
+    first tpu tensor is created.
+    """
+    global _initialized, _default_generators
+    if is_initialized() or getattr(_tls, "initializing", False):
+        return
+    with _init_lock:
+        if is_initialized():
+            return
+        if _in_bad_fork:
+            raise RuntimeError(
+                "Cannot re-initialize the tpu runtime in a forked subprocess. Use the 'spawn' start method "
+                "for multiprocessing."
+            )
+        if _plugin_error is not None:
+            raise RuntimeError(_plugin_error)
+        n = int(_C()._device_count())
+        if n <= 0:
+            raise RuntimeError(_unavailable_message())
+        _tls.initializing = True
+        try:
+            _default_generators = tuple(_C()._default_generator(i) for i in range(n))
+            calls = [c for c in _lazy_seed_tracker.get_calls() if c] + list(_queued_calls)
+            for fn, origin in calls:
+                try:
+                    fn()
+                except Exception as e:
+                    raise RuntimeError(
+                        "tpu call failed lazily at initialization with error: "
+                        f"{e}\n\ntpu call was originally invoked at:\n\n{''.join(origin)}"
+                    ) from e
+            _queued_calls.clear()
+            _initialized = True
+        finally:
+            _tls.initializing = False
+
+
+def init() -> None:
+    r"""Initialize the tpu runtime now (it is otherwise initialized on first use)."""
+    _lazy_init()
+
+
+def is_available() -> bool:
+    r"""Whether a PJRT plugin is configured and reports at least one device (loads the plugin)."""
+    return device_count() > 0
+
+
+def device_count() -> int:
+    r"""Number of tpu devices (addressable PJRT devices); 0 if the plugin is missing or fails to load."""
+    if _plugin_error is not None or _in_bad_fork:
+        return 0
+    try:
+        return int(_C()._device_count())
+    except Exception:
+        return 0
+
+
+def current_device() -> int:
+    r"""Index of the currently selected tpu device."""
+    return int(_C()._get_device())
+
+
+def set_device(device: Device) -> None:
+    r"""Select the current tpu device (a negative index is a no-op)."""
+    idx = _device_index(device)
+    if idx >= 0:
+        _C()._set_device(idx)
+
+
+def _exchange_device(idx: int) -> int:
+    if idx < 0:
+        return -1
+    prev = current_device()
+    if prev != idx:
+        _C()._set_device(idx)
+    return prev
+
+
+_maybe_exchange_device = _exchange_device
+
+
+class device:
+    r"""Context manager that selects a tpu device for its block (like ``torch.cuda.device``).
+
+    Args:
+        device: index, "tpu:i" or torch.device; ``None`` or a negative index makes it a no-op.
+    """
+
+    def __init__(self, device: Any) -> None:
+        if device is None:
+            self.idx = -1
+        elif isinstance(device, torch.device) and device.type == "tpu" and device.index is None:
+            self.idx = -1
+        else:
+            self.idx = _device_index(device)
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = _exchange_device(self.idx)
+
+    def __exit__(self, *exc: Any) -> bool:
+        if self.prev_idx >= 0 and self.prev_idx != self.idx:
+            _C()._set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    r"""Context manager selecting the device of tensor ``obj`` (no-op for non-tpu tensors)."""
+
+    def __init__(self, obj: torch.Tensor) -> None:
+        super().__init__(obj.get_device() if obj.device.type == "tpu" else -1)
+
+
+def synchronize(device: Device = None) -> None:
+    r"""Wait for all work issued so far on ``device`` (the current device if None) to finish."""
+    _lazy_init()
+    _C()._synchronize(_device_index(device))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Random number generation
+# ---------------------------------------------------------------------------------------------------------
+
+
+def __getattr__(name: str) -> Any:
+    if name == "default_generators":
+        # One torch.Generator per device (like torch.cuda.default_generators); () without a usable plugin.
+        if _default_generators is None and device_count() == 0:
+            return ()
+        _lazy_init()
+        return _default_generators
+    raise AttributeError(f"module 'torch.tpu' has no attribute {name!r}")
+
+
+def _generator(device: Device) -> torch.Generator:
+    _lazy_init()
+    assert _default_generators is not None
+    idx = _device_index(device)
+    if not 0 <= idx < len(_default_generators):
+        raise IndexError(f"tpu device index {idx} out of range (device_count={len(_default_generators)})")
+    return _default_generators[idx]
+
+
+def get_rng_state(device: Device = "tpu") -> torch.Tensor:
+    r"""The random number generator state of ``device`` as a ByteTensor."""
+    return _generator(device).get_state()
+
+
+def get_rng_state_all() -> List[torch.Tensor]:
+    r"""The random number generator states of all devices."""
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state(new_state: torch.Tensor, device: Device = "tpu") -> None:
+    r"""Set the random number generator state of ``device``."""
+    state = new_state.detach().to("cpu", torch.uint8).clone(memory_format=torch.contiguous_format)
+
+    def cb() -> None:
+        _generator(device).set_state(state)
+
+    _lazy_call(cb)
+
+
+def set_rng_state_all(new_states: List[torch.Tensor]) -> None:
+    r"""Set the random number generator states of all devices (one state per device)."""
+    for i, state in enumerate(new_states):
+        set_rng_state(state, i)
+
+
+def manual_seed(seed: int) -> None:
+    r"""Seed the random number generator of the current device."""
+    seed = int(seed)
+
+    def cb() -> None:
+        _generator(None).manual_seed(seed)
+
+    _lazy_call(cb, seed=True)
+
+
+def manual_seed_all(seed: int) -> None:
+    r"""Seed the random number generators of all devices."""
+    seed = int(seed)
+
+    def cb() -> None:
+        for g in _default_generators or ():
+            g.manual_seed(seed)
+
+    _lazy_call(cb, seed_all=True)
+
+
+def seed() -> None:
+    r"""Seed the current device's generator with a non-deterministic random number."""
+
+    def cb() -> None:
+        _generator(None).seed()
+
+    _lazy_call(cb)
+
+
+def seed_all() -> None:
+    r"""Seed all devices' generators with one non-deterministic random number."""
+
+    def cb() -> None:
+        gens = _default_generators or ()
+        if not gens:
+            return
+        s = gens[0].seed()
+        for g in gens[1:]:
+            g.manual_seed(s)
+
+    _lazy_call(cb, seed_all=True)
+
+
+def initial_seed() -> int:
+    r"""The initial seed of the current device's generator."""
+    return int(_generator(None).initial_seed())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Device properties and memory
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _host_memory() -> Tuple[int, int]:
+    """(available, total) host memory in bytes (0, 0 if unknown)."""
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        total = os.sysconf("SC_PHYS_PAGES") * page
+        avail = os.sysconf("SC_AVPHYS_PAGES") * page
+        try:
+            with open("/proc/meminfo") as f:
+                for line in f:
+                    if line.startswith("MemAvailable:"):
+                        avail = int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
+        return int(avail), int(total)
+    except (ValueError, OSError, AttributeError):
+        return 0, 0
+
+
+class _TpuDeviceProperties:
+    r"""Properties of a tpu device (see :func:`get_device_properties`)."""
+
+    def __init__(self, index: int) -> None:
+        C = _C()
+        info: Dict[str, Any] = dict(C._plugin_info())
+        stats: Dict[str, Any] = dict(C._memory_stats(index))
+        self.index = index
+        self.type = "tpu"
+        self.name: str = str(C._device_kind(index))
+        self.platform_name: str = str(info.get("platform_name", ""))
+        self.platform_version: str = str(info.get("platform_version", ""))
+        self.api_version: str = str(info.get("api_version", ""))
+        self.plugin_path: str = str(info.get("path", ""))
+        self.attributes: Dict[str, Any] = dict(info.get("attributes", {}) or {})
+        limit = int(stats.get("limit", 0) or 0)
+        if limit <= 0 and self.platform_name.lower() == "cpu":
+            limit = _host_memory()[1]
+        self.total_memory: int = max(limit, 0)
+        self.multi_processor_count = 1
+
+    def __repr__(self) -> str:
+        return (
+            f"_TpuDeviceProperties(name='{self.name}', index={self.index}, platform='{self.platform_name}', "
+            f"platform_version='{self.platform_version}', total_memory={self.total_memory // (1024 * 1024)}MB)"
+        )
+
+
+_properties_cache: Dict[int, _TpuDeviceProperties] = {}
+
+
+def get_device_properties(device: Device = None) -> _TpuDeviceProperties:
+    r"""Properties of ``device``: name, total_memory, platform_name, platform_version, api_version, ..."""
+    _lazy_init()
+    idx = _device_index(device)
+    n = device_count()
+    if not 0 <= idx < n:
+        raise AssertionError(f"Invalid tpu device index {idx} (device_count={n})")
+    props = _properties_cache.get(idx)
+    if props is None:
+        props = _properties_cache[idx] = _TpuDeviceProperties(idx)
+    return props
+
+
+def get_device_name(device: Device = None) -> str:
+    r"""The device kind reported by the plugin (e.g. "TPU v5 lite", "cpu")."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Device = None) -> Tuple[int, int]:
+    r"""Always ``(0, 0)``: tpu devices have no CUDA-style compute capability."""
+    return (0, 0)
+
+
+def _raw_memory_stats(device: Device) -> Dict[str, Any]:
+    _lazy_init()
+    return dict(_C()._memory_stats(_device_index(device)))
+
+
+def memory_stats(device: Device = None) -> Dict[str, Any]:
+    r"""Memory statistics of ``device`` (``torch.cuda.memory_stats``-style keys plus the raw counters)."""
+    raw = _raw_memory_stats(device)
+    allocated = int(raw.get("allocated", 0))
+    peak = int(raw.get("peak_allocated", allocated))
+    reserved = int(raw.get("reserved", allocated))
+    limit = int(raw.get("limit", 0) or 0)
+    out: Dict[str, Any] = {
+        "allocated_bytes.all.current": allocated,
+        "allocated_bytes.all.peak": peak,
+        "reserved_bytes.all.current": reserved,
+        "reserved_bytes.all.peak": max(reserved, int(raw.get("peak_reserved", peak))),
+        "bytes_limit": limit,
+        "from_plugin": bool(raw.get("from_plugin", False)),
+    }
+    for k, v in raw.items():
+        out.setdefault(k, v)
+    return out
+
+
+def memory_allocated(device: Device = None) -> int:
+    r"""Bytes of device memory currently held by tpu tensors on ``device``."""
+    return int(_raw_memory_stats(device).get("allocated", 0))
+
+
+def max_memory_allocated(device: Device = None) -> int:
+    r"""Peak of :func:`memory_allocated` since start or the last :func:`reset_peak_memory_stats`."""
+    return int(_raw_memory_stats(device).get("peak_allocated", 0))
+
+
+def memory_reserved(device: Device = None) -> int:
+    r"""Bytes of device memory held by torch_tpu on ``device`` (allocated plus cached)."""
+    raw = _raw_memory_stats(device)
+    return int(raw.get("reserved", raw.get("allocated", 0)))
+
+
+def max_memory_reserved(device: Device = None) -> int:
+    r"""Peak of :func:`memory_reserved` (at least the allocation peak)."""
+    return int(memory_stats(device)["reserved_bytes.all.peak"])
+
+
+def reset_peak_memory_stats(device: Device = None) -> None:
+    r"""Reset the peak counters of ``device``."""
+    _lazy_init()
+    _C()._reset_peak_memory_stats(_device_index(device))
+
+
+reset_max_memory_allocated = reset_peak_memory_stats
+
+
+def empty_cache() -> None:
+    r"""Release cached, unused device memory back to the plugin (no-op before initialization)."""
+    if is_initialized():
+        _C()._empty_cache()
+
+
+def mem_get_info(device: Device = None) -> Tuple[int, int]:
+    r"""``(free, total)`` bytes of ``device`` (host memory for the CPU plugin when it reports no limit)."""
+    raw = _raw_memory_stats(device)
+    limit = int(raw.get("limit", 0) or 0)
+    used = max(int(raw.get("reserved", 0)), int(raw.get("allocated", 0)))
+    if limit > 0:
+        return max(limit - used, 0), limit
+    return _host_memory()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Precision
+# ---------------------------------------------------------------------------------------------------------
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    r"""Always True: bfloat16 is native on every PJRT backend torch_tpu targets."""
+    return True
+
+
+get_amp_supported_dtype = amp.get_amp_supported_dtype
