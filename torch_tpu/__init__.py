@@ -12,7 +12,16 @@ from __future__ import annotations
 import sys
 from typing import Any, Dict, Optional
 
-import torch
+def _autoload() -> None:
+    r"""Entry point of the ``torch.backends`` group: importing this package did the work.
+
+    PyTorch calls it during ``import torch`` unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``.
+    """
+    # Defined before `import torch`: when `import torch_tpu` runs first, torch's autoload finds this package
+    # partially imported and calls this no-op; the import then completes normally.
+
+
+import torch  # noqa: E402
 
 _BACKEND = "tpu"
 
@@ -58,6 +67,8 @@ if getattr(torch, _BACKEND, None) is not _device_module:
         )
     torch._register_device_module(_BACKEND, _device_module)
 
+sys.modules.setdefault(f"torch.{_BACKEND}.amp", _device_module.amp)
+
 if not hasattr(torch.backends, _BACKEND):
     setattr(torch.backends, _BACKEND, _backends)
     sys.modules.setdefault(f"torch.backends.{_BACKEND}", _backends)
@@ -93,11 +104,18 @@ def fallback_counts() -> Dict[str, int]:
     return {str(k): int(v) for k, v in dict(_C._fallback_counts()).items()}
 
 
+def fallback_reasons() -> Dict[str, str]:
+    r"""For ops whose lowering exists but declined a call: op -> the latest reason (e.g. an unsupported dtype)."""
+    fn = getattr(_C, "_fallback_reasons", None)
+    return {str(k): str(v) for k, v in dict(fn()).items()} if fn is not None else {}
+
+
 def fallback_report(print_report: bool = True, file: Optional[Any] = None) -> Dict[str, int]:
     r"""Per-op CPU-fallback counts, most frequent first; also printed unless ``print_report=False``.
 
     Every op listed ran on the host (copying its tpu inputs to CPU and results back): the places to add a
-    lowering, or to avoid, for speed.
+    lowering, or to avoid, for speed. Set ``TORCH_TPU_FALLBACK_STRICT=1`` (or :func:`set_fallback_strict`)
+    to make a fallback an error instead.
     """
     counts = dict(sorted(fallback_counts().items(), key=lambda kv: (-kv[1], kv[0])))
     if print_report:
@@ -105,11 +123,24 @@ def fallback_report(print_report: bool = True, file: Optional[Any] = None) -> Di
         if not counts:
             print("torch_tpu: no CPU fallbacks", file=out)
         else:
+            reasons = fallback_reasons()
             width = max(len(k) for k in counts)
+            digits = len(str(max(counts.values())))
             print(f"torch_tpu: {sum(counts.values())} CPU fallback calls over {len(counts)} ops", file=out)
             for op, n in counts.items():
-                print(f"  {op:<{width}}  {n}", file=out)
+                why = f"  ({reasons[op]})" if op in reasons else ""
+                print(f"  {op:<{width}}  {n:>{digits}}{why}", file=out)
     return counts
+
+
+def set_fallback_strict(strict: bool = True) -> None:
+    r"""Make a CPU fallback raise (True) or run with a one-time warning per op (False)."""
+    _C._set_fallback_strict(bool(strict))
+
+
+def fallback_strict() -> bool:
+    r"""Whether CPU fallbacks raise (see :func:`set_fallback_strict`)."""
+    return bool(_C._fallback_strict())
 
 
 def reset_fallback_counts() -> None:
@@ -120,13 +151,6 @@ def reset_fallback_counts() -> None:
 def cache_stats() -> Dict[str, Any]:
     r"""Compilation cache counters: requests, hits, compiles, compile_seconds."""
     return dict(_C._cache_stats())
-
-
-def _autoload() -> None:
-    r"""Entry point of the ``torch.backends`` group: importing this package did the work.
-
-    PyTorch calls it during ``import torch`` unless ``TORCH_DEVICE_BACKEND_AUTOLOAD=0``.
-    """
 
 
 def __getattr__(name: str) -> Any:
@@ -144,7 +168,10 @@ __all__ = [
     "api",
     "cache_stats",
     "fallback_counts",
+    "fallback_reasons",
     "fallback_report",
+    "fallback_strict",
+    "set_fallback_strict",
     "plugin_info",
     "reset_fallback_counts",
 ]

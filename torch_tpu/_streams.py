@@ -5,8 +5,10 @@ work issued "on" any stream is ordered with work on all others, and data depende
 are tracked by the runtime. ``wait_event`` / ``wait_stream`` therefore need no device-side action.
 
 Events are real: :meth:`Event.record` captures every execution launched so far on the device
-(``torch_tpu._C._Marker``); :meth:`Event.synchronize` blocks until those finish, :meth:`Event.query` polls
-them, and :meth:`Event.elapsed_time` reports the host-observed completion time difference in milliseconds.
+(``torch_tpu._C._Marker``); :meth:`Event.synchronize` blocks until those finish, :meth:`Event.query` reports
+whether they have, and :meth:`Event.elapsed_time` gives the difference of the host-observed completion
+times in milliseconds. Because a completion time is observed by waiting, an ``enable_timing=True`` event
+waits for its work when recorded (timing events synchronize; plain events do not).
 """
 
 from __future__ import annotations

@@ -18,13 +18,31 @@ int64_t product(const std::vector<int64_t>& v) {
 
 Value flatten(Builder& b, const Value& buf) { return b.reshape(buf, {buf.type.numel()}); }
 
-// Converts `v` between the tensor's and the buffer's element types (bitcast for equal widths).
+// Reinterprets `v` as `to` (the tensor's vs the buffer's element type). Equal widths bitcast in any shape; other
+// widths need a flat (1-d) value and change its length (e.g. f32[n] <-> ui8[4n], as storage byte views do).
 Value retype(Builder& b, const Value& v, DType to) {
   if (v.dtype() == to) return v;
-  if (shlo::bitWidth(v.dtype()) == shlo::bitWidth(to) && v.dtype() != DType::Pred && to != DType::Pred)
-    return b.bitcastConvert(v, to);
-  throw shlo::BuildError(std::string("cannot view a buffer of ") + shlo::mlirName(v.dtype()) + " as " +
-                         shlo::mlirName(to));
+  const int wf = shlo::bitWidth(v.dtype()), wt = shlo::bitWidth(to);
+  if (v.dtype() == DType::Pred || to == DType::Pred) {
+    if (v.dtype() == DType::Pred && wt == 8) return b.convert(v, to);
+    if (to == DType::Pred && wf == 8) return b.convert(v, to);
+    throw shlo::BuildError(std::string("cannot view a buffer of ") + shlo::mlirName(v.dtype()) + " as " +
+                           shlo::mlirName(to));
+  }
+  if (wf == wt) return b.bitcastConvert(v, to);
+  if (v.rank() != 1) throw shlo::BuildError("byte-reinterpreting views need a flat buffer");
+  const int64_t n = v.shape()[0];
+  if (wf > wt) {  // wider -> narrower: [n] -> [n, k] -> [n*k]
+    int64_t k = wf / wt;
+    Value r = b.raw("\"stablehlo.bitcast_convert\"(" + b.ref(v) + ")",
+                    "(" + v.type.str() + ") -> " + TensorType{to, {n, k}}.str(), TensorType{to, {n, k}});
+    return b.reshape(r, {n * k});
+  }
+  int64_t k = wt / wf;  // narrower -> wider: [m] -> [m/k, k] -> [m/k]
+  if (n % k != 0) throw shlo::BuildError("byte view length is not a multiple of the element size");
+  Value r = b.reshape(v, {n / k, k});
+  return b.raw("\"stablehlo.bitcast_convert\"(" + b.ref(r) + ")",
+               "(" + r.type.str() + ") -> " + TensorType{to, {n / k}}.str(), TensorType{to, {n / k}});
 }
 
 // Flat s64 indices (shape v.sizes) of the view's elements: offset + sum(iota_d * stride_d).
@@ -58,7 +76,8 @@ bool isIdentity(const std::vector<int64_t>& buffer_dims, const Layout& v) {
 
 Value read(Builder& b, const Value& buf, const Layout& v, const Value& offset, DType dtype) {
   const int64_t n = product(v.sizes);
-  if (offset.id < 0 || (v.offset == 0 && n == buf.type.numel() && isContiguous(v)))
+  if (offset.id < 0 || (v.offset == 0 && n == buf.type.numel() && isContiguous(v) &&
+                        shlo::bitWidth(buf.dtype()) == shlo::bitWidth(dtype)))
     return retype(b, b.reshape(buf, v.sizes), dtype);
   if (n == 0) return b.zeros(TensorType{dtype, v.sizes});
   Value flat = retype(b, flatten(b, buf), dtype);
@@ -131,21 +150,24 @@ Value write(Builder& b, const Value& buf, const Layout& v, const Value& offset, 
   const int64_t n = product(v.sizes);
   const DType bdt = buf.dtype();
   if (n == 0) return buf;
-  if (offset.id < 0 || (v.offset == 0 && n == buf.type.numel() && isContiguous(v)))
+  if (offset.id < 0 || (v.offset == 0 && n == buf.type.numel() && isContiguous(v) &&
+                        shlo::bitWidth(update.dtype()) == shlo::bitWidth(bdt)))
     return b.reshape(retype(b, update, bdt), buf.shape());
-  Value flat = flatten(b, buf);
-  Value upd = retype(b, update, bdt);
+  // Work in the tensor's element type (a byte view of a float buffer indexes bytes), then back.
+  const DType tdt = update.dtype();
+  Value flat = retype(b, flatten(b, buf), tdt);
+  Value out;
   if (isContiguous(v)) {
-    Value out = b.dynamicUpdateSlice(flat, b.reshape(upd, {n}), {offset});
-    return b.reshape(out, buf.shape());
+    out = b.dynamicUpdateSlice(flat, b.reshape(update, {n}), {offset});
+  } else {
+    Value idx = b.reshape(flatIndices(b, v, offset), {n, 1});
+    shlo::Builder::ScatterDims s;
+    s.inserted_window_dims = {0};
+    s.scatter_dims_to_operand_dims = {0};
+    s.index_vector_dim = 1;
+    out = b.scatter(flat, idx, b.reshape(update, {n}), s, std::nullopt);
   }
-  Value idx = b.reshape(flatIndices(b, v, offset), {n, 1});
-  shlo::Builder::ScatterDims s;
-  s.inserted_window_dims = {0};
-  s.scatter_dims_to_operand_dims = {0};
-  s.index_vector_dim = 1;
-  Value out = b.scatter(flat, idx, b.reshape(upd, {n}), s, std::nullopt);
-  return b.reshape(out, buf.shape());
+  return b.reshape(retype(b, out, bdt), buf.shape());
 }
 
 }  // namespace torch_tpu::viewprog

@@ -4,7 +4,8 @@ Nothing here skips: a missing extension or plugin makes the tests fail with the 
 
 * ``tpu_memory_check`` (fixture; also applied to every test marked ``@pytest.mark.tpu_memory_check``):
   asserts ``torch.tpu.memory_allocated()`` is back to its starting value after the test (after
-  ``gc.collect()`` and ``torch.tpu.synchronize()``), i.e. the test leaked no device memory.
+  ``gc.collect()``, ``torch.tpu.synchronize()`` and ``torch.tpu.empty_cache()``), i.e. the test leaked no
+  device memory.
 * ``run_python``: runs a snippet in a fresh interpreter (for environment-dependent behaviour such as
   ``TORCH_TPU_NUM_DEVICES`` or plugin selection) with this checkout importable.
 """
@@ -57,6 +58,7 @@ def _apply_tpu_memory_check_marker(request: pytest.FixtureRequest):
 def _settled_allocated() -> int:
     gc.collect()
     torch.tpu.synchronize()
+    torch.tpu.empty_cache()
     return torch.tpu.memory_allocated()
 
 

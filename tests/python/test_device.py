@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib
 import importlib.util
 import os
 import sys
@@ -224,6 +225,19 @@ def test_seed_before_first_use_subprocess(run_python):
         assert torch.equal(a, b), (a, b)
         """
     )
+    # Same when the first device use is a copy (tensor.to) rather than a factory.
+    run_python(
+        """
+        import torch, torch_tpu
+        torch.manual_seed(3)
+        x = torch.zeros(6).to("tpu")
+        assert torch.tpu.is_initialized()
+        a = torch.rand_like(x).cpu()
+        torch.manual_seed(3)
+        b = torch.rand_like(x).cpu()
+        assert torch.equal(a, b), (a, b)
+        """
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -231,23 +245,28 @@ def test_seed_before_first_use_subprocess(run_python):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def test_memory_allocated_tracks_tensors():
+def _settle() -> int:
     gc.collect()
     torch.tpu.synchronize()
-    base = torch.tpu.memory_allocated()
+    return torch.tpu.memory_allocated()
+
+
+def test_memory_allocated_tracks_tensors():
+    _settle()
     nbytes = 1 << 22  # 4 MiB
     x = torch.ones(nbytes // 4, dtype=torch.float32, device="tpu")
-    torch.tpu.synchronize()
-    assert torch.tpu.memory_allocated() >= base + nbytes
-    assert torch.tpu.max_memory_allocated() >= base + nbytes
-    assert torch.tpu.memory_reserved() >= torch.tpu.memory_allocated()
+    with_x = _settle()
+    assert with_x >= nbytes
+    assert torch.tpu.max_memory_allocated() >= with_x
+    assert torch.tpu.memory_reserved() >= with_x
     assert torch.tpu.max_memory_reserved() >= torch.tpu.memory_reserved()
     del x
-    gc.collect()
-    torch.tpu.synchronize()
-    assert torch.tpu.memory_allocated() == base
+    assert _settle() == with_x - nbytes
     torch.tpu.reset_peak_memory_stats()
     assert torch.tpu.max_memory_allocated() == torch.tpu.memory_allocated()
+    y = torch.zeros(nbytes // 2, dtype=torch.uint8, device="tpu")
+    assert torch.tpu.max_memory_allocated() >= with_x - nbytes + nbytes // 2
+    del y
     torch.tpu.empty_cache()
 
 
@@ -384,6 +403,7 @@ def test_autocast_bf16():
         assert (a @ b).dtype == torch.bfloat16
     with torch.autocast("tpu"):  # bfloat16 is the default on tpu
         assert torch.mm(a, b).dtype == torch.bfloat16
+    assert importlib.import_module("torch.tpu.amp") is torch.tpu.amp
     with torch.tpu.amp.autocast():
         assert torch.mm(a, b).dtype == torch.bfloat16
     assert torch.mm(a, b).dtype == torch.float32
@@ -460,6 +480,15 @@ def test_fallback_report_and_cache_stats(capsys):
     assert all(isinstance(k, str) and isinstance(v, int) for k, v in counts.items())
     torch_tpu.fallback_report()
     assert "torch_tpu" in capsys.readouterr().out
+    assert isinstance(torch_tpu.fallback_reasons(), dict)
+    prev = torch_tpu.fallback_strict()
+    try:
+        torch_tpu.set_fallback_strict(True)
+        assert torch_tpu.fallback_strict()
+        torch_tpu.set_fallback_strict(False)
+        assert not torch_tpu.fallback_strict()
+    finally:
+        torch_tpu.set_fallback_strict(prev)
     stats = torch_tpu.cache_stats()
     for key in ("requests", "hits", "compiles", "compile_seconds"):
         assert key in stats
