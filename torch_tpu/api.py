@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import sys
 import types
-from collections import namedtuple
 from typing import Any, Optional
 
 import torch

@@ -6,6 +6,7 @@ Nothing here skips: a missing extension or plugin makes the tests fail with the 
   asserts ``torch.tpu.memory_allocated()`` is back to its starting value after the test (after
   ``gc.collect()``, ``torch.tpu.synchronize()`` and ``torch.tpu.empty_cache()``), i.e. the test leaked no
   device memory.
+* ``TORCH_TPU_NUM_DEVICES`` defaults to 2 for the session (two virtual devices on the CPU plugin).
 * ``run_python``: runs a snippet in a fresh interpreter (for environment-dependent behaviour such as
   ``TORCH_TPU_NUM_DEVICES`` or plugin selection) with this checkout importable.
 """
@@ -25,6 +26,10 @@ import pytest
 REPO_ROOT = Path(os.path.abspath(__file__)).parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+
+# Two virtual devices on the CPU plugin so multi-device behaviour is tested in-process (set before torch is
+# imported: torch autoloads torch_tpu, which reads it). An explicit TORCH_TPU_NUM_DEVICES wins.
+os.environ.setdefault("TORCH_TPU_NUM_DEVICES", "2")
 
 import torch  # noqa: E402
 import torch_tpu  # noqa: E402,F401  (fails the session loudly if the extension is missing)

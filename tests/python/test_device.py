@@ -7,7 +7,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
