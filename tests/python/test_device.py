@@ -280,8 +280,21 @@ def test_memory_stats_and_mem_get_info():
 
 @pytest.mark.tpu_memory_check
 def test_memory_check_marker_passes_for_clean_test():
-    y = torch.arange(1000, device="tpu") * 2
-    assert y.cpu()[10].item() == 20
+    y = torch.arange(1000, device="tpu")
+    z = y + y
+    assert z.cpu()[10].item() == 20
+
+
+def test_memory_allocated_excludes_internal_caches():
+    # memory_allocated() counts tensor memory only (as on CUDA): device constants the runtime caches for
+    # scalar operands must not show up there, or at least must be released by empty_cache().
+    y = torch.arange(100, device="tpu")
+    base = _settle()
+    for s in (3, 5.5, -7):
+        z = y * s
+        del z
+    torch.tpu.empty_cache()
+    assert _settle() == base
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,1102 @@
+// Tests for the lowering rules (csrc/lowering/rules): every rule is lowered for representative argument types and
+// dtypes and the program is compiled on the PJRT plugin named by $TORCH_TPU_PJRT_PLUGIN; a set of calls is also
+// run and checked against host-computed numbers. Torch-free and self-contained (no gtest).
+//
+//   lowering_test            run everything
+//   lowering_test --list     print the registered rule names (tests/python checks them against torch's schemas)
+//   LOWERING_TEST_PRINT=1    print every program
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lowering/helpers.h"
+#include "lowering/lowering.h"
+#include "runtime/runtime.h"
+
+using namespace torch_tpu;
+using namespace torch_tpu::lowering;
+using K = HostScalar::Kind;
+
+static int g_failures = 0;
+static bool g_print = false;
+static std::set<std::string> g_covered;  // rules lowered at least once
+
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++g_failures;                                                                 \
+    }                                                                               \
+  } while (0)
+
+static void test(const std::string& name, const std::function<void()>& fn) {
+  int before = g_failures;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "[%s] unexpected exception: %s\n", name.c_str(), e.what());
+    ++g_failures;
+  }
+  if (g_failures != before) std::printf("[FAIL] %s\n", name.c_str());
+  std::fflush(stdout);
+}
+
+// ------------------------------------------------------------------ host data
+
+static uint16_t toBF16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7FC0;
+  u += 0x7FFF + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+static float fromBF16(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t toF16(float f) {  // round to nearest even; enough for test data
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  int32_t exp = int32_t((x >> 23) & 0xFF) - 127 + 15;
+  uint32_t mant = x & 0x7FFFFF;
+  if (std::isnan(f)) return uint16_t(sign | 0x7E00);
+  if (exp >= 31) return uint16_t(sign | 0x7C00);
+  if (exp <= 0) {
+    if (exp < -10) return uint16_t(sign);
+    mant |= 0x800000;
+    uint32_t shift = uint32_t(14 - exp);
+    uint32_t h = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (h & 1))) ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = sign | (uint32_t(exp) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
+  return uint16_t(h);
+}
+static float fromF16(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  float f;
+  if (exp == 0) f = std::ldexp(float(mant), -24);
+  else if (exp == 31) f = mant ? NAN : INFINITY;
+  else f = std::ldexp(float(mant | 0x400), int(exp) - 25);
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u |= sign;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+static size_t elemSize(DType t) {
+  switch (t) {
+    case DType::Pred: case DType::S8: case DType::U8: return 1;
+    case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 2;
+    case DType::S32: case DType::U32: case DType::F32: return 4;
+    default: return 8;
+  }
+}
+
+static std::vector<unsigned char> encode(DType t, const std::vector<double>& v) {
+  std::vector<unsigned char> out(v.size() * elemSize(t));
+  for (size_t k = 0; k < v.size(); ++k) {
+    unsigned char* p = out.data() + k * elemSize(t);
+    double x = v[k];
+    switch (t) {
+      case DType::Pred: *p = x != 0; break;
+      case DType::S8: { int8_t y = int8_t(x); std::memcpy(p, &y, 1); break; }
+      case DType::U8: { uint8_t y = uint8_t(x); std::memcpy(p, &y, 1); break; }
+      case DType::S16: { int16_t y = int16_t(x); std::memcpy(p, &y, 2); break; }
+      case DType::U16: { uint16_t y = uint16_t(x); std::memcpy(p, &y, 2); break; }
+      case DType::S32: { int32_t y = int32_t(x); std::memcpy(p, &y, 4); break; }
+      case DType::U32: { uint32_t y = uint32_t(x); std::memcpy(p, &y, 4); break; }
+      case DType::S64: { int64_t y = int64_t(x); std::memcpy(p, &y, 8); break; }
+      case DType::U64: { uint64_t y = uint64_t(x); std::memcpy(p, &y, 8); break; }
+      case DType::F16: { uint16_t y = toF16(float(x)); std::memcpy(p, &y, 2); break; }
+      case DType::BF16: { uint16_t y = toBF16(float(x)); std::memcpy(p, &y, 2); break; }
+      case DType::F32: { float y = float(x); std::memcpy(p, &y, 4); break; }
+      case DType::F64: std::memcpy(p, &x, 8); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+static std::vector<double> decode(DType t, const std::vector<unsigned char>& bytes) {
+  size_t n = bytes.size() / elemSize(t);
+  std::vector<double> out(n);
+  for (size_t k = 0; k < n; ++k) {
+    const unsigned char* p = bytes.data() + k * elemSize(t);
+    switch (t) {
+      case DType::Pred: out[k] = *p ? 1 : 0; break;
+      case DType::S8: { int8_t y; std::memcpy(&y, p, 1); out[k] = y; break; }
+      case DType::U8: out[k] = *p; break;
+      case DType::S16: { int16_t y; std::memcpy(&y, p, 2); out[k] = y; break; }
+      case DType::U16: { uint16_t y; std::memcpy(&y, p, 2); out[k] = y; break; }
+      case DType::S32: { int32_t y; std::memcpy(&y, p, 4); out[k] = y; break; }
+      case DType::U32: { uint32_t y; std::memcpy(&y, p, 4); out[k] = y; break; }
+      case DType::S64: { int64_t y; std::memcpy(&y, p, 8); out[k] = double(y); break; }
+      case DType::U64: { uint64_t y; std::memcpy(&y, p, 8); out[k] = double(y); break; }
+      case DType::F16: { uint16_t y; std::memcpy(&y, p, 2); out[k] = fromF16(y); break; }
+      case DType::BF16: { uint16_t y; std::memcpy(&y, p, 2); out[k] = fromBF16(y); break; }
+      case DType::F32: { float y; std::memcpy(&y, p, 4); out[k] = y; break; }
+      case DType::F64: std::memcpy(&out[k], p, 8); break;
+      default: break;
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ call description
+
+struct In {
+  Arg::Kind kind = Arg::Kind::None;
+  std::string name;
+  TensorType type;
+  std::vector<double> data;
+  bool wrapped = false;
+  std::vector<In> list;  // TensorList elements (kind None = absent)
+  K skind = K::None;
+  double sval = 0;
+  bool stat = false;  // static Scalar value
+  int64_t i = 0;
+  bool b = false;
+  std::vector<int64_t> ints;
+  std::vector<bool> bools;
+  std::string s;
+  DType dt = DType::Invalid;
+};
+
+static std::vector<double> pattern(DType t, int64_t n) {
+  std::vector<double> v(n);
+  for (int64_t k = 0; k < n; ++k) {
+    double x = double((k * 7) % 11) - 5;  // -5..5
+    if (t == DType::Pred) x = k % 3 == 1;
+    else if (shlo::isFloat(t)) x = x / 4 + 0.125;
+    else if (!shlo::isSigned(t)) x = std::fabs(x);
+    v[k] = x;
+  }
+  return v;
+}
+
+static In T(DType t, Shape s, std::vector<double> d = {}) {
+  In a;
+  a.kind = Arg::Kind::Tensor;
+  a.type = {t, std::move(s)};
+  a.data = d.empty() ? pattern(t, a.type.numel()) : std::move(d);
+  return a;
+}
+static In W(double v, K k = K::Float) {  // wrapped Python number
+  In a = T(k == K::Float ? DType::F64 : k == K::Int ? DType::S64 : DType::Pred, {}, {v});
+  a.wrapped = true;
+  a.skind = k;
+  a.sval = v;
+  return a;
+}
+static In S(double v, K k = K::Float) {  // dynamic Scalar
+  In a;
+  a.kind = Arg::Kind::Scalar;
+  a.skind = k;
+  a.sval = v;
+  return a;
+}
+static In SS(double v, K k = K::Float) {  // static Scalar
+  In a = S(v, k);
+  a.stat = true;
+  return a;
+}
+static In D(double v) {  // float argument (dynamic)
+  In a = S(v, K::Float);
+  a.kind = Arg::Kind::Double;
+  return a;
+}
+static In I(int64_t v) {
+  In a;
+  a.kind = Arg::Kind::Int;
+  a.i = v;
+  return a;
+}
+static In B(bool v) {
+  In a;
+  a.kind = Arg::Kind::Bool;
+  a.b = v;
+  return a;
+}
+static In L(std::vector<int64_t> v) {
+  In a;
+  a.kind = Arg::Kind::IntList;
+  a.ints = std::move(v);
+  return a;
+}
+static In BL(std::vector<bool> v) {
+  In a;
+  a.kind = Arg::Kind::BoolList;
+  a.bools = std::move(v);
+  return a;
+}
+static In Str(std::string s) {
+  In a;
+  a.kind = Arg::Kind::String;
+  a.s = std::move(s);
+  return a;
+}
+static In Dt(DType t) {
+  In a;
+  a.kind = Arg::Kind::ScalarType;
+  a.dt = t;
+  return a;
+}
+static In N() { return In{}; }
+static In TL(std::vector<In> v) {
+  In a;
+  a.kind = Arg::Kind::TensorList;
+  a.list = std::move(v);
+  return a;
+}
+static In named(In a, std::string n) {
+  a.name = std::move(n);
+  return a;
+}
+
+// The test's Context: Scalar/float arguments become program parameters (or constants when static), the random
+// state a tensor<2xui64> parameter.
+class TestContext final : public Context {
+ public:
+  struct Feed {
+    TensorType type;
+    std::vector<double> data;
+  };
+  TestContext(Builder& b, const std::string& op, std::vector<Feed>& feeds) : Context(b, op), feeds_(feeds) {}
+  std::vector<double> svals;  // per arg: the host value of a Scalar/Double
+
+  Value scalar(size_t i, DType dtype) override {
+    const Arg& a = arg(i);
+    if (a.kind == Arg::Kind::Tensor && a.tensor.valid()) {
+      if (a.tensor.rank() != 0) fail("argument '" + a.name + "' is not a scalar");
+      return b.convert(a.tensor, dtype);
+    }
+    if (a.kind == Arg::Kind::Int) return b.constantInt(a.i, dtype);
+    if (a.kind == Arg::Kind::Bool) return b.constant(a.b, dtype);
+    if (a.kind != Arg::Kind::Scalar && a.kind != Arg::Kind::Double) fail("argument '" + a.name + "' is not a number");
+    if (a.scalar.known()) {
+      if (a.scalar.kind == K::Int) return b.constantInt(a.scalar.i, dtype);
+      return b.constant(a.scalar.toDouble(), dtype);
+    }
+    Value p = b.parameter({dtype, {}});
+    feeds_.push_back({{dtype, {}}, {svals.at(i)}});
+    return p;
+  }
+  Value rngState() override {
+    Value p = b.parameter({DType::U64, {2}});
+    feeds_.push_back({{DType::U64, {2}}, {double(42 + rng_calls_++), 0}});
+    return p;
+  }
+
+ private:
+  std::vector<Feed>& feeds_;
+  int rng_calls_ = 0;
+};
+
+struct Result {
+  std::vector<TensorType> types;
+  std::vector<std::vector<double>> vals;
+  bool declined = false;
+};
+
+// Lowers `op` for the call `ins`. With `outs`, goes through lower() (result shapes checked, dtypes converted);
+// without, calls the rule directly and takes the result types it produced. Compiles, and runs when `execute`.
+static Result run(const std::string& op, const std::vector<In>& ins, const std::vector<TensorType>& outs = {},
+                  bool execute = true) {
+  const Rule* rule = registry().find(op);
+  if (!rule) throw std::runtime_error("no rule for " + op);
+  Builder b;
+  std::vector<TestContext::Feed> feeds;
+  TestContext ctx(b, op, feeds);
+  auto tensorParam = [&](const In& in) {
+    feeds.push_back({in.type, in.data});
+    return b.parameter(in.type);
+  };
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const In& in = ins[k];
+    Arg a;
+    a.kind = in.kind;
+    a.name = in.name.empty() ? "arg" + std::to_string(k) : in.name;
+    a.wrapped_number = in.wrapped;
+    a.scalar.kind = in.skind;
+    if (in.kind == Arg::Kind::Tensor) a.tensor = tensorParam(in);
+    if (in.kind == Arg::Kind::TensorList)
+      for (const In& e : in.list) a.tensors.push_back(e.kind == Arg::Kind::Tensor ? tensorParam(e) : Value());
+    if (in.stat) {
+      a.scalar.has_value = true;
+      a.scalar.f = in.sval;
+      a.scalar.i = int64_t(in.sval);
+      a.scalar.b = in.sval != 0;
+    }
+    a.i = in.i;
+    a.b = in.b;
+    a.ints = in.ints;
+    a.bools = in.bools;
+    a.s = in.s;
+    a.dtype = in.dt;
+    ctx.args.push_back(a);
+    ctx.svals.push_back(in.sval);
+  }
+  ctx.outputs = outs;
+  Result res;
+  if (rule->accepts && !rule->accepts(ctx)) {
+    res.declined = true;
+    return res;
+  }
+  g_covered.insert(op);
+  std::vector<Value> vals;
+  if (outs.empty()) {
+    try {
+      vals = rule->fn(ctx);
+    } catch (const shlo::BuildError& e) {
+      throw LoweringError(op + ": " + e.what());
+    }
+  } else {
+    vals = lower(*rule, ctx);
+  }
+  std::vector<Value> live;
+  for (auto& v : vals)
+    if (v.valid()) live.push_back(v);
+  std::string text = b.finish(live);
+  if (g_print) std::printf("---- %s\n%s", op.c_str(), text.c_str());
+  runtime::Client& c = runtime::Client::get();
+  runtime::ExecutablePtr exe;
+  try {
+    exe = c.compile(text);
+  } catch (...) {
+    std::fprintf(stderr, "---- %s: program that failed to compile:\n%s----\n", op.c_str(), text.c_str());
+    throw;
+  }
+  for (auto& v : live) res.types.push_back(v.type);
+  if (!execute) return res;
+  std::vector<runtime::BufferPtr> bufs;
+  std::vector<runtime::Buffer*> args;
+  for (auto& f : feeds) {
+    auto bytes = encode(f.type.dtype, f.data);
+    bufs.push_back(c.fromHost(bytes.data(), static_cast<runtime::ElementType>(f.type.dtype), f.type.shape, 0));
+    args.push_back(bufs.back().get());
+  }
+  auto outsb = exe->execute(0, args);
+  for (size_t k = 0; k < outsb.size(); ++k) {
+    std::vector<unsigned char> bytes(size_t(live[k].type.numel()) * elemSize(live[k].dtype()));
+    outsb[k]->toHost(bytes.data(), bytes.size());
+    res.vals.push_back(decode(live[k].dtype(), bytes));
+  }
+  return res;
+}
+
+static bool same(double a, double b, double tol) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= tol * (1 + std::fabs(b));
+}
+
+static bool near(const std::vector<double>& got, const std::vector<double>& want, double tol) {
+  bool ok = got.size() == want.size();
+  for (size_t i = 0; ok && i < got.size(); ++i) ok = same(got[i], want[i], tol);
+  if (!ok) {
+    std::fprintf(stderr, "  got:  ");
+    for (auto g : got) std::fprintf(stderr, "%.9g ", g);
+    std::fprintf(stderr, "\n  want: ");
+    for (auto w : want) std::fprintf(stderr, "%.9g ", w);
+    std::fprintf(stderr, "\n");
+  }
+  return ok;
+}
+
+// Runs op and checks result k's dtype and values.
+static void expect(const std::string& name, const std::string& op, const std::vector<In>& ins,
+                   const std::vector<TensorType>& outs, const std::vector<std::vector<double>>& want,
+                   double tol = 1e-5, const std::vector<DType>& want_types = {}) {
+  test(name, [&] {
+    Result r = run(op, ins, outs);
+    CHECK(!r.declined);
+    if (r.declined) return;
+    CHECK(r.vals.size() >= want.size());
+    for (size_t k = 0; k < want.size() && k < r.vals.size(); ++k) {
+      if (want[k].empty()) continue;
+      bool ok = near(r.vals[k], want[k], tol);
+      if (!ok) std::fprintf(stderr, "  (%s, result %zu)\n", name.c_str(), k);
+      CHECK(ok);
+    }
+    for (size_t k = 0; k < want_types.size() && k < r.types.size(); ++k) {
+      if (r.types[k].dtype != want_types[k])
+        std::fprintf(stderr, "  %s: result %zu has %s\n", name.c_str(), k, r.types[k].str().c_str());
+      CHECK(r.types[k].dtype == want_types[k]);
+    }
+  });
+}
+
+// ------------------------------------------------------------------ compile sweep
+
+static const double kNaN = std::numeric_limits<double>::quiet_NaN();
+static const double kInf = std::numeric_limits<double>::infinity();
+
+static const DType kFloats[] = {DType::F32, DType::BF16, DType::F16, DType::F64};
+static const DType kAll[] = {DType::F32, DType::BF16, DType::F16, DType::F64, DType::S64, DType::S32,
+                             DType::S16, DType::S8,   DType::U8,  DType::Pred};
+
+using MakeArgs = std::function<std::vector<In>(DType)>;
+
+// Lowers and compiles op for every dtype in `dtypes` (declined calls are fine).
+template <class Range>
+static void sweep(const std::string& op, const Range& dtypes, const MakeArgs& make,
+                  const std::function<std::vector<TensorType>(DType)>& outs = nullptr) {
+  for (DType t : dtypes) {
+    test(op + " [" + shlo::mlirName(t) + "]", [&] {
+      Result r = run(op, make(t), outs ? outs(t) : std::vector<TensorType>{}, /*execute=*/true);
+      (void)r;
+    });
+  }
+}
+
+static std::vector<In> unaryArgs(DType t) { return {T(t, {2, 3})}; }
+
+static void compileSweep() {
+  for (const char* op : {"aten::neg", "aten::abs", "aten::sign", "aten::sgn", "aten::floor", "aten::ceil", "aten::round",
+                         "aten::trunc", "aten::frac", "aten::relu", "aten::exp", "aten::exp2", "aten::expm1", "aten::log",
+                         "aten::log2", "aten::log10", "aten::log1p", "aten::sqrt", "aten::rsqrt", "aten::reciprocal",
+                         "aten::sin", "aten::cos", "aten::tan", "aten::tanh", "aten::sigmoid", "aten::erf", "aten::erfc",
+                         "aten::erfinv", "aten::lgamma", "aten::digamma", "aten::asin", "aten::acos", "aten::atan",
+                         "aten::sinh", "aten::cosh", "aten::asinh", "aten::acosh", "aten::atanh", "aten::isnan",
+                         "aten::isinf", "aten::isposinf", "aten::isneginf", "aten::logical_not", "aten::bitwise_not",
+                         "aten::silu", "aten::mish", "aten::hardsigmoid", "aten::hardswish", "aten::deg2rad",
+                         "aten::rad2deg", "aten::sinc", "aten::fix"}) {
+    std::string o = op;
+    bool float_only = o == "aten::silu" || o == "aten::mish" || o == "aten::hardsigmoid" || o == "aten::hardswish";
+    if (float_only) sweep(o, kFloats, unaryArgs);
+    else sweep(o, kAll, unaryArgs);
+  }
+  sweep("aten::gelu", kFloats, [](DType t) { return std::vector<In>{T(t, {4}), Str("none")}; });
+  sweep("aten::gelu", kFloats, [](DType t) { return std::vector<In>{T(t, {4}), Str("tanh")}; });
+  sweep("aten::round.decimals", kFloats, [](DType t) { return std::vector<In>{T(t, {4}), I(2)}; });
+  sweep("aten::nan_to_num", kAll, [](DType t) { return std::vector<In>{T(t, {4}), N(), D(1e30), N()}; });
+  sweep("aten::logit", kFloats, [](DType t) { return std::vector<In>{T(t, {4}), D(1e-6)}; });
+  for (const char* op : {"aten::add.Tensor", "aten::sub.Tensor", "aten::rsub.Tensor"}) {
+    std::string o = op;
+    sweep(o, kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), S(2, K::Int)}; });
+    sweep(o, kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), W(2.5), S(1, K::Int)}; });
+    sweep(o, kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::F64, {}), N()}; });
+  }
+  for (const char* op : {"aten::add.Scalar", "aten::sub.Scalar", "aten::rsub.Scalar"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), S(3, K::Int), S(1, K::Int)}; });
+  for (const char* op : {"aten::mul.Tensor", "aten::div.Tensor", "aten::maximum", "aten::minimum", "aten::fmax",
+                         "aten::fmin", "aten::remainder.Tensor", "aten::fmod.Tensor", "aten::floor_divide",
+                         "aten::pow.Tensor_Tensor", "aten::atan2", "aten::hypot", "aten::copysign.Tensor",
+                         "aten::xlogy.Tensor", "aten::logaddexp", "aten::bitwise_and.Tensor", "aten::bitwise_or.Tensor",
+                         "aten::bitwise_xor.Tensor", "aten::logical_and", "aten::logical_or", "aten::logical_xor",
+                         "aten::eq.Tensor", "aten::ne.Tensor", "aten::lt.Tensor", "aten::le.Tensor", "aten::gt.Tensor",
+                         "aten::ge.Tensor", "aten::clamp_min.Tensor", "aten::clamp_max.Tensor"}) {
+    std::string o = op;
+    bool float_only = o == "aten::hypot" || o == "aten::logaddexp" || o == "aten::xlogy.Tensor" ||
+                      o == "aten::copysign.Tensor" || o == "aten::atan2";
+    std::vector<DType> ds(std::begin(kAll), std::end(kAll));
+    if (float_only) ds.assign(std::begin(kFloats), std::end(kFloats));
+    sweep(o, ds, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {2, 1})}; });
+    sweep(o, ds, [](DType t) { return std::vector<In>{T(t, {3}), W(2, K::Int)}; });
+  }
+  for (const char* op : {"aten::mul.Scalar", "aten::div.Scalar", "aten::remainder.Scalar", "aten::fmod.Scalar",
+                         "aten::floor_divide.Scalar", "aten::pow.Tensor_Scalar", "aten::bitwise_and.Scalar",
+                         "aten::bitwise_or.Scalar", "aten::bitwise_xor.Scalar", "aten::eq.Scalar", "aten::ne.Scalar",
+                         "aten::lt.Scalar", "aten::le.Scalar", "aten::gt.Scalar", "aten::ge.Scalar", "aten::clamp_min",
+                         "aten::clamp_max"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), S(2, K::Int)}; });
+  sweep("aten::pow.Tensor_Scalar", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), S(0.5)}; });
+  sweep("aten::pow.Scalar", kAll, [](DType t) { return std::vector<In>{S(2.0), T(t, {2, 3})}; });
+  sweep("aten::remainder.Scalar_Tensor", kAll, [](DType t) { return std::vector<In>{S(7, K::Int), T(t, {2, 3})}; });
+  for (const char* mode : {"trunc", "floor"}) {
+    std::string m = mode;
+    sweep("aten::div.Tensor_mode", kAll, [m](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), Str(m)}; });
+    sweep("aten::div.Scalar_mode", kAll, [m](DType t) { return std::vector<In>{T(t, {2, 3}), S(3, K::Int), Str(m)}; });
+  }
+  sweep("aten::div.Tensor_mode", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), N()}; });
+  sweep("aten::where.self", kAll,
+        [](DType t) { return std::vector<In>{T(DType::Pred, {2, 3}), T(t, {2, 3}), T(t, {3})}; });
+  sweep("aten::where.self", kAll, [](DType t) { return std::vector<In>{T(DType::Pred, {2, 3}), T(t, {2, 3}), W(0)}; });
+  sweep("aten::clamp", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), S(-1, K::Int), S(2, K::Int)}; });
+  sweep("aten::clamp", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N(), S(2.5)}; });
+  sweep("aten::clamp.Tensor", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), N()}; });
+  sweep("aten::masked_fill.Scalar", kAll,
+        [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::Pred, {3}), S(1, K::Int)}; });
+  sweep("aten::masked_fill.Tensor", kAll,
+        [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::Pred, {2, 3}), T(t, {})}; });
+  sweep("aten::leaky_relu", kFloats, [](DType t) { return std::vector<In>{T(t, {4}), S(0.01)}; });
+  sweep("aten::hardtanh", kAll, [](DType t) { return std::vector<In>{T(t, {4}), S(-1, K::Int), S(1, K::Int)}; });
+  sweep("aten::threshold", kAll, [](DType t) { return std::vector<In>{T(t, {4}), S(0, K::Int), S(7, K::Int)}; });
+  sweep("aten::elu", kFloats, [](DType t) { return std::vector<In>{T(t, {4}), S(1, K::Int), S(1, K::Int), S(1, K::Int)}; });
+  sweep("aten::softplus", kFloats, [](DType t) { return std::vector<In>{T(t, {4}), S(1, K::Int), S(20, K::Int)}; });
+  sweep("aten::threshold_backward", kAll, [](DType t) { return std::vector<In>{T(t, {4}), T(t, {4}), S(0, K::Int)}; });
+  for (const char* op : {"aten::silu_backward", "aten::mish_backward", "aten::tanh_backward", "aten::sigmoid_backward",
+                         "aten::hardsigmoid_backward", "aten::hardswish_backward"})
+    sweep(std::string(op), kFloats, [](DType t) { return std::vector<In>{T(t, {4}), T(t, {4})}; });
+  for (const char* a : {"none", "tanh"}) {
+    std::string s = a;
+    sweep("aten::gelu_backward", kFloats, [s](DType t) { return std::vector<In>{T(t, {4}), T(t, {4}), Str(s)}; });
+  }
+  sweep("aten::leaky_relu_backward", kFloats,
+        [](DType t) { return std::vector<In>{T(t, {4}), T(t, {4}), S(0.2), B(false)}; });
+  sweep("aten::hardtanh_backward", kFloats,
+        [](DType t) { return std::vector<In>{T(t, {4}), T(t, {4}), S(-1, K::Int), S(1, K::Int)}; });
+  sweep("aten::softplus_backward", kFloats,
+        [](DType t) { return std::vector<In>{T(t, {4}), T(t, {4}), S(1, K::Int), S(20, K::Int)}; });
+  for (bool is_result : {false, true})
+    sweep("aten::elu_backward", kFloats, [is_result](DType t) {
+      return std::vector<In>{T(t, {4}), S(1, K::Int), S(1, K::Int), S(1, K::Int), B(is_result), T(t, {4})};
+    });
+  for (const char* op : {"aten::addcmul", "aten::addcdiv"})
+    sweep(std::string(op), kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), T(t, {2, 1}), S(0.5)}; });
+  sweep("aten::addcmul", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), T(t, {2, 1}), S(2, K::Int)}; });
+  sweep("aten::lerp.Scalar", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), S(0.3)}; });
+  sweep("aten::lerp.Tensor", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3}), T(t, {2, 3})}; });
+
+  // ---- reductions ----
+  sweep("aten::sum.dim_IntList", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({-1, 0}), B(true), N()}; });
+  sweep("aten::sum.dim_IntList", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N(), B(false), N()}; });
+  sweep("aten::sum.dim_IntList", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({1}), B(false), Dt(DType::F32)}; });
+  sweep("aten::sum", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N()}; });
+  sweep("aten::sum", kAll, [](DType t) { return std::vector<In>{T(t, {}), N()}; });
+  sweep("aten::mean.dim", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({1}), B(true), N()}; });
+  sweep("aten::mean", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), N()}; });
+  sweep("aten::prod", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N()}; });
+  sweep("aten::prod.dim_int", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(-1), B(true), N()}; });
+  for (const char* op : {"aten::amax", "aten::amin"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({0, 2}), B(false)}; });
+  for (const char* op : {"aten::max", "aten::min"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3})}; });
+  for (const char* op : {"aten::argmax", "aten::argmin"}) {
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(1), B(true)}; });
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N(), B(false)}; });
+  }
+  for (const char* op : {"aten::max.dim", "aten::min.dim"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(0), B(false)}; });
+  for (const char* op : {"aten::any", "aten::all"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3})}; });
+  for (const char* op : {"aten::any.dim", "aten::all.dim"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(1), B(true)}; });
+  for (const char* op : {"aten::any.dims", "aten::all.dims"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N(), B(false)}; });
+  sweep("aten::count_nonzero.dim_IntList", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({0})}; });
+  for (const char* op : {"aten::var.correction", "aten::std.correction", "aten::var_mean.correction",
+                         "aten::std_mean.correction"}) {
+    sweep(std::string(op), kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({1}), N(), B(true)}; });
+    sweep(std::string(op), kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), N(), S(0, K::Int), B(false)}; });
+  }
+  for (double ord : std::vector<double>{2.0, 1.0, 0.0, 3.0, kInf, -kInf})
+    sweep("aten::linalg_vector_norm", kFloats,
+          [ord](DType t) { return std::vector<In>{T(t, {2, 3}), SS(ord), L({1}), B(false), N()}; });
+  sweep("aten::norm.ScalarOpt_dim", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), SS(2), L({1}), B(true)}; });
+  sweep("aten::logsumexp", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({1}), B(false)}; });
+  for (const char* op : {"aten::cumsum", "aten::cumprod"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(1), N()}; });
+  sweep("aten::trace", kAll, [](DType t) { return std::vector<In>{T(t, {3, 3})}; });
+
+  // ---- linalg ----
+  std::vector<DType> mmTypes = {DType::F32, DType::BF16, DType::F16, DType::F64, DType::S64, DType::S32};
+  sweep("aten::mm", mmTypes, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3, 4})}; });
+  sweep("aten::bmm", mmTypes, [](DType t) { return std::vector<In>{T(t, {5, 2, 3}), T(t, {5, 3, 4})}; });
+  sweep("aten::mv", mmTypes, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3})}; });
+  sweep("aten::dot", mmTypes, [](DType t) { return std::vector<In>{T(t, {3}), T(t, {3})}; });
+  sweep("aten::vdot", mmTypes, [](DType t) { return std::vector<In>{T(t, {3}), T(t, {3})}; });
+  sweep("aten::addmm", mmTypes,
+        [](DType t) { return std::vector<In>{T(t, {4}), T(t, {2, 3}), T(t, {3, 4}), S(1, K::Int), S(1, K::Int)}; });
+  sweep("aten::baddbmm", mmTypes, [](DType t) {
+    return std::vector<In>{T(t, {5, 2, 4}), T(t, {5, 2, 3}), T(t, {5, 3, 4}), S(0.5), S(2.0)};
+  });
+  sweep("aten::addbmm", mmTypes, [](DType t) {
+    return std::vector<In>{T(t, {2, 4}), T(t, {5, 2, 3}), T(t, {5, 3, 4}), S(1, K::Int), S(1, K::Int)};
+  });
+  sweep("aten::addmv", mmTypes,
+        [](DType t) { return std::vector<In>{T(t, {2}), T(t, {2, 3}), T(t, {3}), S(1, K::Int), S(1, K::Int)}; });
+  for (bool g : {false, true})
+    sweep("aten::_addmm_activation", kFloats, [g](DType t) {
+      return std::vector<In>{T(t, {4}), T(t, {2, 3}), T(t, {3, 4}), S(1, K::Int), S(1, K::Int), B(g)};
+    });
+
+  // ---- factory ----
+  sweep("aten::fill.Scalar", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), S(1.5)}; });
+  sweep("aten::fill.Tensor", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::F32, {})}; });
+  sweep("aten::zero", kAll, unaryArgs);
+  sweep("aten::clone", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N()}; });
+  for (DType to : kAll)
+    sweep("aten::_to_copy", kAll, [to](DType t) { return std::vector<In>{T(t, {2, 3}), Dt(to)}; });
+  sweep("aten::full", kAll, [](DType) { return std::vector<In>{L({2, 3}), S(2.5), N()}; },
+        [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  sweep("aten::zeros_like", kAll, unaryArgs, [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  sweep("aten::ones_like", kAll, unaryArgs, [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  sweep("aten::arange.start_out", kAll, [](DType t) {
+    return std::vector<In>{named(S(0, K::Int), "start"), named(S(5, K::Int), "end"), named(S(1, K::Int), "step"),
+                           named(T(t, {5}), "out")};
+  }, [](DType t) { return std::vector<TensorType>{{t, {5}}}; });
+  sweep("aten::uniform_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(-1), D(1), N()}; });
+  sweep("aten::normal_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0), D(1), N()}; });
+  sweep("aten::bernoulli_.float", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0.3), N()}; });
+  sweep("aten::exponential_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(1.5), N()}; });
+  sweep("aten::random_.from", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(0), I(2), N()}; });
+  sweep("aten::random_.from", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(0), N(), N()}; });
+  sweep("aten::random_.to", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(2), N()}; });
+  sweep("aten::random_", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N()}; });
+
+  // ---- nn ----
+  for (const char* op : {"aten::_softmax", "aten::_log_softmax"})
+    sweep(std::string(op), kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(-1), B(false)}; });
+  for (const char* op : {"aten::_softmax_backward_data", "aten::_log_softmax_backward_data"})
+    sweep(std::string(op), kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {2, 3}), I(1), Dt(t)}; });
+  sweep("aten::native_layer_norm", kFloats,
+        [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({4}), T(t, {4}), T(t, {4}), D(1e-5)}; });
+  sweep("aten::native_layer_norm", kFloats,
+        [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({3, 4}), N(), N(), D(1e-5)}; });
+  sweep("aten::native_layer_norm_backward", kFloats, [](DType t) {
+    return std::vector<In>{T(t, {2, 3, 4}), T(t, {2, 3, 4}), L({4}), T(t, {2, 3, 1}), T(t, {2, 3, 1}, std::vector<double>(6, 1.0)),
+                           T(t, {4}), T(t, {4}), BL({true, true, true})};
+  });
+  sweep("aten::embedding", kFloats, [](DType t) {
+    return std::vector<In>{T(t, {5, 3}), T(DType::S64, {2, 2}, {0, 4, 2, 2}), I(-1), B(false), B(false)};
+  });
+  for (bool scale : {false, true})
+    sweep("aten::embedding_dense_backward", kFloats, [scale](DType t) {
+      return std::vector<In>{T(t, {2, 2, 3}), T(DType::S64, {2, 2}, {0, 4, 2, 2}), I(5), I(4), B(scale)};
+    });
+  sweep("aten::index_select", kAll,
+        [](DType t) { return std::vector<In>{T(t, {4, 3}), I(1), T(DType::S64, {2}, {2, 0})}; });
+  for (int64_t red : {0, 1, 2}) {
+    sweep("aten::nll_loss_forward", kFloats, [red](DType t) {
+      return std::vector<In>{T(t, {3, 4}), T(DType::S64, {3}, {1, -100, 3}), T(t, {4}), I(red), I(-100)};
+    });
+    sweep("aten::nll_loss_backward", kFloats, [red](DType t) {
+      return std::vector<In>{red == 0 ? T(t, {3}) : T(t, {}), T(t, {3, 4}), T(DType::S64, {3}, {1, -100, 3}), N(), I(red),
+                             I(-100), T(t, {}, {2})};
+    });
+    sweep("aten::mse_loss", kFloats, [red](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {2, 3}), I(red)}; });
+    sweep("aten::mse_loss_backward", kFloats, [red](DType t) {
+      return std::vector<In>{red == 0 ? T(t, {2, 3}) : T(t, {}), T(t, {2, 3}), T(t, {2, 3}), I(red)};
+    });
+  }
+  sweep("aten::nll_loss2d_forward", kFloats, [](DType t) {
+    return std::vector<In>{T(t, {2, 3, 2, 2}), T(DType::S64, {2, 2, 2}, {0, 1, 2, 0, 1, 2, 0, 1}), N(), I(1), I(-100)};
+  });
+  sweep("aten::native_dropout", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0.5), B(true)}; });
+  sweep("aten::native_dropout_backward", kFloats,
+        [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::Pred, {2, 3}), D(2.0)}; });
+
+  // ---- shape ----
+  sweep("aten::cat", kAll, [](DType t) { return std::vector<In>{TL({T(t, {2, 3}), T(t, {0}), T(t, {1, 3})}), I(-2)}; });
+  sweep("aten::stack", kAll, [](DType t) { return std::vector<In>{TL({T(t, {2, 3}), T(t, {2, 3})}), I(-1)}; });
+  sweep("aten::constant_pad_nd", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({1, 2, -1, 0}), S(0, K::Int)}; });
+  sweep("aten::gather", kAll,
+        [](DType t) { return std::vector<In>{T(t, {3, 4}), I(1), T(DType::S64, {2, 2}, {0, 3, 1, 1}), B(false)}; });
+  sweep("aten::scatter.src", kAll, [](DType t) {
+    return std::vector<In>{T(t, {3, 4}), I(1), T(DType::S64, {2, 2}, {0, 3, 1, 1}), T(t, {3, 3})};
+  });
+  sweep("aten::scatter.value", kAll,
+        [](DType t) { return std::vector<In>{T(t, {3, 4}), I(0), T(DType::S64, {2, 2}, {0, 2, 1, 1}), S(1, K::Int)}; });
+  sweep("aten::scatter_add", kAll, [](DType t) {
+    return std::vector<In>{T(t, {3, 4}), I(1), T(DType::S64, {2, 2}, {0, 3, 1, 1}), T(t, {2, 2})};
+  });
+  for (const char* red : {"sum", "prod", "mean", "amax", "amin"}) {
+    std::string rd = red;
+    for (bool inc : {true, false})
+      sweep("aten::scatter_reduce.two", kAll, [rd, inc](DType t) {
+        return std::vector<In>{T(t, {3, 4}), I(1), T(DType::S64, {2, 2}, {0, 3, 1, 1}), T(t, {2, 2}), Str(rd), B(inc)};
+      });
+  }
+  sweep("aten::index_add", kAll, [](DType t) {
+    return std::vector<In>{T(t, {4, 3}), I(0), T(DType::S64, {2}, {3, 1}), T(t, {2, 3}), S(1, K::Int)};
+  });
+  sweep("aten::index_copy", kAll,
+        [](DType t) { return std::vector<In>{T(t, {4, 3}), I(1), T(DType::S64, {2}, {2, 0}), T(t, {4, 2})}; });
+  sweep("aten::index_fill.int_Scalar", kAll,
+        [](DType t) { return std::vector<In>{T(t, {4, 3}), I(1), T(DType::S64, {2}, {2, 0}), S(1, K::Int)}; });
+  sweep("aten::index.Tensor", kAll, [](DType t) {
+    return std::vector<In>{T(t, {4, 3, 2}), TL({N(), T(DType::S64, {2, 2}, {0, 2, -1, 1}), T(DType::S64, {2}, {1, 0})})};
+  });
+  sweep("aten::index.Tensor", kAll, [](DType t) {
+    return std::vector<In>{T(t, {4, 3, 2}), TL({T(DType::S64, {2}, {3, 1}), N(), T(DType::S32, {2}, {1, 0})})};
+  });
+  for (bool acc : {false, true}) {
+    sweep("aten::index_put", kAll, [acc](DType t) {
+      return std::vector<In>{T(t, {4, 3}), TL({T(DType::S64, {2}, {3, 1})}), T(t, {3}), B(acc)};
+    });
+    sweep("aten::index_put", kAll, [acc](DType t) {
+      return std::vector<In>{T(t, {4, 3}), TL({T(DType::Pred, {4, 3})}), T(t, {}), B(acc)};
+    });
+  }
+  sweep("aten::flip", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({-1, 0})}; });
+  sweep("aten::roll", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({1, -1}), L({0, 1})}; });
+  sweep("aten::roll", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({2}), L({})}; });
+  for (const char* op : {"aten::tril", "aten::triu"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3, 3}), I(-1)}; });
+  sweep("aten::repeat", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({2, 1, 2})}; });
+  sweep("aten::sort", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(-1), B(true)}; });
+  sweep("aten::sort.stable", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), N(), I(0), B(false)}; });
+  sweep("aten::topk", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(2), I(-1), B(true), B(true)}; });
+  sweep("aten::slice_backward", kAll,
+        [](DType t) { return std::vector<In>{T(t, {2, 2}), L({2, 5}), I(1), I(1), I(4), I(2)}; });
+  sweep("aten::select_backward", kAll, [](DType t) { return std::vector<In>{T(t, {2}), L({2, 5}), I(1), I(-2)}; });
+  sweep("aten::slice_scatter", kAll,
+        [](DType t) { return std::vector<In>{T(t, {2, 5}), T(t, {2, 2}), I(1), I(1), I(4), I(2)}; });
+  sweep("aten::select_scatter", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), T(t, {2}), I(1), I(3)}; });
+  sweep("aten::permute_copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({2, 0, 1})}; });
+  sweep("aten::slice_copy.Tensor", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(1), I(1), I(100), I(2)}; });
+  sweep("aten::select_copy.int", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(1), I(-1)}; });
+}
+
+// ------------------------------------------------------------------ numeric checks
+
+
+static void numericTests() {
+  const DType f32 = DType::F32, s64 = DType::S64;
+  // type promotion with wrapped numbers: int tensor + 2.5 -> float32; int8 + int64 wrapped stays int8
+  expect("add int + wrapped float", "aten::add.Tensor", {T(DType::S32, {3}, {1, 2, 3}), W(2.5), S(1, K::Int)}, {},
+         {{3.5, 4.5, 5.5}}, 1e-6, {f32});
+  expect("add int8 + wrapped int", "aten::add.Tensor", {T(DType::S8, {2}, {1, 100}), W(300, K::Int), S(1, K::Int)}, {},
+         {{45, -112}}, 0, {DType::S8});
+  expect("add alpha", "aten::add.Tensor", {T(f32, {2, 2}, {1, 2, 3, 4}), T(f32, {2}, {10, 20}), S(-2, K::Int)}, {},
+         {{-19, -38, -17, -36}});
+  expect("add bool", "aten::add.Tensor", {T(DType::Pred, {3}, {0, 1, 0}), T(DType::Pred, {3}, {0, 0, 1}), S(1, K::Int)},
+         {}, {{0, 1, 1}}, 0, {DType::Pred});
+  expect("add 0-d f64 tensor to int tensor -> f64", "aten::add.Tensor",
+         {T(DType::S32, {2}, {1, 2}), T(DType::F64, {}, {0.5}), S(1, K::Int)}, {}, {{1.5, 2.5}}, 0, {DType::F64});
+  expect("add f16 + 0-d f32 -> f16", "aten::add.Tensor", {T(DType::F16, {2}, {1, 2}), T(f32, {}, {0.5}), S(1, K::Int)},
+         {}, {{1.5, 2.5}}, 0, {DType::F16});
+  expect("div int true", "aten::div.Tensor", {T(s64, {3}, {7, -7, 1}), T(s64, {3}, {2, 2, 0})}, {},
+         {{3.5, -3.5, kInf}}, 1e-6, {f32});
+  expect("div trunc int", "aten::div.Tensor_mode", {T(s64, {4}, {7, -7, 7, -7}), T(s64, {4}, {2, 2, -2, -2}), Str("trunc")},
+         {}, {{3, -3, -3, 3}}, 0, {s64});
+  expect("div floor int", "aten::div.Tensor_mode", {T(s64, {4}, {7, -7, 7, -7}), T(s64, {4}, {2, 2, -2, -2}), Str("floor")},
+         {}, {{3, -4, -4, 3}}, 0, {s64});
+  expect("div floor float", "aten::div.Tensor_mode",
+         {T(f32, {5}, {7, -7, 7, -7, 1}), T(f32, {5}, {2, 2, -2, -2, 0}), Str("floor")}, {}, {{3, -4, -4, 3, kInf}});
+  expect("div trunc float", "aten::div.Tensor_mode", {T(f32, {2}, {7.5, -7.5}), T(f32, {2}, {2, 2}), Str("trunc")}, {},
+         {{3, -3}});
+  expect("remainder", "aten::remainder.Tensor", {T(s64, {4}, {7, -7, 7, -7}), T(s64, {4}, {3, 3, -3, -3})}, {},
+         {{1, 2, -2, -1}}, 0);
+  expect("remainder float", "aten::remainder.Tensor", {T(f32, {2}, {-7.5, 7.5}), T(f32, {2}, {2, -2})}, {},
+         {{0.5, -0.5}});
+  expect("fmod", "aten::fmod.Tensor", {T(s64, {2}, {-7, 7}), T(s64, {2}, {3, -3})}, {}, {{-1, 1}}, 0);
+  expect("pow int negative exponents", "aten::pow.Tensor_Tensor",
+         {T(s64, {5}, {1, -1, 2, -1, 3}), T(s64, {5}, {-3, -3, -3, -2, 3})}, {}, {{1, -1, 0, 1, 27}}, 0, {s64});
+  expect("pow float scalar", "aten::pow.Tensor_Scalar", {T(f32, {3}, {4, 9, 2}), S(0.5)}, {}, {{2, 3, std::sqrt(2.0)}});
+  expect("pow int tensor ^ float scalar -> float", "aten::pow.Tensor_Scalar", {T(s64, {2}, {4, 9}), S(0.5)}, {}, {{2, 3}},
+         1e-6, {f32});
+  expect("pow.Scalar", "aten::pow.Scalar", {S(2, K::Int), T(f32, {3}, {0, 1, 3})}, {}, {{1, 2, 8}});
+  expect("maximum NaN", "aten::maximum", {T(f32, {3}, {1, kNaN, 3}), T(f32, {3}, {2, 0, kNaN})}, {}, {{2, kNaN, kNaN}});
+  expect("minimum NaN", "aten::minimum", {T(f32, {3}, {1, kNaN, 3}), T(f32, {3}, {2, 0, kNaN})}, {}, {{1, kNaN, kNaN}});
+  expect("fmax", "aten::fmax", {T(f32, {3}, {1, kNaN, 3}), T(f32, {3}, {2, 0, kNaN})}, {}, {{2, 0, 3}});
+  expect("clamp NaN", "aten::clamp", {T(f32, {4}, {-3, 0.5, 3, kNaN}), S(-1, K::Int), S(1, K::Int)}, {},
+         {{-1, 0.5, 1, kNaN}});
+  expect("clamp int with float bound -> float", "aten::clamp", {T(s64, {3}, {-3, 0, 3}), N(), S(1.5)}, {},
+         {{-3, 0, 1.5}}, 1e-6, {f32});
+  expect("lt uint8 vs -1 (wraps to 255)", "aten::lt.Scalar", {T(DType::U8, {2}, {1, 255}), S(-1, K::Int)}, {},
+         {{1, 0}}, 0, {DType::Pred});
+  expect("lt int vs 2.5", "aten::lt.Scalar", {T(s64, {3}, {2, 3, -1}), S(2.5)}, {}, {{1, 0, 1}}, 0);
+  expect("ne NaN", "aten::ne.Tensor", {T(f32, {2}, {kNaN, 1}), T(f32, {2}, {kNaN, 1})}, {}, {{1, 0}}, 0);
+  expect("where broadcast", "aten::where.self",
+         {T(DType::Pred, {2, 2}, {1, 0, 0, 1}), T(f32, {2, 2}, {1, 2, 3, 4}), W(0)}, {}, {{1, 0, 0, 4}}, 0, {f32});
+  expect("masked_fill", "aten::masked_fill.Scalar", {T(f32, {2, 2}, {1, 2, 3, 4}), T(DType::Pred, {2}, {1, 0}), S(-1, K::Int)},
+         {}, {{-1, 2, -1, 4}});
+  expect("relu", "aten::relu", {T(f32, {4}, {-1, 0, 2, kNaN})}, {}, {{0, 0, 2, kNaN}});
+  expect("relu int", "aten::relu", {T(s64, {3}, {-1, 0, 2})}, {}, {{0, 0, 2}}, 0, {s64});
+  expect("sign", "aten::sign", {T(f32, {4}, {-2, 0, 3, kNaN})}, {}, {{-1, 0, 1, 0}});
+  expect("round half even", "aten::round", {T(f32, {4}, {0.5, 1.5, 2.5, -0.5})}, {}, {{0, 2, 2, -0.0}});
+  expect("trunc", "aten::trunc", {T(f32, {3}, {-1.7, 1.7, 0})}, {}, {{-1, 1, 0}});
+  expect("exp of int -> float", "aten::exp", {T(s64, {2}, {0, 1})}, {}, {{1, std::exp(1.0)}}, 1e-6, {f32});
+  expect("sigmoid", "aten::sigmoid", {T(f32, {3}, {0, 100, -100})}, {}, {{0.5, 1, 0}});
+  auto gelu = [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); };
+  auto gelu_t = [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  };
+  expect("gelu", "aten::gelu", {T(f32, {3}, {-1, 0.5, 2}), Str("none")}, {}, {{gelu(-1), gelu(0.5), gelu(2)}});
+  expect("gelu tanh", "aten::gelu", {T(f32, {3}, {-1, 0.5, 2}), Str("tanh")}, {}, {{gelu_t(-1), gelu_t(0.5), gelu_t(2)}});
+  {
+    auto dg = [&](double x) { return (gelu(x + 1e-4) - gelu(x - 1e-4)) / 2e-4; };
+    auto dgt = [&](double x) { return (gelu_t(x + 1e-4) - gelu_t(x - 1e-4)) / 2e-4; };
+    expect("gelu_backward", "aten::gelu_backward", {T(DType::F64, {3}, {2, 2, 2}), T(DType::F64, {3}, {-1, 0.5, 2}), Str("none")},
+           {}, {{2 * dg(-1), 2 * dg(0.5), 2 * dg(2)}}, 1e-6);
+    expect("gelu_backward tanh", "aten::gelu_backward",
+           {T(DType::F64, {3}, {2, 2, 2}), T(DType::F64, {3}, {-1, 0.5, 2}), Str("tanh")}, {},
+           {{2 * dgt(-1), 2 * dgt(0.5), 2 * dgt(2)}}, 1e-6);
+    auto silu = [](double x) { return x / (1 + std::exp(-x)); };
+    auto ds = [&](double x) { return (silu(x + 1e-4) - silu(x - 1e-4)) / 2e-4; };
+    expect("silu_backward", "aten::silu_backward", {T(DType::F64, {2}, {1, 1}), T(DType::F64, {2}, {-1, 2})}, {},
+           {{ds(-1), ds(2)}}, 1e-6);
+  }
+  expect("threshold_backward", "aten::threshold_backward",
+         {T(f32, {3}, {5, 6, 7}), T(f32, {3}, {-1, 0, 1}), S(0, K::Int)}, {}, {{0, 0, 7}});
+  expect("tanh_backward", "aten::tanh_backward", {T(f32, {2}, {2, 2}), T(f32, {2}, {0.5, 0})}, {}, {{1.5, 2}});
+  expect("lerp", "aten::lerp.Scalar", {T(f32, {2}, {1, 1}), T(f32, {2}, {3, 5}), S(0.75)}, {}, {{2.5, 4}});
+  expect("addcdiv", "aten::addcdiv", {T(f32, {2}, {1, 1}), T(f32, {2}, {1, 2}), T(f32, {2}, {4, 4}), S(2, K::Int)}, {},
+         {{1.5, 2}});
+  expect("bf16 add rounds once", "aten::mul.Tensor", {T(DType::BF16, {1}, {3}), T(DType::BF16, {1}, {1.0078125})}, {},
+         {{3.03125}}, 0, {DType::BF16});
+
+  // reductions
+  expect("sum dims keepdim", "aten::sum.dim_IntList", {T(f32, {2, 3}, {1, 2, 3, 4, 5, 6}), L({-1}), B(true), N()},
+         {{f32, {2, 1}}}, {{6, 15}});
+  expect("sum all of bool -> int64", "aten::sum.dim_IntList", {T(DType::Pred, {3}, {1, 0, 1}), N(), B(false), N()}, {},
+         {{2}}, 0, {s64});
+  expect("sum empty dim list = all", "aten::sum.dim_IntList", {T(f32, {2, 2}, {1, 2, 3, 4}), L({}), B(false), N()}, {},
+         {{10}});
+  expect("sum of empty", "aten::sum", {T(f32, {0, 3}), N()}, {}, {{0}});
+  expect("mean", "aten::mean.dim", {T(f32, {2, 3}, {1, 2, 3, 4, 5, 6}), L({0}), B(false), N()}, {}, {{2.5, 3.5, 4.5}});
+  expect("mean bf16 accumulates in f32", "aten::mean",
+         {T(DType::BF16, {4}, {256, 1, 1, 1}), N()}, {}, {{64.75}}, 0, {DType::BF16});
+  expect("amax NaN", "aten::amax", {T(f32, {2, 2}, {1, kNaN, 3, 4}), L({1}), B(false)}, {}, {{kNaN, 4}});
+  expect("max full", "aten::max", {T(s64, {3}, {1, 7, 3})}, {}, {{7}});
+  expect("argmax first max", "aten::argmax", {T(f32, {2, 3}, {1, 5, 5, 7, 0, 7}), I(1), B(false)}, {}, {{1, 0}}, 0,
+         {s64});
+  expect("argmax flat", "aten::argmax", {T(f32, {2, 3}, {1, 5, 5, 7, 0, 7}), N(), B(false)}, {}, {{3}}, 0);
+  expect("argmin NaN", "aten::argmin", {T(f32, {3}, {1, kNaN, 0}), I(0), B(false)}, {}, {{1}}, 0);
+  expect("max.dim", "aten::max.dim", {T(f32, {2, 2}, {1, 4, 3, 2}), I(1), B(true)}, {}, {{4, 3}, {1, 0}});
+  expect("prod int -> int64", "aten::prod", {T(DType::S32, {3}, {2, 3, 4}), N()}, {}, {{24}}, 0, {s64});
+  expect("any", "aten::any.dim", {T(f32, {2, 2}, {0, 0, 0, 2}), I(1), B(false)}, {}, {{0, 1}}, 0, {DType::Pred});
+  expect("all", "aten::all", {T(s64, {3}, {1, 2, 0})}, {}, {{0}}, 0);
+  expect("var unbiased", "aten::var.correction", {T(f32, {4}, {1, 2, 3, 4}), N(), N(), B(false)}, {}, {{5.0 / 3}});
+  expect("var correction 0", "aten::var.correction", {T(f32, {4}, {1, 2, 3, 4}), L({0}), S(0, K::Int), B(false)}, {},
+         {{1.25}});
+  expect("std_mean", "aten::std_mean.correction", {T(f32, {2, 2}, {1, 3, 2, 2}), L({1}), N(), B(false)}, {},
+         {{std::sqrt(2.0), 0}, {2, 2}});
+  expect("vector norm 2", "aten::linalg_vector_norm", {T(f32, {2}, {3, -4}), SS(2), N(), B(false), N()}, {}, {{5}});
+  expect("vector norm inf", "aten::linalg_vector_norm", {T(f32, {2}, {3, -4}), SS(INFINITY), N(), B(false), N()}, {},
+         {{4}});
+  expect("vector norm 3", "aten::linalg_vector_norm", {T(f32, {2}, {1, 2}), SS(3), N(), B(false), N()}, {},
+         {{std::cbrt(9.0)}});
+  expect("logsumexp", "aten::logsumexp", {T(f32, {2, 2}, {0, 0, -kInf, -kInf}), L({1}), B(false)}, {},
+         {{std::log(2.0), -kInf}});
+  expect("cumsum int -> int64", "aten::cumsum", {T(DType::S32, {2, 3}, {1, 2, 3, 4, 5, 6}), I(1), N()}, {},
+         {{1, 3, 6, 4, 9, 15}}, 0, {s64});
+  expect("cumprod", "aten::cumprod", {T(f32, {4}, {1, 2, 3, 4}), I(0), N()}, {}, {{1, 2, 6, 24}});
+
+  // linalg
+  expect("mm", "aten::mm", {T(f32, {2, 2}, {1, 2, 3, 4}), T(f32, {2, 2}, {5, 6, 7, 8})}, {}, {{19, 22, 43, 50}});
+  expect("mm int", "aten::mm", {T(s64, {1, 2}, {1, 2}), T(s64, {2, 1}, {3, 4})}, {}, {{11}}, 0, {s64});
+  expect("addmm beta 0 ignores NaN", "aten::addmm",
+         {T(f32, {2}, {kNaN, kNaN}), T(f32, {1, 2}, {1, 2}), T(f32, {2, 2}, {1, 0, 0, 1}), S(0, K::Int), S(2, K::Int)},
+         {}, {{2, 4}});
+  expect("addmm bias", "aten::addmm",
+         {T(f32, {2}, {10, 20}), T(f32, {1, 2}, {1, 2}), T(f32, {2, 2}, {1, 0, 0, 1}), S(0.5), S(1, K::Int)}, {},
+         {{6, 12}});
+  expect("bmm", "aten::bmm", {T(f32, {2, 1, 2}, {1, 2, 3, 4}), T(f32, {2, 2, 1}, {1, 1, 2, 2})}, {}, {{3, 14}});
+  expect("dot", "aten::dot", {T(f32, {3}, {1, 2, 3}), T(f32, {3}, {4, 5, 6})}, {}, {{32}});
+  expect("mm bf16 accumulates in f32", "aten::mm",
+         {T(DType::BF16, {1, 3}, {256, 1, 1}), T(DType::BF16, {3, 1}, {1, 1, 1})}, {}, {{258}}, 0, {DType::BF16});
+
+  // factory
+  expect("fill", "aten::fill.Scalar", {T(s64, {3}), S(7, K::Int)}, {}, {{7, 7, 7}}, 0, {s64});
+  expect("to_copy float->int truncates", "aten::_to_copy", {T(f32, {3}, {-1.7, 1.7, 2}), Dt(DType::S32)}, {},
+         {{-1, 1, 2}}, 0, {DType::S32});
+  expect("to_copy float->bool", "aten::_to_copy", {T(f32, {3}, {0, 0.1, kNaN}), Dt(DType::Pred)}, {}, {{0, 1, 1}}, 0);
+  expect("arange", "aten::arange.start_out",
+         {named(S(1.0), "start"), named(S(2, K::Int), "end"), named(S(0.25), "step"), named(T(f32, {4}), "out")},
+         {{f32, {4}}}, {{1, 1.25, 1.5, 1.75}});
+  expect("arange int", "aten::arange.start_out",
+         {named(S(-3, K::Int), "start"), named(S(3, K::Int), "end"), named(S(2, K::Int), "step"), named(T(s64, {3}), "out")},
+         {{s64, {3}}}, {{-3, -1, 1}}, 0);
+  test("uniform_ range and spread", [&] {
+    Result r = run("aten::uniform_", {T(f32, {1000}), D(2), D(5), N()});
+    double lo = 1e9, hi = -1e9, mean = 0;
+    for (double v : r.vals[0]) {
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+      mean += v / 1000;
+    }
+    CHECK(lo >= 2 && hi < 5 && hi > 4.9 && lo < 2.1);
+    CHECK(std::fabs(mean - 3.5) < 0.15);
+  });
+  test("normal_ moments", [&] {
+    Result r = run("aten::normal_", {T(f32, {4000}), D(1), D(2), N()});
+    double mean = 0, var = 0;
+    for (double v : r.vals[0]) mean += v / 4000;
+    for (double v : r.vals[0]) var += (v - mean) * (v - mean) / 4000;
+    CHECK(std::fabs(mean - 1) < 0.15);
+    CHECK(std::fabs(std::sqrt(var) - 2) < 0.15);
+  });
+  test("bernoulli_ rate", [&] {
+    Result r = run("aten::bernoulli_.float", {T(f32, {4000}), D(0.25), N()});
+    double mean = 0;
+    for (double v : r.vals[0]) {
+      CHECK(v == 0 || v == 1);
+      mean += v / 4000;
+    }
+    CHECK(std::fabs(mean - 0.25) < 0.05);
+  });
+  test("random_ range", [&] {
+    Result r = run("aten::random_.from", {T(s64, {1000}), I(-3), I(4), N()});
+    std::set<double> seen(r.vals[0].begin(), r.vals[0].end());
+    CHECK(*seen.begin() == -3 && *seen.rbegin() == 3 && seen.size() == 7);
+  });
+
+  // nn
+  expect("softmax", "aten::_softmax", {T(f32, {2, 2}, {0, std::log(3.0), 1000, 1000}), I(1), B(false)}, {},
+         {{0.25, 0.75, 0.5, 0.5}});
+  expect("softmax half_to_float", "aten::_softmax", {T(DType::BF16, {2}, {0, 0}), I(0), B(true)}, {}, {{0.5, 0.5}}, 0,
+         {f32});
+  expect("log_softmax", "aten::_log_softmax", {T(f32, {2}, {0, std::log(3.0)}), I(0), B(false)}, {},
+         {{std::log(0.25), std::log(0.75)}});
+  expect("softmax_backward", "aten::_softmax_backward_data",
+         {T(f32, {2}, {1, 0}), T(f32, {2}, {0.25, 0.75}), I(0), Dt(f32)}, {}, {{0.25 * 0.75, -0.25 * 0.75}});
+  expect("log_softmax_backward", "aten::_log_softmax_backward_data",
+         {T(f32, {2}, {1, 0}), T(f32, {2}, {std::log(0.25), std::log(0.75)}), I(0), Dt(f32)}, {}, {{0.75, -0.75}});
+  expect("layer_norm", "aten::native_layer_norm",
+         {T(f32, {1, 4}, {1, 2, 3, 4}), L({4}), T(f32, {4}, {1, 1, 2, 2}), T(f32, {4}, {0, 0, 0, 1}), D(0)}, {},
+         {{-1.5 / std::sqrt(1.25), -0.5 / std::sqrt(1.25), 1.0 / std::sqrt(1.25), 3.0 / std::sqrt(1.25) + 1},
+          {2.5},
+          {1 / std::sqrt(1.25)}});
+  {
+    // layer norm backward vs finite differences of sum(g * layer_norm(x)) in f64
+    std::vector<double> x = {0.3, -1.2, 2.0, 0.7}, g = {1.0, -2.0, 0.5, 3.0}, w = {0.5, 1.5, -1.0, 2.0};
+    auto f = [&](const std::vector<double>& xs) {
+      double m = 0, v = 0;
+      for (double e : xs) m += e / 4;
+      for (double e : xs) v += (e - m) * (e - m) / 4;
+      double s = 0;
+      for (int k = 0; k < 4; ++k) s += g[k] * w[k] * (xs[k] - m) / std::sqrt(v + 1e-5);
+      return s;
+    };
+    std::vector<double> dx(4);
+    for (int k = 0; k < 4; ++k) {
+      auto xp = x, xm = x;
+      xp[k] += 1e-6;
+      xm[k] -= 1e-6;
+      dx[k] = (f(xp) - f(xm)) / 2e-6;
+    }
+    double m = 0, v = 0;
+    for (double e : x) m += e / 4;
+    for (double e : x) v += (e - m) * (e - m) / 4;
+    double rstd = 1 / std::sqrt(v + 1e-5);
+    std::vector<double> dw(4), db = g;
+    for (int k = 0; k < 4; ++k) dw[k] = g[k] * (x[k] - m) * rstd;
+    expect("layer_norm_backward", "aten::native_layer_norm_backward",
+           {T(DType::F64, {1, 4}, g), T(DType::F64, {1, 4}, x), L({4}), T(DType::F64, {1, 1}, {m}),
+            T(DType::F64, {1, 1}, {rstd}), T(DType::F64, {4}, w), T(DType::F64, {4}), BL({true, true, true})},
+           {}, {dx, dw, db}, 1e-5);
+  }
+  expect("embedding", "aten::embedding",
+         {T(f32, {3, 2}, {1, 2, 3, 4, 5, 6}), T(s64, {2, 2}, {2, 0, 1, 2}), I(-1), B(false), B(false)}, {},
+         {{5, 6, 1, 2, 3, 4, 5, 6}});
+  expect("embedding_dense_backward", "aten::embedding_dense_backward",
+         {T(f32, {3, 2}, {1, 1, 2, 2, 3, 3}), T(s64, {3}, {2, 0, 2}), I(4), I(0), B(false)}, {},
+         {{0, 0, 0, 0, 4, 4, 0, 0}});
+  expect("embedding_dense_backward scale", "aten::embedding_dense_backward",
+         {T(f32, {3, 2}, {1, 1, 2, 2, 3, 3}), T(s64, {3}, {2, 0, 2}), I(4), I(-1), B(true)}, {},
+         {{2, 2, 0, 0, 2, 2, 0, 0}});
+  expect("index_select", "aten::index_select", {T(f32, {2, 3}, {1, 2, 3, 4, 5, 6}), I(1), T(s64, {2}, {2, 0})}, {},
+         {{3, 1, 6, 4}});
+  // nll_loss: self = log-probs [3, 2], targets {1, -100, 0}, weight {1, 2}
+  expect("nll_loss mean weighted ignore", "aten::nll_loss_forward",
+         {T(f32, {3, 2}, {-1, -2, -3, -4, -5, -6}), T(s64, {3}, {1, -100, 0}), T(f32, {2}, {1, 2}), I(1), I(-100)}, {},
+         {{(2 * 2 + 5 * 1) / 3.0}, {3}});
+  expect("nll_loss none", "aten::nll_loss_forward",
+         {T(f32, {3, 2}, {-1, -2, -3, -4, -5, -6}), T(s64, {3}, {1, -100, 0}), N(), I(0), I(-100)}, {}, {{2, 0, 5}});
+  expect("nll_loss sum 1-d", "aten::nll_loss_forward",
+         {T(f32, {2}, {-1, -2}), T(s64, {}, {1}), N(), I(2), I(-100)}, {}, {{2}, {1}});
+  expect("nll_loss_backward mean", "aten::nll_loss_backward",
+         {T(f32, {}, {1}), T(f32, {3, 2}), T(s64, {3}, {1, -100, 0}), T(f32, {2}, {1, 2}), I(1), I(-100), T(f32, {}, {3})},
+         {}, {{0, -2.0 / 3, 0, 0, -1.0 / 3, 0}});
+  expect("mse_loss mean", "aten::mse_loss", {T(f32, {2}, {1, 3}), T(f32, {2}, {0, 0}), I(1)}, {}, {{5}});
+  expect("mse_loss_backward", "aten::mse_loss_backward",
+         {T(f32, {}, {1}), T(f32, {2}, {1, 3}), T(f32, {2}, {0, 0}), I(1)}, {}, {{1, 3}});
+  test("dropout keeps about 1-p and scales", [&] {
+    Result r = run("aten::native_dropout", {T(f32, {2000}, std::vector<double>(2000, 1.0)), D(0.25), B(true)});
+    double kept = 0;
+    for (size_t k = 0; k < 2000; ++k) {
+      CHECK(r.vals[0][k] == 0 || std::fabs(r.vals[0][k] - 4.0 / 3) < 1e-6);
+      CHECK((r.vals[0][k] != 0) == (r.vals[1][k] != 0));
+      kept += r.vals[1][k] / 2000;
+    }
+    CHECK(std::fabs(kept - 0.75) < 0.05);
+  });
+
+  // shape
+  expect("cat skips legacy empty", "aten::cat",
+         {TL({T(f32, {1, 2}, {1, 2}), T(f32, {0}), T(f32, {1, 2}, {3, 4})}), I(-1)}, {}, {{1, 2, 3, 4}});
+  expect("cat promotes", "aten::cat", {TL({T(s64, {1}, {1}), T(f32, {1}, {2.5})}), I(0)}, {}, {{1, 2.5}}, 0, {f32});
+  expect("stack", "aten::stack", {TL({T(f32, {2}, {1, 2}), T(f32, {2}, {3, 4})}), I(1)}, {}, {{1, 3, 2, 4}});
+  expect("constant_pad_nd", "aten::constant_pad_nd", {T(f32, {1, 2}, {1, 2}), L({1, -1}), S(9, K::Int)}, {}, {{9, 1}});
+  expect("gather", "aten::gather", {T(f32, {2, 2}, {1, 2, 3, 4}), I(1), T(s64, {2, 2}, {0, 0, 1, 0}), B(false)}, {},
+         {{1, 1, 4, 3}});
+  expect("scatter.src", "aten::scatter.src",
+         {T(f32, {2, 3}), I(1), T(s64, {1, 2}, {2, 0}), T(f32, {2, 2}, {7, 8, 9, 9})}, {},
+         {{8, pattern(f32, 6)[1], 7, pattern(f32, 6)[3], pattern(f32, 6)[4], pattern(f32, 6)[5]}});
+  expect("scatter_add duplicates", "aten::scatter_add",
+         {T(f32, {3}, {0, 0, 0}), I(0), T(s64, {3}, {1, 1, 2}), T(f32, {3}, {1, 2, 3})}, {}, {{0, 3, 3}});
+  expect("scatter_reduce amax exclude self", "aten::scatter_reduce.two",
+         {T(f32, {3}, {10, 10, 10}), I(0), T(s64, {3}, {1, 1, 2}), T(f32, {3}, {1, 2, 3}), Str("amax"), B(false)}, {},
+         {{10, 2, 3}});
+  expect("scatter_reduce mean", "aten::scatter_reduce.two",
+         {T(f32, {3}, {3, 3, 3}), I(0), T(s64, {3}, {1, 1, 2}), T(f32, {3}, {0, 3, 5}), Str("mean"), B(true)}, {},
+         {{3, 2, 4}});
+  expect("index_add", "aten::index_add",
+         {T(f32, {3}, {0, 0, 0}), I(0), T(s64, {2}, {2, 2}), T(f32, {2}, {1, 2}), S(2, K::Int)}, {}, {{0, 0, 6}});
+  expect("index.Tensor adjacent", "aten::index.Tensor",
+         {T(f32, {2, 3}, {1, 2, 3, 4, 5, 6}), TL({N(), T(s64, {2}, {2, -3})})}, {{f32, {2, 2}}}, {{3, 1, 6, 4}});
+  expect("index.Tensor two", "aten::index.Tensor",
+         {T(f32, {2, 3}, {1, 2, 3, 4, 5, 6}), TL({T(s64, {2}, {1, 0}), T(s64, {2}, {0, 2})})}, {}, {{4, 3}});
+  expect("index.Tensor non-adjacent", "aten::index.Tensor",
+         {T(f32, {2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7}), TL({T(s64, {1}, {1}), N(), T(s64, {1}, {0})})}, {{f32, {1, 2}}},
+         {{4, 6}});
+  expect("index_put accumulate", "aten::index_put",
+         {T(f32, {3}, {0, 0, 0}), TL({T(s64, {3}, {0, 0, 2})}), T(f32, {3}, {1, 2, 3}), B(true)}, {}, {{3, 0, 3}});
+  expect("index_put rows", "aten::index_put",
+         {T(f32, {2, 2}, {0, 0, 0, 0}), TL({T(s64, {1}, {1})}), T(f32, {2}, {5, 6}), B(false)}, {}, {{0, 0, 5, 6}});
+  expect("index_put mask", "aten::index_put",
+         {T(f32, {3}, {1, 2, 3}), TL({T(DType::Pred, {3}, {1, 0, 1})}), T(f32, {}, {0}), B(false)}, {}, {{0, 2, 0}});
+  expect("flip", "aten::flip", {T(f32, {2, 2}, {1, 2, 3, 4}), L({0})}, {}, {{3, 4, 1, 2}});
+  expect("roll", "aten::roll", {T(f32, {4}, {1, 2, 3, 4}), L({1}), L({0})}, {}, {{4, 1, 2, 3}});
+  expect("roll flat", "aten::roll", {T(f32, {2, 2}, {1, 2, 3, 4}), L({-1}), L({})}, {}, {{2, 3, 4, 1}});
+  expect("tril", "aten::tril", {T(f32, {2, 2}, {1, 2, 3, 4}), I(0)}, {}, {{1, 0, 3, 4}});
+  expect("triu -1", "aten::triu", {T(f32, {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9}), I(1)}, {}, {{0, 2, 3, 0, 0, 6, 0, 0, 0}});
+  expect("repeat", "aten::repeat", {T(f32, {2}, {1, 2}), L({2, 2})}, {}, {{1, 2, 1, 2, 1, 2, 1, 2}});
+  expect("sort descending", "aten::sort", {T(f32, {4}, {1, 3, kNaN, 2}), I(0), B(true)}, {},
+         {{kNaN, 3, 2, 1}, {2, 1, 3, 0}});
+  expect("topk", "aten::topk", {T(f32, {4}, {1, 3, 0, 2}), I(2), I(0), B(true), B(true)}, {}, {{3, 2}, {1, 3}});
+  expect("slice_backward", "aten::slice_backward", {T(f32, {2}, {1, 2}), L({5}), I(0), I(1), I(4), I(2)}, {},
+         {{0, 1, 0, 2, 0}});
+  expect("select_backward", "aten::select_backward", {T(f32, {2}, {1, 2}), L({2, 3}), I(1), I(-1)}, {},
+         {{0, 0, 1, 0, 0, 2}});
+  expect("slice_scatter", "aten::slice_scatter",
+         {T(f32, {4}, {1, 1, 1, 1}), T(f32, {2}, {7, 8}), I(0), I(0), N(), I(2)}, {}, {{7, 1, 8, 1}});
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--list") {
+    for (const std::string& n : registry().names()) std::printf("%s\n", n.c_str());
+    return 0;
+  }
+  std::string plugin = runtime::Client::pluginPathFromEnv();
+  if (plugin.empty()) {
+    std::fprintf(stderr, "TORCH_TPU_PJRT_PLUGIN is not set\n");
+    return 1;
+  }
+  runtime::Client::init(plugin);
+  g_print = std::getenv("LOWERING_TEST_PRINT") != nullptr;
+  bool numeric_only = argc > 1 && std::string(argv[1]) == "--numeric";
+  numericTests();
+  if (!numeric_only) compileSweep();
+  // Every registered rule should have been lowered by some test.
+  std::vector<std::string> missing;
+  for (const std::string& n : registry().names())
+    if (!g_covered.count(n)) missing.push_back(n);
+  if (!numeric_only && !missing.empty()) {
+    std::printf("rules not exercised by this test (%zu):", missing.size());
+    for (auto& n : missing) std::printf(" %s", n.c_str());
+    std::printf("\n");
+  }
+  if (g_failures) {
+    std::printf("FAILED: %d check(s)\n", g_failures);
+    return 1;
+  }
+  std::printf("ALL PASSED (%zu rules exercised)\n", g_covered.size());
+  return 0;
+}
