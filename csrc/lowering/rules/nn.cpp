@@ -112,7 +112,9 @@ std::vector<Value> layerNormBackwardRule(Context& ctx) {
   Value rstd = expandReduced(b, b.convert(ctx.tensor(4), c), x.shape(), norm);
   Value xhat = b.mul(b.sub(xc, mean), rstd);
   std::vector<Value> res(3);
-  auto wanted = [&](int k) { return mask[k] && k < int(ctx.outputs.size()) && ctx.outputs[k].dtype != DType::Invalid; };
+  auto wanted = [&](int k) {
+    return mask[k] && (k >= int(ctx.outputs.size()) || ctx.outputs[k].dtype != DType::Invalid);
+  };
   if (wanted(0)) {
     Value gw = ctx.has(5) ? b.mul(gc, trailing(b, b.convert(ctx.tensor(5), c), x.shape())) : gc;
     double n = double(reducedCount(x.shape(), norm));
