@@ -737,6 +737,8 @@ void launch(const Program& prog, const OpInfo& info, const c10::FunctionSchema& 
   }
   std::vector<runtime::BufferPtr> outs =
       prog.exe->execute(s.device, raw, any_donate ? donate : std::vector<bool>{});
+  // The plugin keeps its inputs alive until the execution finishes; drop our references now.
+  held.clear();
   // Written storages take their new buffers (every alias sees the write).
   size_t o = 0;
   for (int slot : prog.written_slots) s.storages[slot]->set(std::move(outs[o++]));

@@ -4,7 +4,9 @@
 #include <c10/util/Exception.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <unordered_map>
 
@@ -37,31 +39,55 @@ size_t encodeScalar(const c10::Scalar& v, shlo::DType dtype, void* out) {
   TORCH_CHECK_TYPE(false, "tpu: cannot pass a number as ", shlo::mlirName(dtype));
 }
 
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct Key {
+  uint64_t bits;
+  int32_t dtype, device;
+  bool operator==(const Key& o) const { return bits == o.bits && dtype == o.dtype && device == o.device; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    return std::hash<uint64_t>()(k.bits * 1315423911u + static_cast<uint64_t>(k.dtype) * 31 + k.device);
+  }
+};
+
+std::mutex g_mu;
+std::unordered_map<Key, runtime::BufferPtr, KeyHash> g_cache;
+int64_t g_cached_bytes[kMaxDevices] = {};
+
+void clearLocked() {
+  g_cache.clear();
+  std::fill(std::begin(g_cached_bytes), std::end(g_cached_bytes), 0);
+}
+
+}  // namespace
+
+int64_t scalarCacheBytes(int device) {
+  std::lock_guard<std::mutex> g(g_mu);
+  return device >= 0 && device < kMaxDevices ? g_cached_bytes[device] : 0;
+}
+
+void clearScalarCache() {
+  std::lock_guard<std::mutex> g(g_mu);
+  clearLocked();
+}
+
 runtime::BufferPtr scalarBuffer(const c10::Scalar& v, shlo::DType dtype, int device) {
   uint64_t bits = 0;
-  // Integral scalars converted to a float dtype, and vice versa, go through the Scalar's own conversions.
-  size_t n = encodeScalar(v, dtype, &bits);
-  struct Key {
-    uint64_t bits;
-    int32_t dtype, device;
-    bool operator==(const Key& o) const { return bits == o.bits && dtype == o.dtype && device == o.device; }
-  };
-  struct Hash {
-    size_t operator()(const Key& k) const { return std::hash<uint64_t>()(k.bits * 1315423911u + k.dtype * 31 + k.device); }
-  };
-  static std::mutex mu;
-  static std::unordered_map<Key, runtime::BufferPtr, Hash> cache;
+  encodeScalar(v, dtype, &bits);
   Key key{bits, static_cast<int32_t>(dtype), device};
   {
-    std::lock_guard<std::mutex> g(mu);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
+    std::lock_guard<std::mutex> g(g_mu);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) return it->second;
   }
   auto buf = client().fromHost(&bits, static_cast<runtime::ElementType>(dtype), {}, device);
-  (void)n;
-  std::lock_guard<std::mutex> g(mu);
-  if (cache.size() > 4096) cache.clear();
-  cache.emplace(key, buf);
+  std::lock_guard<std::mutex> g(g_mu);
+  if (g_cache.size() > 4096) clearLocked();
+  if (g_cache.emplace(key, buf).second && device >= 0 && device < kMaxDevices) g_cached_bytes[device] += buf->byteSize();
   return buf;
 }
 

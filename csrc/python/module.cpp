@@ -7,6 +7,7 @@
 #include "eager/fallback.h"
 #include "eager/generator.h"
 #include "eager/kernel.h"
+#include "eager/scalars.h"
 #include "eager/state.h"
 #include "eager/storage.h"
 
@@ -123,8 +124,10 @@ PYBIND11_MODULE(_C, m) {
       r["limit"] = ms->bytes_limit;
       r["from_plugin"] = true;
     } else {
-      r["allocated"] = c.liveBytes(d);
-      r["peak_allocated"] = c.peakLiveBytes(d);
+      // Device scalars cached for reuse are reserved by the backend, not allocated by tensors.
+      int64_t cached = scalarCacheBytes(d);
+      r["allocated"] = c.liveBytes(d) - cached;
+      r["peak_allocated"] = std::max<int64_t>(c.peakLiveBytes(d) - cached, 0);
       r["reserved"] = c.liveBytes(d);
       r["limit"] = int64_t(-1);
       r["from_plugin"] = false;
@@ -132,7 +135,7 @@ PYBIND11_MODULE(_C, m) {
     return r;
   });
   m.def("_reset_peak_memory_stats", [](int d) { client().resetPeak(checkDevice(d)); });
-  m.def("_empty_cache", []() {});
+  m.def("_empty_cache", []() { clearScalarCache(); });
   m.def("_default_generator", [](int d) {
     d = checkDevice(d);
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(defaultGenerator(d)));

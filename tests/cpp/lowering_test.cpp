@@ -473,7 +473,7 @@ static void compileSweep() {
                          "aten::sinh", "aten::cosh", "aten::asinh", "aten::acosh", "aten::atanh", "aten::isnan",
                          "aten::isinf", "aten::isposinf", "aten::isneginf", "aten::logical_not", "aten::bitwise_not",
                          "aten::silu", "aten::mish", "aten::hardsigmoid", "aten::hardswish", "aten::deg2rad",
-                         "aten::rad2deg", "aten::sinc", "aten::fix"}) {
+                         "aten::rad2deg", "aten::sinc"}) {
     std::string o = op;
     bool float_only = o == "aten::silu" || o == "aten::mish" || o == "aten::hardsigmoid" || o == "aten::hardswish";
     if (float_only) sweep(o, kFloats, unaryArgs);
@@ -639,6 +639,28 @@ static void compileSweep() {
     return std::vector<In>{named(S(0, K::Int), "start"), named(S(5, K::Int), "end"), named(S(1, K::Int), "step"),
                            named(T(t, {5}), "out")};
   }, [](DType t) { return std::vector<TensorType>{{t, {5}}}; });
+  sweep("aten::full_like", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), S(3, K::Int), N()}; },
+        [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  sweep("aten::new_full", kAll, [](DType t) { return std::vector<In>{T(t, {1}), L({2, 3}), S(3, K::Int), N()}; },
+        [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  for (const char* op : {"aten::new_zeros", "aten::new_ones"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {1}), L({2, 3}), N()}; },
+          [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  for (const char* op : {"aten::zeros", "aten::ones"})
+    sweep(std::string(op), kAll, [](DType) { return std::vector<In>{L({2, 3}), N()}; },
+          [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  sweep("aten::scalar_tensor", kAll, [](DType) { return std::vector<In>{S(2.5), N()}; },
+        [](DType t) { return std::vector<TensorType>{{t, {}}}; });
+  sweep("aten::arange", kAll, [](DType) { return std::vector<In>{named(S(4, K::Int), "end"), N()}; },
+        [](DType t) { return std::vector<TensorType>{{t, {4}}}; });
+  sweep("aten::arange.start", kAll,
+        [](DType) { return std::vector<In>{named(S(1, K::Int), "start"), named(S(4, K::Int), "end"), N()}; },
+        [](DType t) { return std::vector<TensorType>{{t, {3}}}; });
+  sweep("aten::arange.start_step", kAll, [](DType) {
+    return std::vector<In>{named(S(1, K::Int), "start"), named(S(4, K::Int), "end"), named(S(1, K::Int), "step"), N()};
+  }, [](DType t) { return std::vector<TensorType>{{t, {3}}}; });
+  sweep("aten::bernoulli", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), N()}; });
+  sweep("aten::bernoulli_.Tensor", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::F32, {3}), N()}; });
   sweep("aten::uniform_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(-1), D(1), N()}; });
   sweep("aten::normal_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0), D(1), N()}; });
   sweep("aten::bernoulli_.float", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0.3), N()}; });
@@ -685,6 +707,10 @@ static void compileSweep() {
   }
   sweep("aten::nll_loss2d_forward", kFloats, [](DType t) {
     return std::vector<In>{T(t, {2, 3, 2, 2}), T(DType::S64, {2, 2, 2}, {0, 1, 2, 0, 1, 2, 0, 1}), N(), I(1), I(-100)};
+  });
+  sweep("aten::nll_loss2d_backward", kFloats, [](DType t) {
+    return std::vector<In>{T(t, {}), T(t, {2, 3, 2, 2}), T(DType::S64, {2, 2, 2}, {0, 1, 2, 0, 1, 2, 0, 1}), N(), I(1),
+                           I(-100), T(t, {}, {8})};
   });
   sweep("aten::native_dropout", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0.5), B(true)}; });
   sweep("aten::native_dropout_backward", kFloats,
@@ -747,6 +773,33 @@ static void compileSweep() {
   sweep("aten::slice_scatter", kAll,
         [](DType t) { return std::vector<In>{T(t, {2, 5}), T(t, {2, 2}), I(1), I(1), I(4), I(2)}; });
   sweep("aten::select_scatter", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), T(t, {2}), I(1), I(3)}; });
+  sweep("aten::_index_put_impl", kAll, [](DType t) {
+    return std::vector<In>{T(t, {4, 3}), TL({T(DType::S64, {2}, {3, 1})}), T(t, {3}), B(true), B(false)};
+  });
+  sweep("aten::_unsafe_index_put", kAll, [](DType t) {
+    return std::vector<In>{T(t, {4, 3}), TL({T(DType::S64, {2}, {3, 1})}), T(t, {3}), B(false)};
+  });
+  sweep("aten::_unsafe_index.Tensor", kAll,
+        [](DType t) { return std::vector<In>{T(t, {4, 3}), TL({T(DType::S64, {2}, {3, 1})})}; });
+  sweep("aten::index_fill.int_Tensor", kAll,
+        [](DType t) { return std::vector<In>{T(t, {4, 3}), I(0), T(DType::S64, {1}, {2}), T(t, {})}; });
+  sweep("aten::scatter.reduce", kAll, [](DType t) {
+    return std::vector<In>{T(t, {3, 4}), I(1), T(DType::S64, {2, 2}, {0, 3, 1, 1}), T(t, {2, 2}), Str("multiply")};
+  });
+  auto outAs = [](Shape s) { return [s](DType t) { return std::vector<TensorType>{{t, s}}; }; };
+  for (const char* op : {"aten::view_copy", "aten::_reshape_copy", "aten::_unsafe_view"})
+    sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), L({3, 2})}; }, outAs({3, 2}));
+  sweep("aten::unsqueeze_copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(1)}; }, outAs({2, 1, 3}));
+  sweep("aten::squeeze_copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 1, 3})}; }, outAs({2, 3}));
+  sweep("aten::squeeze_copy.dim", kAll, [](DType t) { return std::vector<In>{T(t, {2, 1, 3}), I(1)}; }, outAs({2, 3}));
+  sweep("aten::squeeze_copy.dims", kAll, [](DType t) { return std::vector<In>{T(t, {2, 1, 3}), L({1})}; }, outAs({2, 3}));
+  sweep("aten::expand_copy", kAll, [](DType t) { return std::vector<In>{T(t, {1, 3}), L({2, -1}), B(false)}; },
+        outAs({2, 3}));
+  sweep("aten::t_copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3})}; });
+  sweep("aten::transpose_copy.int", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), I(0), I(-1)}; });
+  sweep("aten::alias", kAll, unaryArgs);
+  sweep("aten::copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::F32, {3}), B(false)}; },
+        outAs({2, 3}));
   sweep("aten::permute_copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({2, 0, 1})}; });
   sweep("aten::slice_copy.Tensor", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(1), I(1), I(100), I(2)}; });
   sweep("aten::select_copy.int", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(1), I(-1)}; });

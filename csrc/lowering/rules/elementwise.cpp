@@ -164,9 +164,45 @@ double maxFinite(DType t) {
 
 // ---- registration helpers ----
 
+// Ops PyTorch rejects for bool operands: declined so that CPU raises PyTorch's own error.
+bool rejectsBool(const std::string& op) {
+  static const char* kOps[] = {"neg", "abs", "floor", "ceil", "round", "trunc", "frac", "relu", "sub.Tensor",
+                               "sub.Scalar", "rsub.Tensor", "rsub.Scalar", "remainder.Tensor", "remainder.Scalar",
+                               "remainder.Scalar_Tensor", "fmod.Tensor", "fmod.Scalar", "floor_divide",
+                               "floor_divide.Scalar", "pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "hypot",
+                               "logaddexp", "div.Tensor_mode", "div.Scalar_mode", "round.decimals"};
+  for (const char* k : kOps)
+    if (op == std::string("aten::") + k) return true;
+  return false;
+}
+
+// The dtype an elementwise call computes in: the promoted type of its first two operands.
+DType promotedOf(const Context& ctx) {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < 2 && i < ctx.args.size(); ++i)
+    if (ctx.args[i].kind == Arg::Kind::Tensor || ctx.args[i].kind == Arg::Kind::Scalar) idx.push_back(i);
+  return resultTypeOf(ctx, idx);
+}
+
+// Registers an elementwise rule: declines complex dtypes, and bool operands for ops PyTorch rejects them for
+// (except div.*_mode with no rounding mode, which is true division).
+void addEw(Registry& r, const std::string& op, RuleFn fn) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  bool no_bool = rejectsBool(op);
+  bool div_mode = op.find("_mode") != std::string::npos;
+  rule.accepts = [no_bool, div_mode](const Context& ctx) {
+    if (!realDTypes(ctx)) return false;
+    if (!no_bool || promotedOf(ctx) != DType::Pred) return true;
+    return div_mode && !ctx.has(2);
+  };
+  r.add(std::move(rule));
+}
+
 // Unary op on a tensor whose result keeps the input dtype (neg, abs, floor, relu, ...). fn sees accType values.
 void unarySame(Registry& r, const std::string& op, Fn1 fn) {
-  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> {
+  addEw(r, op, [fn](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return fn(ctx.b, v); })};
   });
@@ -174,7 +210,7 @@ void unarySame(Registry& r, const std::string& op, Fn1 fn) {
 
 // Unary op with a floating result (exp, sin, sigmoid, ...): integer/bool inputs become float32 first.
 void unaryFloat(Registry& r, const std::string& op, Fn1 fn) {
-  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> {
+  addEw(r, op, [fn](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     DType out = toFloat(x.dtype());
     Value v = ctx.b.convert(x, accType(out));
@@ -184,13 +220,13 @@ void unaryFloat(Registry& r, const std::string& op, Fn1 fn) {
 
 // Unary predicate (isnan, logical_not, ...): fn sees the input in its own dtype and returns pred.
 void unaryPred(Registry& r, const std::string& op, Fn1 fn) {
-  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> { return {fn(ctx.b, ctx.tensor(0))}; });
+  addEw(r, op, [fn](Context& ctx) -> std::vector<Value> { return {fn(ctx.b, ctx.tensor(0))}; });
 }
 
 // Binary op on args (0, 1) computed in the promoted dtype T (accType for halves), result T.
 // `float_result`: integer promotion gives float32 (true division, atan2).
 void binary(Registry& r, const std::string& op, Fn2 fn, bool float_result = false) {
-  addReal(r, op, [fn, float_result](Context& ctx) -> std::vector<Value> {
+  addEw(r, op, [fn, float_result](Context& ctx) -> std::vector<Value> {
     DType t = resultTypeOf(ctx, {0, 1});
     if (float_result) t = toFloat(t);
     DType c = computeType(t);
@@ -201,7 +237,7 @@ void binary(Registry& r, const std::string& op, Fn2 fn, bool float_result = fals
 
 // Arithmetic with alpha (add/sub/rsub): fn(a, b) with b already scaled by alpha (args 0, 1, alpha 2).
 void binaryAlpha(Registry& r, const std::string& op, bool reversed, bool subtract) {
-  addReal(r, op, [reversed, subtract](Context& ctx) -> std::vector<Value> {
+  addEw(r, op, [reversed, subtract](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = resultTypeOf(ctx, {0, 1});
     DType c = computeType(t);
@@ -219,7 +255,7 @@ void binaryAlpha(Registry& r, const std::string& op, bool reversed, bool subtrac
 
 // Comparison of args (0, 1) in their promoted dtype; result pred.
 void comparison(Registry& r, const std::string& op, Cmp c) {
-  addReal(r, op, [c](Context& ctx) -> std::vector<Value> {
+  addEw(r, op, [c](Context& ctx) -> std::vector<Value> {
     DType t = resultTypeOf(ctx, {0, 1});
     auto v = operands(ctx, {0, 1}, t);
     return {ctx.b.compare(v[0], v[1], c)};
@@ -241,7 +277,7 @@ void bitwise(Registry& r, const std::string& op, Fn2 fn) {
 
 // Logical op: operands compared with zero, result pred.
 void logical(Registry& r, const std::string& op, Fn2 fn) {
-  addReal(r, op, [fn](Context& ctx) -> std::vector<Value> {
+  addEw(r, op, [fn](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Shape shape = commonShape(ctx, {0, 1});
     auto nz = [&](size_t i) {
@@ -255,7 +291,7 @@ void logical(Registry& r, const std::string& op, Fn2 fn) {
 // Backward-style op of (grad, x) computed in the promoted float type: fn(g, x) with extra scalar args fetched by fn.
 using FnCtx = std::function<Value(Context&, DType /*compute*/, Value /*g*/, Value /*x*/)>;
 void gradOp(Registry& r, const std::string& op, size_t gi, size_t xi, FnCtx fn) {
-  addReal(r, op, [fn, gi, xi](Context& ctx) -> std::vector<Value> {
+  addEw(r, op, [fn, gi, xi](Context& ctx) -> std::vector<Value> {
     DType t = resultTypeOf(ctx, {gi, xi});
     DType c = computeType(t);
     auto v = operands(ctx, {gi, xi}, c);
@@ -290,8 +326,8 @@ void populateElementwise(Registry& r) {
     Value q = mode.empty() ? b.div(v[0], v[1]) : mode == "trunc" ? divTrunc(b, v[0], v[1]) : divFloor(b, v[0], v[1]);
     return {b.convert(q, t)};
   };
-  addReal(r, "aten::div.Tensor_mode", divMode);
-  addReal(r, "aten::div.Scalar_mode", divMode);
+  addEw(r, "aten::div.Tensor_mode", divMode);
+  addEw(r, "aten::div.Scalar_mode", divMode);
   Fn2 floordiv = [](Builder& b, Value x, Value y) {
     if (x.dtype() == DType::Pred) return b.convert(divFloor(b, b.convert(x, DType::S64), b.convert(y, DType::S64)), DType::Pred);
     return divFloor(b, x, y);
@@ -389,7 +425,7 @@ void populateElementwise(Registry& r) {
   });
 
   // ---- selection ----
-  addReal(r, "aten::where.self", [](Context& ctx) -> std::vector<Value> {
+  addEw(r, "aten::where.self", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = resultTypeOf(ctx, {1, 2});
     Shape shape = commonShape(ctx, {0, 1, 2});
@@ -408,8 +444,8 @@ void populateElementwise(Registry& r) {
     if (ctx.has(2)) hi = operand(ctx, 2, c, shape);
     return {b.convert(clampOp(b, x, ctx.has(1) ? &lo : nullptr, ctx.has(2) ? &hi : nullptr), t)};
   };
-  addReal(r, "aten::clamp", clampRule);
-  addReal(r, "aten::clamp.Tensor", clampRule);
+  addEw(r, "aten::clamp", clampRule);
+  addEw(r, "aten::clamp.Tensor", clampRule);
   binary(r, "aten::clamp_min", [](Builder& b, Value x, Value y) { return nanMax(b, x, y); });
   binary(r, "aten::clamp_min.Tensor", [](Builder& b, Value x, Value y) { return nanMax(b, x, y); });
   binary(r, "aten::clamp_max", [](Builder& b, Value x, Value y) { return nanMin(b, x, y); });
@@ -423,8 +459,8 @@ void populateElementwise(Registry& r) {
     Value v = b.broadcastTo(scalarArg(ctx, 2, self.dtype()), shape);
     return {b.select(mask, v, b.broadcastTo(self, shape))};
   };
-  addReal(r, "aten::masked_fill.Scalar", maskedFill);
-  addReal(r, "aten::masked_fill.Tensor", maskedFill);
+  addEw(r, "aten::masked_fill.Scalar", maskedFill);
+  addEw(r, "aten::masked_fill.Tensor", maskedFill);
 
   // ---- unary, dtype-preserving ----
   unarySame(r, "aten::neg", [](Builder& b, Value x) { return b.neg(x); });
@@ -437,9 +473,8 @@ void populateElementwise(Registry& r) {
   unarySame(r, "aten::ceil", [](Builder& b, Value x) { return isFloat(x.dtype()) ? b.ceil(x) : x; });
   unarySame(r, "aten::round", [](Builder& b, Value x) { return isFloat(x.dtype()) ? b.roundNearestEven(x) : x; });
   unarySame(r, "aten::trunc", truncF);
-  unarySame(r, "aten::fix", truncF);
   unarySame(r, "aten::frac", [](Builder& b, Value x) { return b.sub(x, truncF(b, x)); });
-  addReal(r, "aten::round.decimals", [](Context& ctx) -> std::vector<Value> {
+  addEw(r, "aten::round.decimals", [](Context& ctx) -> std::vector<Value> {
     int64_t d = ctx.toInt(1);
     Value x = ctx.tensor(0);
     return {inAcc(ctx.b, x, x.dtype(), [&](Value v) {
@@ -450,7 +485,7 @@ void populateElementwise(Registry& r) {
       return b.div(b.roundNearestEven(b.mul(v, p)), p);
     })};
   });
-  addReal(r, "aten::nan_to_num", [](Context& ctx) -> std::vector<Value> {
+  addEw(r, "aten::nan_to_num", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     if (!isFloat(x.dtype())) return {x};
@@ -492,7 +527,7 @@ void populateElementwise(Registry& r) {
     unaryFloat(r, "aten::" + n, [n](Builder& b, Value x) { return b.chlo(n, x); });
   }
   unaryFloat(r, "aten::erfinv", [](Builder& b, Value x) { return b.chlo("erf_inv", x); });
-  addReal(r, "aten::logit", [](Context& ctx) -> std::vector<Value> {
+  addEw(r, "aten::logit", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     DType out = toFloat(x.dtype());
     Builder& b = ctx.b;
@@ -509,7 +544,7 @@ void populateElementwise(Registry& r) {
     if (x.dtype() == DType::Pred || !isSigned(x.dtype())) return x;
     return b.select(cmpc(b, x, 0, Cmp::LT), b.zerosLike(x), x);
   });
-  addReal(r, "aten::gelu", [](Context& ctx) -> std::vector<Value> {
+  addEw(r, "aten::gelu", [](Context& ctx) -> std::vector<Value> {
     std::string approx = ctx.has(1) ? ctx.arg(1).s : "none";
     Value x = ctx.tensor(0);
     return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return geluF(ctx.b, v, approx); })};
@@ -524,7 +559,7 @@ void populateElementwise(Registry& r) {
   });
   auto selfScalars = [](Registry& r, const std::string& op,
                         std::function<Value(Builder&, Value, const std::vector<Value>&)> fn, size_t nscalars) {
-    addReal(r, op, [fn, nscalars](Context& ctx) -> std::vector<Value> {
+    addEw(r, op, [fn, nscalars](Context& ctx) -> std::vector<Value> {
       Value x = ctx.tensor(0);
       DType c = computeType(x.dtype());
       std::vector<Value> s;
@@ -628,8 +663,8 @@ void populateElementwise(Registry& r) {
       return {b.convert(b.add(v[0], b.mul(value, prod)), t)};
     };
   };
-  addReal(r, "aten::addcmul", addcRule(false));
-  addReal(r, "aten::addcdiv", addcRule(true));
+  addEw(r, "aten::addcmul", addcRule(false));
+  addEw(r, "aten::addcdiv", addcRule(true));
   auto lerpRule = [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = resultTypeOf(ctx, {0, 1});
@@ -642,8 +677,8 @@ void populateElementwise(Registry& r) {
     Value hi = b.sub(end, b.mul(diff, b.sub(cst(b, 1, w), w)));
     return {b.convert(b.select(small, lo, hi), t)};
   };
-  addReal(r, "aten::lerp.Scalar", lerpRule);
-  addReal(r, "aten::lerp.Tensor", lerpRule);
+  addEw(r, "aten::lerp.Scalar", lerpRule);
+  addEw(r, "aten::lerp.Tensor", lerpRule);
 }
 
 }  // namespace torch_tpu::lowering
