@@ -885,6 +885,7 @@ std::vector<std::string> registerLoweringKernels() {
     };
     for (const std::string& name : reg.names()) {
       const lowering::Rule* rule = reg.find(name);
+      if (!rule->eager) continue;
       std::string base = name, overload;
       auto dot = name.find('.');
       if (dot != std::string::npos) {

@@ -130,6 +130,9 @@ struct Rule {
   std::vector<std::string> static_args;  // Scalar/float args whose value is built into the program
   // Optional: return false to decline a call (e.g. an unsupported dtype); eager mode then falls back to CPU.
   std::function<bool(const Context&)> accepts;
+  // False for ops eager mode implements natively and must not replace with a program: view ops (a view shares
+  // storage in eager mode, while in a functionalized graph it is just a value).
+  bool eager = true;
 };
 
 class Registry {
