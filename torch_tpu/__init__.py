@@ -90,6 +90,8 @@ except (AttributeError, RuntimeError):  # pragma: no cover - older torch
 from . import api  # noqa: E402
 
 api._install_dynamo_hook()
+from ._dynamo_backend import _install as _install_compile, compile_stats  # noqa: E402  (torch.compile backend "tpu")
+_install_compile()
 
 # ---- public helpers ----
 

@@ -110,6 +110,7 @@ struct Param {
 
 struct Program {
   bool fallback = false;                  // no rule applies: run on CPU
+  bool error_on_cpu = false;              // the meta kernel rejected the call: let the CPU kernel raise
   std::string fallback_reason;
   runtime::ExecutablePtr exe;
   std::vector<Param> params;
@@ -352,30 +353,45 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
 // ---------------------------------------------------------------------------------------------------------------
 // Building a program on a cache miss.
 
-at::Tensor toMeta(const at::Tensor& t) {
-  if (!t.defined() || !t.is_privateuseone()) return t;
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
+// Meta twins of the call's tensors. Tensors sharing a storage share a meta storage, so PyTorch's overlap checks
+// (an out= argument aliasing an input) behave as on CPU.
+struct MetaMaker {
+  std::unordered_map<TpuStorage*, c10::Storage> storages;
 
-c10::IValue toMetaIValue(const c10::IValue& v) {
-  if (v.isTensor()) return toMeta(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(toMeta(t));
-    return out;
+  at::Tensor operator()(const at::Tensor& t) {
+    if (!t.defined() || !t.is_privateuseone()) return t;
+    TpuStorage* st = storageOf(t);
+    auto it = storages.find(st);
+    if (it == storages.end()) {
+      at::Tensor base = at::empty({static_cast<int64_t>(t.storage().nbytes())},
+                                  at::TensorOptions().dtype(at::kByte).device(c10::kMeta));
+      it = storages.emplace(st, base.storage()).first;
+    }
+    at::Tensor m = at::empty({0}, t.options().device(c10::kMeta));
+    m.set_(it->second, t.storage_offset(), t.sizes(), t.strides());
+    return m;
   }
-  if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
-    auto list = v.toList();
-    if (list.size() > 0 && (list.get(0).isTensor() || list.get(0).isNone())) {
-      c10::List<std::optional<at::Tensor>> out;
-      for (const c10::IValue& e : v.toListRef())
-        out.push_back(e.isTensor() ? std::optional<at::Tensor>(toMeta(e.toTensor())) : std::nullopt);
+
+  c10::IValue operator()(const c10::IValue& v) {
+    if (v.isTensor()) return (*this)(v.toTensor());
+    if (v.isTensorList()) {
+      c10::List<at::Tensor> out;
+      for (const at::Tensor& t : v.toTensorList()) out.push_back((*this)(t));
       return out;
     }
+    if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
+      auto list = v.toList();
+      if (list.size() > 0 && (list.get(0).isTensor() || list.get(0).isNone())) {
+        c10::List<std::optional<at::Tensor>> out;
+        for (const c10::IValue& e : v.toListRef())
+          out.push_back(e.isTensor() ? std::optional<at::Tensor>((*this)(e.toTensor())) : std::nullopt);
+        return out;
+      }
+    }
+    if (v.isDevice() && v.toDevice().is_privateuseone()) return c10::Device(c10::kMeta);
+    return v;
   }
-  if (v.isDevice() && v.toDevice().is_privateuseone()) return c10::Device(c10::kMeta);
-  return v;
-}
+};
 
 class EagerContext final : public lowering::Context {
  public:
@@ -428,13 +444,19 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
   // 1. Result types (and PyTorch's own argument checks) from the meta kernels.
   torch::jit::Stack meta;
   meta.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) meta.push_back(toMetaIValue(stack[base + i]));
-  std::vector<at::Tensor> meta_args_after(args.size());
+  MetaMaker toMeta;
+  for (size_t i = 0; i < args.size(); ++i) meta.push_back(toMeta(stack[base + i]));
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
   } catch (const c10::NotImplementedError& e) {
     prog->fallback = true;
     prog->fallback_reason = "no meta kernel";
+    return prog;
+  } catch (const std::exception& e) {
+    // PyTorch rejected the call. Its Python meta kernels sometimes raise another exception type than the CPU
+    // kernel does; the CPU kernel run on the same arguments raises exactly what a CPU user would see.
+    if (fallbackStrict()) throw;
+    prog->error_on_cpu = true;
     return prog;
   }
   const size_t nret = schema.returns().size();
@@ -784,6 +806,12 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
       bool needs_resize = false;
       prog = buildProgram(op, info, *stack, base, s, needs_resize);
       if (!prog) continue;  // an out= argument was resized: scan again
+      if (prog->error_on_cpu) {
+        // Not cached: the CPU kernel raises PyTorch's own error (or, should it accept the call, computes it).
+        noteLoweringFallback(info.name, "the meta kernel rejected the call");
+        cpuFallback(op, stack);
+        return;
+      }
       std::lock_guard<std::mutex> g(g_cache_mu);
       g_cache.emplace(s.key, prog);
     }

@@ -16,5 +16,7 @@ TPU_FAMILY void populateFactory(Registry& r);      // full, arange, random, fill
 TPU_FAMILY void populateNN(Registry& r);           // activations and their backward, softmax, layer norm, embedding
 TPU_FAMILY void populateShape(Registry& r);        // cat and other data-movement ops that are not views
 TPU_FAMILY void populateCopy(Registry& r);         // copy (eager copy_ into views)
+TPU_FAMILY void populateViews(Registry& r);        // view ops as values (graphs only); compile_extra: graph-only ops
+TPU_FAMILY void populateCompileExtra(Registry& r);
 
 }  // namespace torch_tpu::lowering

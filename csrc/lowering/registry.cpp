@@ -89,7 +89,8 @@ const Registry& registry() {
     auto* r = new Registry();
     using Populate = void (*)(Registry&);
     static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
-                                         populateFactory,     populateNN,        populateShape, populateCopy};
+                                         populateFactory,     populateNN,        populateShape, populateCopy,
+                                         populateViews,       populateCompileExtra};
     for (Populate p : kFamilies)
       if (p) p(*r);
     return r;

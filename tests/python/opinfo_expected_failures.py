@@ -5,6 +5,17 @@ op key is OpInfo name[.variant]; dtype is e.g. "float32" or "any" for error inpu
 """
 
 EXPECTED_FAILURES = {
+    ("index_select", "any", "error_input"):
+        "index_select(x, d, i, out=x) is not rejected: PyTorch's meta kernel for index_select.out has no overlap "
+        "check (the CPU kernel does); the device computes a correct result instead of raising",
+    ("cat", "any", "error_input"):
+        "cat(..., out=t) with t overlapping an input, or t with internal overlap, is not rejected: PyTorch's meta "
+        "kernel for cat.out has no overlap checks (the CPU kernel does)",
+    ("masked_fill", "float32", "backward"):
+        "the gradient of a broadcast mask uses masked_select, whose output size depends on the data: no device "
+        "kernel yet (it runs correctly on the CPU fallback)",
+    ("masked_fill", "bfloat16", "backward"):
+        "as float32: masked_select has no device kernel yet",
 }
 
 # OpInfo names of the ops the model suite (decoder LLMs, MoE, encoders, diffusion transformers and UNets, training)

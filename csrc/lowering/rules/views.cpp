@@ -1,0 +1,227 @@
+// Views family: PyTorch's view ops (view, permute, expand, slice, select, as_strided, split, ...) as values.
+//
+// Eager mode implements views natively as aliases of a storage (csrc/eager/views.cpp); these rules serve
+// functionalized graphs only (torch.compile), where a view is just a new value computed from its base. Every rule
+// here is registered with Rule::eager = false. Result shapes come from ctx.outputs (PyTorch's own meta results), so
+// -1 entries, implicit sizes and squeezed dims need no re-derivation.
+#include <algorithm>
+
+#include "lowering/families.h"
+#include "lowering/helpers.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+void addView(Registry& r, const std::string& op, RuleFn fn) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  rule.eager = false;
+  r.add(std::move(rule));
+}
+
+std::vector<int64_t> iotaVec(int64_t n) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+std::vector<int64_t> contiguousStrides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int64_t d = int64_t(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * std::max<int64_t>(s[d + 1], 1);
+  return st;
+}
+
+// out[i...] = flat(x)[offset + sum_d i_d * strides[d]]: a strided read of x's row-major elements.
+Value stridedRead(Builder& b, Value x, const Shape& sizes, const std::vector<int64_t>& strides, int64_t offset) {
+  const int64_t n = x.type.numel();
+  Value flat = b.reshape(x, {n});
+  // A contiguous range: one slice.
+  if (strides == contiguousStrides(sizes)) {
+    int64_t cnt = numel(sizes);
+    return b.reshape(b.sliceInDim(flat, offset, offset + cnt, 1, 0), sizes);
+  }
+  TensorType it{DType::S64, sizes};
+  Value idx = b.constantF(double(offset), DType::S64, sizes);
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1 || strides[d] == 0) continue;
+    Value term = b.iota(it, static_cast<int64_t>(d));
+    if (strides[d] != 1) term = b.mul(term, b.constantF(double(strides[d]), DType::S64, sizes));
+    idx = b.add(idx, term);
+  }
+  Shape ishape = sizes;
+  ishape.push_back(1);
+  idx = b.reshape(idx, ishape);
+  Builder::GatherDims gd;
+  gd.offset_dims = {};
+  gd.collapsed_slice_dims = {0};
+  gd.start_index_map = {0};
+  gd.index_vector_dim = static_cast<int64_t>(sizes.size());
+  return b.gather(flat, idx, gd, {1}, sizes);
+}
+
+// Consecutive pieces of x along dim with the given lengths.
+std::vector<Value> pieces(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& lens) {
+  std::vector<Value> out;
+  int64_t at = 0;
+  for (int64_t len : lens) {
+    out.push_back(b.sliceInDim(x, at, at + len, 1, dim));
+    at += len;
+  }
+  return out;
+}
+
+int64_t dimArg(const Context& ctx, size_t i, int64_t rank) { return normDim(ctx, ctx.has(i) ? ctx.toInt(i) : 0, rank); }
+
+}  // namespace
+
+void populateViews(Registry& r) {
+  auto reshapeToOut = [](Context& ctx) -> std::vector<Value> {
+    return {ctx.b.reshape(ctx.tensor(0), ctx.outputs.at(0).shape)};
+  };
+  for (const char* op : {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::squeeze", "aten::squeeze.dim",
+                         "aten::squeeze.dims", "aten::unsqueeze", "aten::flatten.using_ints", "aten::unflatten.int",
+                         "aten::view_as"})
+    addView(r, op, reshapeToOut);
+  auto identity = [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; };
+  for (const char* op : {"aten::detach", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::_conj", "aten::conj",
+                         "aten::resolve_conj", "aten::resolve_neg", "aten::contiguous"})
+    addView(r, op, identity);
+
+  auto expandToOut = [](Context& ctx) -> std::vector<Value> {
+    return {ctx.b.broadcastTo(ctx.tensor(0), ctx.outputs.at(0).shape)};
+  };
+  addView(r, "aten::expand", expandToOut);
+  addView(r, "aten::expand_as", expandToOut);
+
+  addView(r, "aten::permute", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    std::vector<int64_t> perm;
+    for (int64_t d : ctx.toInts(1)) perm.push_back(normDim(ctx, d, x.rank()));
+    return {ctx.b.transpose(x, perm)};
+  });
+  auto swap = [](Context& ctx, Value x, int64_t a, int64_t c) -> Value {
+    if (x.rank() < 2) return x;
+    std::vector<int64_t> perm = iotaVec(x.rank());
+    std::swap(perm[normDim(ctx, a, x.rank())], perm[normDim(ctx, c, x.rank())]);
+    return ctx.b.transpose(x, perm);
+  };
+  addView(r, "aten::transpose.int", [swap](Context& ctx) -> std::vector<Value> {
+    return {swap(ctx, ctx.tensor(0), ctx.toInt(1), ctx.toInt(2))};
+  });
+  addView(r, "aten::swapaxes", [swap](Context& ctx) -> std::vector<Value> {
+    return {swap(ctx, ctx.tensor(0), ctx.toInt(1), ctx.toInt(2))};
+  });
+  addView(r, "aten::t", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    return {x.rank() < 2 ? x : ctx.b.transpose(x, {1, 0})};
+  });
+  addView(r, "aten::movedim.int", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t src = normDim(ctx, ctx.toInt(1), x.rank()), dst = normDim(ctx, ctx.toInt(2), x.rank());
+    std::vector<int64_t> rest;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (d != src) rest.push_back(d);
+    rest.insert(rest.begin() + dst, src);
+    return {ctx.b.transpose(x, rest)};
+  });
+
+  // slice.Tensor(self, dim=0, start=None, end=None, step=1)
+  addView(r, "aten::slice.Tensor", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t dim = dimArg(ctx, 1, x.rank());
+    int64_t size = x.shape()[dim];
+    int64_t start = ctx.has(2) ? ctx.toInt(2) : 0, end = ctx.has(3) ? ctx.toInt(3) : size;
+    if (start < 0) start += size;
+    if (end < 0) end += size;
+    start = std::clamp<int64_t>(start, 0, size);
+    end = std::clamp<int64_t>(end, start, size);
+    int64_t step = ctx.has(4) ? ctx.toInt(4) : 1;
+    return {ctx.b.sliceInDim(x, start, end, step, dim)};
+  });
+  // narrow(self, dim, start, length)
+  addView(r, "aten::narrow", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t dim = dimArg(ctx, 1, x.rank());
+    int64_t start = ctx.toInt(2);
+    if (start < 0) start += x.shape()[dim];
+    return {ctx.b.sliceInDim(x, start, start + ctx.toInt(3), 1, dim)};
+  });
+  // select.int(self, dim, index)
+  addView(r, "aten::select.int", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t dim = dimArg(ctx, 1, x.rank());
+    int64_t index = ctx.toInt(2);
+    if (index < 0) index += x.shape()[dim];
+    if (index < 0 || index >= x.shape()[dim]) ctx.fail("index out of range");
+    return {ctx.b.reshape(ctx.b.sliceInDim(x, index, index + 1, 1, dim), ctx.outputs.at(0).shape)};
+  });
+
+  // as_strided(self, size, stride, storage_offset=None): strides over self's row-major elements.
+  auto asStrided = [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t off = ctx.has(3) ? ctx.toInt(3) : 0;
+    return {stridedRead(ctx.b, x, ctx.toInts(1), ctx.toInts(2), off)};
+  };
+  addView(r, "aten::as_strided", asStrided);
+  addView(r, "aten::as_strided_copy", asStrided);
+  // diagonal(self, offset=0, dim1=0, dim2=1)
+  addView(r, "aten::diagonal", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t offset = ctx.has(1) ? ctx.toInt(1) : 0;
+    int64_t d1 = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : 0, x.rank());
+    int64_t d2 = normDim(ctx, ctx.has(3) ? ctx.toInt(3) : 1, x.rank());
+    std::vector<int64_t> st = contiguousStrides(x.shape());
+    Shape sizes;
+    std::vector<int64_t> strides;
+    for (int64_t d = 0; d < x.rank(); ++d)
+      if (d != d1 && d != d2) {
+        sizes.push_back(x.shape()[d]);
+        strides.push_back(st[d]);
+      }
+    int64_t start = offset >= 0 ? offset * st[d2] : -offset * st[d1];
+    sizes.push_back(ctx.outputs.at(0).shape.back());
+    strides.push_back(st[d1] + st[d2]);
+    if (sizes.back() == 0) return {ctx.b.zeros(ctx.outputs.at(0))};
+    return {stridedRead(ctx.b, x, sizes, strides, start)};
+  });
+  // unfold(self, dimension, size, step)
+  addView(r, "aten::unfold", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    std::vector<int64_t> st = contiguousStrides(x.shape());
+    const Shape& out = ctx.outputs.at(0).shape;
+    if (x.rank() == 0) return {ctx.b.reshape(x, out)};
+    int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
+    std::vector<int64_t> strides = st;
+    strides[dim] = st[dim] * ctx.toInt(3);
+    strides.push_back(st[dim]);
+    return {stridedRead(ctx.b, x, out, strides, 0)};
+  });
+
+  // ---- views with several results: consecutive pieces along `dim` (lengths from the result types) ----
+  auto split = [](size_t dim_arg) {
+    return [dim_arg](Context& ctx) -> std::vector<Value> {
+      Value x = ctx.tensor(0);
+      int64_t dim = dimArg(ctx, dim_arg, x.rank());
+      std::vector<int64_t> lens;
+      for (const auto& o : ctx.outputs) lens.push_back(o.shape.at(dim));
+      return pieces(ctx.b, x, dim, lens);
+    };
+  };
+  addView(r, "aten::split.Tensor", split(2));
+  addView(r, "aten::split_with_sizes", split(2));
+  addView(r, "aten::chunk", split(2));
+  addView(r, "aten::tensor_split.sections", split(2));
+  addView(r, "aten::unsafe_split.Tensor", split(2));
+  addView(r, "aten::unsafe_split_with_sizes", split(2));
+  addView(r, "aten::unbind.int", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t dim = dimArg(ctx, 1, x.rank());
+    std::vector<Value> out;
+    for (int64_t i = 0; i < x.shape()[dim]; ++i)
+      out.push_back(ctx.b.reshape(ctx.b.sliceInDim(x, i, i + 1, 1, dim), ctx.outputs.at(i).shape));
+    return out;
+  });
+}
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,677 @@
+"""``torch.compile(model, backend="tpu")``: whole graphs as one XLA program, training included.
+
+Dynamo captures a graph; AOTAutograd functionalizes it, decomposes it to core ATen (keeping the ops that have a
+lowering rule of their own) and splits training graphs into forward and backward. Each ATen graph is flattened
+here into a description (inputs, nodes with their schema names, arguments and result types from
+``node.meta['val']``, outputs, input mutations) and handed to C++ (``csrc/compile``), which lowers it with the
+same rules eager mode uses into ONE StableHLO program, compiled once per input signature and cached in process
+and on disk (``TORCH_TPU_CACHE_DIR``, default ``~/.cache/torch_tpu``).
+
+Ops without a rule: the graph is partitioned, supported partitions are compiled and the rest runs eagerly (the op
+names are logged); with ``fullgraph=True`` (or ``options={"fallback": False}``) such an op is an error naming it.
+
+Registration: :func:`_install` (called by ``import torch_tpu``) registers the backend as soon as dynamo's backend
+registry is imported (without importing dynamo itself); the ``torch_dynamo_backends`` entry point does the same for
+installed packages. The default backend of ``torch.compile`` is never changed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import operator
+import sys
+import time
+import types
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from . import _C
+
+log = logging.getLogger("torch_tpu")
+
+__all__ = ["tpu_backend", "compile_stats", "reset_compile_stats", "set_cache_dir", "cache_dir", "register"]
+
+_BACKEND_NAME = "tpu"
+_graph_ids = itertools.count()
+_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0}
+
+# Nodes that compute nothing (runtime assertions AOTAutograd or decompositions insert).
+_NOOP_OPS = {
+    "aten::_assert_tensor_metadata",
+    "aten::_assert_async",
+    "aten::_assert_async.msg",
+    "aten::_assert_scalar",
+    "aten::sym_constrain_range",
+    "aten::sym_constrain_range_for_size",
+    "aten::_print",
+    "aten::record_stream",
+}
+
+
+class UnsupportedGraph(RuntimeError):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Public helpers
+
+
+def compile_stats() -> Dict[str, Any]:
+    r"""torch.compile counters: graphs, runs, signature_hits, lowerings, compiles (XLA), memory_hits, disk_hits,
+    disk_writes, compile_seconds, lower_seconds, and partitioned_graphs / eager_graphs / fallback_nodes."""
+    d = dict(_C._compile_stats())
+    d.update(_py_stats)
+    return d
+
+
+def reset_compile_stats() -> None:
+    r"""Zero the counters of :func:`compile_stats`."""
+    _C._compile_reset_stats()
+    for k in _py_stats:
+        _py_stats[k] = 0
+
+
+def set_cache_dir(path: Optional[str]) -> None:
+    r"""Directory of the on-disk executable cache (``None`` or ``""`` disables it)."""
+    _C._compile_set_cache_dir(path or "")
+
+
+def cache_dir() -> str:
+    return str(_C._compile_cache_dir())
+
+
+def clear_cache() -> None:
+    r"""Drop the in-process executable cache (compiled graphs keep their programs; the disk cache stays)."""
+    _C._compile_clear_cache()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Graph description
+
+
+def _op_name(target: Any) -> Optional[str]:
+    if isinstance(target, torch._ops.OpOverload):
+        s = target._schema
+        return s.name + ("." + s.overload_name if s.overload_name else "")
+    return None
+
+
+def _meta(v: Any) -> Tuple:
+    if isinstance(v, torch.Tensor):
+        try:
+            sizes = [int(s) for s in v.shape]
+        except Exception as e:  # symbolic sizes
+            raise UnsupportedGraph(f"symbolic shape {tuple(v.shape)} (compile with dynamic=False)") from e
+        return (True, v.dtype, sizes, v.device.type == "cpu")
+    return (False, None, None, False)
+
+
+def _is_tensor_type(t: Any) -> bool:
+    s = str(t)
+    return "Tensor" in s
+
+
+def _encode(a: Any, sarg: Any, env: Dict[Any, Any]) -> Tuple:
+    if isinstance(a, torch.fx.Node):
+        v = env[a]
+        if isinstance(v, list):
+            return ("TL", v)
+        if v is None:
+            raise UnsupportedGraph(f"argument {a.name} has no value")
+        return ("T", v)
+    if a is None:
+        return ("N",)
+    if isinstance(a, bool):
+        return ("B", a)
+    if isinstance(a, int):
+        return ("I", int(a))
+    if isinstance(a, float):
+        return ("F", float(a))
+    if isinstance(a, str):
+        return ("S", a)
+    if isinstance(a, torch.dtype):
+        return ("D", a)
+    if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+        return ("O",)
+    if isinstance(a, (list, tuple)):
+        if sarg is not None and _is_tensor_type(sarg.type) or any(isinstance(x, torch.fx.Node) for x in a):
+            out = []
+            for x in a:
+                if x is None:
+                    out.append(-1)
+                elif isinstance(x, torch.fx.Node) and isinstance(env.get(x), int):
+                    out.append(env[x])
+                else:
+                    raise UnsupportedGraph(f"unsupported tensor list element {x!r}")
+            return ("TL", out)
+        if all(isinstance(x, bool) for x in a):
+            return ("BL", [bool(x) for x in a])
+        if all(isinstance(x, int) and not isinstance(x, bool) for x in a):
+            return ("IL", [int(x) for x in a])
+        if all(isinstance(x, (int, float)) for x in a):
+            return ("FL", [float(x) for x in a])
+    if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise UnsupportedGraph("symbolic scalar argument (compile with dynamic=False)")
+    raise UnsupportedGraph(f"unsupported argument {a!r}")
+
+
+def _schema_args(node: torch.fx.Node) -> List[Tuple[Any, Any]]:
+    """(value, schema argument) for every argument of the node's schema, defaults filled in."""
+    schema = node.target._schema
+    out = []
+    for i, sa in enumerate(schema.arguments):
+        if i < len(node.args) and not sa.kwarg_only:
+            v = node.args[i]
+        elif sa.name in node.kwargs:
+            v = node.kwargs[sa.name]
+        elif sa.has_default_value():
+            v = sa.default_value
+        else:
+            v = None
+        out.append((v, sa))
+    return out
+
+
+def _node_supported(node: torch.fx.Node) -> Optional[str]:
+    """None if the node can be part of a compiled graph, else the name to report."""
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem:
+        return None
+    name = _op_name(node.target)
+    if name is None:
+        return getattr(node.target, "__name__", str(node.target))
+    if name in _NOOP_OPS or name == "aten::copy_":
+        return None
+    if not _C._compile_has_rule(name):
+        return name
+    return None
+
+
+class _Desc:
+    """A graph description plus what the Python runner needs (constants, outputs computed in Python)."""
+
+    def __init__(self) -> None:
+        self.desc: Dict[str, Any] = {}
+        self.constants: List[torch.Tensor] = []  # get_attr tensors, appended to the inputs
+        self.const_outputs: Dict[int, Any] = {}  # output position -> Python value
+        self.node_of_desc: List[torch.fx.Node] = []
+        self.num_ops = 0
+
+
+def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None) -> _Desc:
+    d = _Desc()
+    env: Dict[Any, Any] = {}
+    inputs: List[Tuple] = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    get_attrs = [n for n in gm.graph.nodes if n.op == "get_attr"]
+    for i, n in enumerate(placeholders):
+        v = n.meta.get("val", None)
+        if v is None and input_vals is not None:
+            v = input_vals[i]
+        if not isinstance(v, torch.Tensor):
+            raise UnsupportedGraph(f"non-tensor graph input {n.name}: {v!r}")
+        env[n] = len(inputs)
+        inputs.append(_meta(v))
+    for n in get_attrs:
+        t = getattr(gm, n.target) if not isinstance(n.target, str) or "." not in n.target else _getattr_path(gm, n.target)
+        if not isinstance(t, torch.Tensor):
+            raise UnsupportedGraph(f"non-tensor attribute {n.target}")
+        env[n] = len(inputs)
+        inputs.append(_meta(t))
+        d.constants.append(t)
+    num_inputs = len(inputs)
+    nv = num_inputs
+    nodes: List[Tuple] = []
+    mutations: List[Tuple[int, int]] = []
+    output_node = None
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "get_attr"):
+            continue
+        if n.op == "output":
+            output_node = n
+            continue
+        if n.op != "call_function":
+            raise UnsupportedGraph(f"unsupported node {n.op} {n.target}")
+        if n.target is operator.getitem:
+            base = env[n.args[0]]
+            if not isinstance(base, list):
+                raise UnsupportedGraph(f"getitem of a non-list value {n.args[0].name}")
+            env[n] = base[n.args[1]]
+            continue
+        name = _op_name(n.target)
+        if name is None:
+            raise UnsupportedGraph(f"unsupported call {n.target}")
+        if name in _NOOP_OPS:
+            env[n] = None
+            continue
+        if name == "aten::copy_":
+            dst = n.args[0]
+            if not (isinstance(dst, torch.fx.Node) and dst.op == "placeholder"):
+                raise UnsupportedGraph("copy_ into an intermediate value")
+            src = n.args[1]
+            v = nv
+            nv += 1
+            nodes.append(("aten::copy", [("T", env[dst]), _encode(src, None, env), ("B", False)],
+                          [inputs[env[dst]]], [v]))
+            d.node_of_desc.append(n)
+            mutations.append((env[dst], v))
+            env[n] = v
+            continue
+        args = [_encode(v, sa, env) for v, sa in _schema_args(n)]
+        val = n.meta.get("val", None)
+        returns = n.target._schema.returns
+        if len(returns) == 1 and not isinstance(val, (list, tuple)):
+            metas = [_meta(val)]
+            idx = [nv]
+            env[n] = nv
+        else:
+            vals = list(val) if isinstance(val, (list, tuple)) else [val]
+            metas = [_meta(x) for x in vals]
+            idx = list(range(nv, nv + len(vals)))
+            env[n] = idx
+        nv += len(idx)
+        nodes.append((name, args, metas, idx))
+        d.node_of_desc.append(n)
+    assert output_node is not None
+    outs_arg = output_node.args[0]
+    single = not isinstance(outs_arg, (list, tuple))
+    outs_list = [outs_arg] if single else list(outs_arg)
+    outputs: List[int] = []
+    output_meta: List[Tuple] = []
+    for k, o in enumerate(outs_list):
+        if isinstance(o, torch.fx.Node):
+            v = env[o]
+            if isinstance(v, list):
+                raise UnsupportedGraph("a list-valued graph output")
+            if v is None:
+                outputs.append(-1)
+                output_meta.append((False, None, None, False))
+                continue
+            outputs.append(v)
+            output_meta.append(_meta(o.meta.get("val", None)) if v >= num_inputs else inputs[v])
+        else:
+            outputs.append(-1)
+            output_meta.append((False, None, None, False))
+            if o is not None:
+                d.const_outputs[k] = o
+    d.desc = dict(name=name, inputs=inputs, nodes=nodes, outputs=outputs, output_meta=output_meta,
+                  mutations=mutations, num_values=nv)
+    d.single_output = single  # type: ignore[attr-defined]
+    d.num_ops = len(nodes)
+    return d
+
+
+def _getattr_path(obj: Any, path: str) -> Any:
+    for p in path.split("."):
+        obj = getattr(obj, p)
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Runners
+
+
+def _log_compile(name: str, ev: Tuple) -> None:
+    source, ops, seconds, key = ev
+    if source == "compile":
+        log.info("torch_tpu: compiled graph %s: %d ops in %.3fs", name, ops, seconds)
+    else:
+        log.info("torch_tpu: graph %s: %d ops, executable from the %s cache in %.3fs", name, ops, source, seconds)
+
+
+class _GraphRunner:
+    """Calls a compiled graph: boxed (AOTAutograd passes a list and lets us clear it) or as a module."""
+
+    _boxed_call = True
+
+    def __init__(self, d: _Desc, cg: Any, name: str) -> None:
+        self.cg = cg
+        self.name = name
+        self._boxed_call = True  # in the instance dict: functools.wraps (dynamo's disable wrapper) copies it
+        self.constants = d.constants
+        self.const_outputs = d.const_outputs
+        self.single = d.single_output  # type: ignore[attr-defined]
+        self._dev_constants: Dict[Any, List[torch.Tensor]] = {}
+
+    def _constants_for(self, inputs: Sequence[Any]) -> List[torch.Tensor]:
+        dev = None
+        for t in inputs:
+            if isinstance(t, torch.Tensor) and t.device.type == "tpu":
+                dev = t.device
+                break
+        if dev is None:
+            dev = torch.device("tpu", torch.tpu.current_device())
+        c = self._dev_constants.get(dev)
+        if c is None:
+            c = [t.to(dev) for t in self.constants]
+            self._dev_constants[dev] = c
+        return c
+
+    def run(self, inputs: List[Any]) -> List[Any]:
+        if self.constants:
+            inputs = list(inputs) + self._constants_for(inputs)
+        outs, ev = self.cg.run(inputs)
+        if ev is not None:
+            _log_compile(self.name, ev)
+        if self.const_outputs:
+            for k, v in self.const_outputs.items():
+                outs[k] = v
+        return outs
+
+    def __call__(self, *args: Any) -> List[Any]:
+        if len(args) == 1 and isinstance(args[0], list):  # boxed: we own the list and free the inputs early
+            inputs = list(args[0])
+            args[0].clear()
+            return self.run(inputs)
+        return self.run(list(args))  # unboxed (e.g. the backward, called through dynamo's disable wrapper)
+
+
+class _SubgraphModule(torch.nn.Module):
+    """A compiled partition inside a partitioned graph."""
+
+    def __init__(self, runner: _GraphRunner) -> None:
+        super().__init__()
+        self.runner = runner
+
+    def forward(self, *args: Any) -> Any:
+        outs = self.runner.run(list(args))
+        return outs[0] if self.runner.single else tuple(outs)
+
+
+def _make_graph(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None):
+    d = _describe(gm, name, input_vals)
+    cg = _C._CompiledGraph(d.desc)
+    return d, cg
+
+
+def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
+                        fullgraph: bool) -> Callable:
+    # 1. Ops without a rule, and nodes whose rule cannot lower this call.
+    bad: Dict[torch.fx.Node, str] = {}
+    for n in gm.graph.nodes:
+        why = _node_supported(n)
+        if why is not None:
+            bad[n] = why
+    if not bad:
+        try:
+            d, cg = _make_graph(gm, name, example_inputs)
+        except UnsupportedGraph as e:
+            return _eager_graph(gm, name, str(e), fullgraph)
+        errors = cg.check()
+        if not errors:
+            log.debug("torch_tpu: graph %s: %d ops lowered", name, d.num_ops)
+            return _GraphRunner(d, cg, name)
+        for idx, msg in errors:
+            if idx < 0:
+                return _eager_graph(gm, name, msg, fullgraph)
+            bad[d.node_of_desc[idx]] = msg
+    names = sorted({(_op_name(n.target) or str(n.target)) for n in bad})
+    if fullgraph:
+        details = "; ".join(sorted({f"{_op_name(n.target) or n.target}: {m}" for n, m in bad.items()}))
+        raise RuntimeError(
+            f"torch_tpu: graph {name} has ops without a tpu lowering (fullgraph=True): {', '.join(names)} ({details})")
+    log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name, ", ".join(names))
+    return _partitioned(gm, name, set(bad), fullgraph)
+
+
+def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool) -> Callable:
+    if fullgraph:
+        raise RuntimeError(f"torch_tpu: graph {name} cannot be compiled: {why}")
+    log.warning("torch_tpu: graph %s runs eagerly: %s", name, why)
+    _py_stats["eager_graphs"] += 1
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    return make_boxed_func(gm)
+
+
+def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool) -> Callable:
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import OperatorSupport
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    _py_stats["partitioned_graphs"] += 1
+    _py_stats["fallback_nodes"] += len(bad)
+    bad_names = {n.name for n in bad}
+
+    class _Support(OperatorSupport):
+        def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
+            return node.op == "call_function" and node.name not in bad_names and _node_supported(node) is None
+
+    part = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
+    partitions = part.propose_partitions()
+    fused = part.fuse_partitions(partitions)
+    count = 0
+    for node in list(fused.graph.nodes):
+        if node.op != "call_module" or not str(node.target).startswith("fused_"):
+            continue
+        sub = getattr(fused, node.target)
+        vals = [a.meta.get("val", None) if isinstance(a, torch.fx.Node) else a for a in node.args]
+        for ph, v in zip([n for n in sub.graph.nodes if n.op == "placeholder"], vals):
+            if "val" not in ph.meta and v is not None:
+                ph.meta["val"] = v
+        sname = f"{name}.{node.target}"
+        try:
+            d, cg = _make_graph(sub, sname)
+            errs = cg.check()
+            if errs:
+                raise UnsupportedGraph("; ".join(m for _, m in errs))
+        except UnsupportedGraph as e:
+            log.warning("torch_tpu: partition %s runs eagerly: %s", sname, e)
+            continue
+        setattr(fused, node.target, _SubgraphModule(_GraphRunner(d, cg, sname)))
+        count += 1
+    fused.recompile()
+    log.info("torch_tpu: graph %s: %d compiled partitions", name, count)
+    return make_boxed_func(fused)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The backend
+
+
+def _decompositions() -> Dict[Any, Callable]:
+    from torch._decomp import core_aten_decompositions
+
+    from torch._decomp import decomposition_table
+
+    table = dict(core_aten_decompositions())
+    aten = torch.ops.aten
+    # Core ATen ops (not decomposed by the core table) that are easy to decompose when there is no rule for them.
+    extra = [
+        aten.native_group_norm.default,
+        aten.native_batch_norm.default,
+        aten._native_batch_norm_legit.default,
+        aten._native_batch_norm_legit_functional.default,
+        aten._native_batch_norm_legit_no_training.default,
+        aten.upsample_nearest1d.vec,
+        aten.upsample_nearest2d.vec,
+        aten.upsample_nearest3d.vec,
+        aten.upsample_bilinear2d.vec,
+        aten.native_layer_norm.default,
+        aten.native_layer_norm_backward.default,
+        aten._softmax.default,
+        aten._log_softmax.default,
+        aten.gelu.default,
+        aten.native_dropout.default,
+        aten.addmm.default,
+    ]
+    for op in extra:
+        if op not in table and op in decomposition_table:
+            table[op] = decomposition_table[op]
+    table.update(_foreach_decompositions())
+    # Ops with a rule of their own stay whole: one rule emits better code than its decomposition.
+    for op in list(table):
+        name = _op_name(op)
+        if name is not None and _C._compile_has_rule(name):
+            del table[op]
+    return table
+
+
+_decomp_cache: Optional[Dict[Any, Callable]] = None
+
+
+def _foreach_decompositions() -> Dict[Any, Callable]:
+    """``_foreach_<op>`` (optimizers) as one ``<op>`` per list element: each is then lowered by its own rule."""
+    table: Dict[Any, Callable] = {}
+    for full in torch._C._dispatch_get_all_op_names():
+        if not full.startswith("aten::_foreach_"):
+            continue
+        base, _, overload = full[len("aten::"):].partition(".")
+        if base.endswith("_"):
+            continue  # in-place forms: functionalization turns them into the functional ones
+        elem = getattr(torch.ops.aten, base[len("_foreach_"):], None)
+        packet = getattr(torch.ops.aten, base, None)
+        if elem is None or packet is None:
+            continue
+        op = getattr(packet, overload or "default", None)
+        if op is None:
+            continue
+        table[op] = _make_foreach_decomp(op, elem)
+    return table
+
+
+def _make_foreach_decomp(op: Any, elem: Any) -> Callable:
+    kinds = []  # per argument: "tensors", "scalars" or "plain"
+    names = []
+    for a in op._schema.arguments:
+        t = str(a.type)
+        if "Tensor" in t and ("List" in t or "[]" in t):
+            kinds.append("tensors")
+        elif ("Scalar" in t or "float" in t or "int" in t) and ("List" in t or "[]" in t):
+            kinds.append("scalars")
+        else:
+            kinds.append("plain")
+        names.append((a.name, a.kwarg_only))
+
+    def decomp(*args: Any, **kwargs: Any) -> List[torch.Tensor]:
+        pos = list(args)
+        kw = dict(kwargs)
+        n = None
+        for i, k in enumerate(kinds):
+            if k != "plain" and i < len(pos):
+                n = len(pos[i])
+                break
+        if n is None:
+            return NotImplemented
+        out = []
+        for j in range(n):
+            a, k2 = [], dict(kw)
+            for i, x in enumerate(pos):
+                v = x[j] if kinds[i] != "plain" else x
+                if names[i][0] in ("value", "alpha"):  # keyword-only in the per-element ops (addcmul, add)
+                    k2[names[i][0]] = v
+                else:
+                    a.append(v)
+            out.append(elem(*a, **k2))
+        return out
+
+    return decomp
+
+
+def _current_fullgraph() -> bool:
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+    except Exception:
+        return False
+    if tx is None:
+        return False
+    return bool(getattr(tx, "one_graph", False) or getattr(tx, "error_on_graph_break", False))
+
+
+def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: Optional[Dict[str, Any]] = None,
+                **kwargs: Any) -> Callable:
+    r"""The dynamo backend "tpu": AOTAutograd (core ATen, functionalized) + one XLA program per graph.
+
+    ``options`` (``torch.compile(..., options={...})``): ``fallback`` (default True: ops without a rule run
+    eagerly; False makes them an error, as ``fullgraph=True`` does).
+    """
+    global _decomp_cache
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    opts = dict(options or {})
+    opts.update(kwargs)
+    fullgraph = _current_fullgraph() or not opts.get("fallback", True)
+    gid = next(_graph_ids)
+
+    def compiler(kind: str) -> Callable:
+        def fn(g: torch.fx.GraphModule, ex: Sequence[Any]) -> Callable:
+            return _compile_aten_graph(g, ex, f"g{gid}.{kind}", fullgraph)
+
+        return fn
+
+    if _decomp_cache is None:
+        _decomp_cache = _decompositions()
+    backend = aot_autograd(
+        fw_compiler=compiler("forward"),
+        bw_compiler=compiler("backward"),
+        inference_compiler=compiler("inference"),
+        decompositions=_decomp_cache,
+        partition_fn=min_cut_rematerialization_partition,
+        keep_inference_input_mutations=True,
+    )
+    return backend(gm, example_inputs)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Registration
+
+
+def register(registry: Optional[types.ModuleType] = None) -> None:
+    r"""Register ``tpu_backend`` as dynamo backend "tpu" (idempotent)."""
+    if registry is None:
+        from torch._dynamo.backends import registry  # type: ignore[no-redef]
+    if _BACKEND_NAME in registry._COMPILER_FNS:
+        return
+    registry.register_backend(compiler_fn=tpu_backend, name=_BACKEND_NAME)
+
+
+_REGISTRY = "torch._dynamo.backends.registry"
+
+
+def _on_registry_import(module: types.ModuleType) -> None:
+    try:
+        register(module)
+    except Exception as e:  # never break dynamo's import over this
+        import warnings
+
+        warnings.warn(f"torch_tpu: could not register the torch.compile backend 'tpu': {e!r}")
+
+
+class _RegistryFinder:
+    """Registers the backend right after dynamo's backend registry module is imported."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != _REGISTRY:
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        from .api import _PostImportLoader
+
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PostImportLoader(spec.loader, _on_registry_import)
+                return spec
+        return None
+
+
+def _install() -> None:
+    r"""Register now if dynamo's registry is loaded, else right after it loads (dynamo is not imported here)."""
+    mod = sys.modules.get(_REGISTRY)
+    if mod is not None:
+        _on_registry_import(mod)
+        return
+    if not any(type(f).__name__ == "_RegistryFinder" for f in sys.meta_path):  # re-import: already there
+        sys.meta_path.insert(0, _RegistryFinder())
