@@ -438,7 +438,10 @@ def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool)
 
     class _Support(OperatorSupport):
         def is_node_supported(self, submodules: Any, node: torch.fx.Node) -> bool:
-            return node.op == "call_function" and node.name not in bad_names and _node_supported(node) is None
+            # Input mutations (copy_) stay outside the partitions: a partition may run before a later reader of
+            # the input's old value, so the writes run eagerly where the graph has them (at its end).
+            return (node.op == "call_function" and node.name not in bad_names and _node_supported(node) is None
+                    and node.target is not torch.ops.aten.copy_.default)
 
     part = CapabilityBasedPartitioner(gm, _Support(), allows_single_node_partition=True)
     partitions = part.propose_partitions()

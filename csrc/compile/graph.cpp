@@ -381,6 +381,17 @@ class GraphContext final : public lowering::Context {
   Program& prog_;
 };
 
+bool barrierOperands(const std::string& op) {
+  static const char* env = std::getenv("TORCH_TPU_DOT_BARRIER");
+  if (env && env[0] == '0') return false;
+  return op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" || op == "aten::baddbmm";
+}
+
+Value barrier(shlo::Builder& b, const Value& v) {
+  return b.raw("\"stablehlo.optimization_barrier\"(" + b.ref(v) + ")", "(" + v.type.str() + ") -> " + v.type.str(),
+               v.type);
+}
+
 TensorType typeOf(const TensorMeta& m) { return TensorType{toDType(m.dtype), m.sizes}; }
 
 // Builds the arguments of one node. Throws LoweringError for what the rules cannot take.
@@ -524,6 +535,12 @@ BuildResult buildProgram(const GraphDesc& g, const Signature& sig,
     try {
       GraphContext ctx(b, n.op, *prog);
       buildArgs(ctx, n, vals);
+      if (barrierOperands(n.op)) {
+        // XLA:CPU fuses elementwise producers into matrix-vector dots as loop fusions that recompute the producer
+        // for every output element; a barrier keeps the producer a separate kernel and the dot a library call.
+        for (Arg& a : ctx.args)
+          if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !a.wrapped_number) a.tensor = barrier(b, a.tensor);
+      }
       for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
       if (rule->accepts && !rule->accepts(ctx)) ctx.fail("the rule declines this call");
       results = lowering::lower(*rule, ctx);
@@ -779,6 +796,9 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
   buffers.clear();
   size_t o = 0;
   for (int slot : prog->written_slots) storages[slot]->set(std::move(outs[o++]));
+  // Host inputs were uploaded for this call: their mutations are copied back.
+  for (const auto& m : g.mutations)
+    if (!given[m.first].is_privateuseone()) given[m.first].copy_(inputs[m.first]);
   std::vector<at::Tensor> results(g.outputs.size());
   for (size_t k = 0; k < g.outputs.size(); ++k)
     if (prog->passthrough[k] >= 0) results[k] = given[prog->passthrough[k]];

@@ -47,9 +47,12 @@ struct OpInfo {
   std::string name;                      // "aten::add_.Tensor"
   std::vector<int> rule_args;            // stack argument index for each rule argument
   std::vector<int> return_alias;         // per return: stack index of the mutated argument it aliases, or -1
+  std::vector<bool> return_is_list;      // per return: Tensor[] (else Tensor)
+  std::vector<int> mutated_args;         // stack indices of arguments the op writes (Tensor(a!), Tensor(a!)[])
   std::unordered_set<int> static_args;   // stack indices whose Scalar/float value is static
   int generator_arg = -1;
-  bool returns_ok = true;                // every return is a Tensor
+  bool returns_ok = true;                // every return is a Tensor or Tensor[]
+  bool void_returns = false;             // returns nothing: results go to mutated_args, in order
 };
 
 std::mutex g_info_mu;
@@ -81,8 +84,14 @@ const OpInfo& infoFor(const c10::OperatorHandle& op) {
         args[i].type()->containedType(0)->kind() == c10::TypeKind::GeneratorType)
       info->generator_arg = static_cast<int>(i);
   }
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) info->mutated_args.push_back(static_cast<int>(i));
+  info->void_returns = schema.returns().empty();
   for (const auto& ret : schema.returns()) {
-    if (ret.type()->kind() != c10::TypeKind::TensorType) info->returns_ok = false;
+    bool is_list = ret.type()->kind() == c10::TypeKind::ListType &&
+                   ret.type()->containedType(0)->kind() == c10::TypeKind::TensorType;
+    if (ret.type()->kind() != c10::TypeKind::TensorType && !is_list) info->returns_ok = false;
+    info->return_is_list.push_back(is_list);
     int alias = -1;
     if (ret.alias_info() && ret.alias_info()->isWrite()) {
       for (size_t i = 0; i < args.size(); ++i)
@@ -114,11 +123,14 @@ struct Program {
   std::string fallback_reason;
   runtime::ExecutablePtr exe;
   std::vector<Param> params;
-  // Outputs: first the new buffers of written storages (in written_slots order), then the fresh results.
+  // Results are "flat": one per returned tensor (Tensor[] returns expanded), or, for ops returning nothing, one
+  // per tensor of the mutated arguments. Outputs: first the new buffers of written storages (written_slots
+  // order), then the fresh results.
   std::vector<int> written_slots;
-  struct Result { int ret; at::ScalarType dtype; std::vector<int64_t> sizes; };
-  std::vector<Result> results;            // only returns that don't alias an argument (and are defined)
-  std::vector<bool> ret_defined;
+  struct Result { int flat; at::ScalarType dtype; std::vector<int64_t> sizes; };
+  std::vector<Result> results;            // fresh (not written into an argument) and defined
+  std::vector<std::pair<int, int>> writes;  // (flat result, tensor slot) written into an argument
+  std::vector<std::vector<int>> ret_flat;   // per return: its flat results (-1: undefined)
   bool has_donation = false;
 };
 
@@ -139,6 +151,7 @@ struct TensorSlot {
   int storage_slot;
   bool identity;
   int stack_index;
+  int list_index;  // position inside a Tensor[] / Tensor?[] argument
 };
 
 struct Scan {
@@ -166,7 +179,7 @@ inline void putInts(std::string& k, c10::IntArrayRef v) {
               " and ", a.device(), "!");
 }
 
-void scanTensor(Scan& s, const at::Tensor& t, int stack_index) {
+void scanTensor(Scan& s, const at::Tensor& t, int stack_index, int list_index = 0) {
   if (!t.defined()) {
     put<uint8_t>(s.key, 'u');
     return;
@@ -203,7 +216,7 @@ void scanTensor(Scan& s, const at::Tensor& t, int stack_index) {
   }
   viewprog::Layout l{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
   bool identity = viewprog::isIdentity(s.bdims[slot], l) && toDType(t.scalar_type()) == s.btype[slot];
-  s.tensors.push_back({t, slot, identity, stack_index});
+  s.tensors.push_back({t, slot, identity, stack_index, list_index});
   put<uint8_t>(s.key, 't');
   put<int8_t>(s.key, static_cast<int8_t>(t.scalar_type()));
   put<int8_t>(s.key, static_cast<int8_t>(slot));
@@ -281,13 +294,16 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
       scanTensor(s, v.toTensor(), si);
     } else if (v.isTensorList()) {
       put<uint8_t>(s.key, 'L');
-      for (const at::Tensor& t : v.toTensorList()) scanTensor(s, t, si);
+      int li = 0;
+      for (const at::Tensor& t : v.toTensorList()) scanTensor(s, t, si, li++);
       put<uint8_t>(s.key, 'l');
     } else if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
       put<uint8_t>(s.key, 'L');
+      int li = 0;
       for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) scanTensor(s, e.toTensor(), si);
+        if (e.isTensor()) scanTensor(s, e.toTensor(), si, li);
         else put<uint8_t>(s.key, 'n');
+        ++li;
       }
       put<uint8_t>(s.key, 'l');
     } else if (v.isNone()) {
@@ -446,6 +462,7 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
   meta.reserve(args.size());
   MetaMaker toMeta;
   for (size_t i = 0; i < args.size(); ++i) meta.push_back(toMeta(stack[base + i]));
+  const std::vector<c10::IValue> meta_args(meta.begin(), meta.end());  // in-place meta kernels update these
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
   } catch (const c10::NotImplementedError& e) {
@@ -459,37 +476,70 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
     prog->error_on_cpu = true;
     return prog;
   }
-  const size_t nret = schema.returns().size();
-  TORCH_INTERNAL_ASSERT(meta.size() == nret);
-  std::vector<TensorType> out_types(nret);
-  prog->ret_defined.assign(nret, false);
-  for (size_t k = 0; k < nret; ++k) {
-    if (!meta[k].isTensor() || !meta[k].toTensor().defined()) continue;
-    const at::Tensor& m = meta[k].toTensor();
-    prog->ret_defined[k] = true;
+  // Flat results and their types.
+  std::vector<TensorType> out_types;
+  auto addType = [&](const at::Tensor& m) -> bool {
+    if (!m.defined()) {
+      out_types.push_back(TensorType{});
+      return true;
+    }
     if (!supportedDType(m.scalar_type())) {
       prog->fallback = true;
       prog->fallback_reason = std::string("unsupported result dtype ") + c10::toString(m.scalar_type());
-      return prog;
+      return false;
     }
-    out_types[k] = TensorType{toDType(m.scalar_type()), m.sizes().vec()};
-    int alias = info.return_alias[k];
-    if (alias >= 0) {
-      // out=/in-place: the real argument must have the meta result's shape.
-      const at::Tensor& real = stack[base + alias].toTensor();
-      if (real.sizes() != m.sizes()) needs_resize = true;
-    }
-  }
-  if (needs_resize) {
-    for (size_t k = 0; k < nret; ++k) {
+    out_types.push_back(TensorType{toDType(m.scalar_type()), m.sizes().vec()});
+    return true;
+  };
+  // Tensor slots of each stack argument, in order.
+  auto slotsOf = [&](int si) {
+    std::vector<int> r;
+    for (size_t ti = 0; ti < s.tensors.size(); ++ti)
+      if (s.tensors[ti].stack_index == si) r.push_back(static_cast<int>(ti));
+    return r;
+  };
+  if (!info.void_returns) {
+    TORCH_INTERNAL_ASSERT(meta.size() == schema.returns().size());
+    for (size_t k = 0; k < meta.size(); ++k) {
+      std::vector<int> flat;
+      if (info.return_is_list[k]) {
+        for (const at::Tensor& m : meta[k].toTensorList()) {
+          flat.push_back(static_cast<int>(out_types.size()));
+          if (!addType(m)) return prog;
+        }
+      } else {
+        const at::Tensor m = meta[k].isTensor() ? meta[k].toTensor() : at::Tensor();
+        flat.push_back(m.defined() ? static_cast<int>(out_types.size()) : -1);
+        if (!addType(m)) return prog;
+      }
       int alias = info.return_alias[k];
-      if (alias < 0 || !prog->ret_defined[k]) continue;
-      const at::Tensor& real = stack[base + alias].toTensor();
-      const at::Tensor& m = meta[k].toTensor();
-      if (real.sizes() != m.sizes()) real.resize_(m.sizes());
+      if (alias >= 0) {
+        std::vector<int> slots = slotsOf(alias);
+        for (size_t j = 0; j < flat.size() && j < slots.size(); ++j)
+          if (flat[j] >= 0) prog->writes.push_back({flat[j], slots[j]});
+      }
+      prog->ret_flat.push_back(std::move(flat));
     }
-    return nullptr;
+  } else {
+    // Results go into the mutated arguments' tensors, in order; their types are the arguments' own.
+    for (int si : info.mutated_args) {
+      for (int ti : slotsOf(si)) {
+        prog->writes.push_back({static_cast<int>(out_types.size()), ti});
+        if (!addType(meta_args[si].isTensor() ? meta_args[si].toTensor()
+                                              : meta_args[si].toTensorList().get(s.tensors[ti].list_index)))
+          return prog;
+      }
+    }
   }
+  // out=/in-place: the real argument must have the meta result's shape.
+  for (const auto& w : prog->writes) {
+    const at::Tensor& real = s.tensors[w.second].t;
+    if (real.sizes() != c10::IntArrayRef(out_types[w.first].shape)) {
+      needs_resize = true;
+      real.resize_(out_types[w.first].shape);
+    }
+  }
+  if (needs_resize) return nullptr;
   for (const auto& t : s.tensors)
     if (!supportedDType(t.t.scalar_type())) {
       prog->fallback = true;
@@ -500,23 +550,18 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
   // 2. The program.
   shlo::Builder b;
   std::vector<int> written;  // storage slots written, in order
-  for (size_t k = 0; k < nret; ++k) {
-    int alias = info.return_alias[k];
-    if (alias < 0 || !prog->ret_defined[k]) continue;
-    for (const auto& ts : s.tensors)
-      if (ts.stack_index == alias && std::find(written.begin(), written.end(), ts.storage_slot) == written.end())
-        written.push_back(ts.storage_slot);
+  for (const auto& w : prog->writes) {
+    int slot = s.tensors[w.second].storage_slot;
+    if (std::find(written.begin(), written.end(), slot) == written.end()) written.push_back(slot);
   }
   prog->written_slots = written;
 
   std::vector<Value> storage_vals(s.storages.size());
   // Dims each written slot's new buffer will have: the view's sizes for a whole-storage write, else unchanged.
   auto newDims = [&](int slot) -> std::vector<int64_t> {
-    for (size_t k = 0; k < nret; ++k) {
-      int alias = info.return_alias[k];
-      if (alias < 0 || !prog->ret_defined[k]) continue;
-      for (const auto& ts : s.tensors)
-        if (ts.stack_index == alias && ts.storage_slot == slot) return ts.identity ? ts.t.sizes().vec() : s.bdims[slot];
+    for (const auto& w : prog->writes) {
+      const auto& ts = s.tensors[w.second];
+      if (ts.storage_slot == slot) return ts.identity ? ts.t.sizes().vec() : s.bdims[slot];
     }
     return s.bdims[slot];
   };
@@ -669,27 +714,25 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
 
   // 3. Outputs: written storages' new buffers, then fresh results.
   std::vector<Value> outs;
+  std::vector<bool> is_written(results.size(), false);
+  for (const auto& w : prog->writes) is_written[w.first] = true;
   for (int slot : written) {
     Value cur = Value();
-    for (size_t k = 0; k < nret; ++k) {
-      int alias = info.return_alias[k];
-      if (alias < 0 || !prog->ret_defined[k]) continue;
-      for (size_t ti = 0; ti < s.tensors.size(); ++ti) {
-        const auto& ts = s.tensors[ti];
-        if (ts.stack_index != alias || ts.storage_slot != slot) continue;
-        if (ts.identity) {
-          // The whole storage is overwritten: the result becomes its buffer, in the view's shape.
-          cur = b.convert(results[k], s.btype[slot]);
-          continue;
-        }
-        if (!cur.valid()) cur = storageValue(slot);
-        cur = viewprog::write(b, cur, layoutOf(ts.t), offsetValue(ti), results[k]);
+    for (const auto& w : prog->writes) {
+      const auto& ts = s.tensors[w.second];
+      if (ts.storage_slot != slot) continue;
+      if (ts.identity) {
+        // The whole storage is overwritten: the result becomes its buffer, in the view's shape.
+        cur = b.convert(results[w.first], s.btype[slot]);
+        continue;
       }
+      if (!cur.valid()) cur = storageValue(slot);
+      cur = viewprog::write(b, cur, layoutOf(ts.t), offsetValue(w.second), results[w.first]);
     }
     outs.push_back(cur);
   }
-  for (size_t k = 0; k < nret; ++k) {
-    if (info.return_alias[k] >= 0 || !prog->ret_defined[k]) continue;
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (is_written[k] || out_types[k].dtype == DType::Invalid) continue;
     outs.push_back(results[k]);
     prog->results.push_back({static_cast<int>(k), toScalarType(out_types[k].dtype), out_types[k].shape});
   }
@@ -764,15 +807,22 @@ void launch(const Program& prog, const OpInfo& info, const c10::FunctionSchema& 
   // Written storages take their new buffers (every alias sees the write).
   size_t o = 0;
   for (int slot : prog.written_slots) s.storages[slot]->set(std::move(outs[o++]));
-  const size_t nret = schema.returns().size();
-  std::vector<c10::IValue> rets(nret);
-  for (const auto& r : prog.results) {
-    rets[r.ret] = wrapBuffer(std::move(outs[o++]), r.dtype, r.sizes, s.device);
-  }
-  for (size_t k = 0; k < nret; ++k) {
+  std::unordered_map<int, at::Tensor> by_flat;
+  for (const auto& r : prog.results) by_flat[r.flat] = wrapBuffer(std::move(outs[o++]), r.dtype, r.sizes, s.device);
+  std::vector<c10::IValue> rets;
+  rets.reserve(prog.ret_flat.size());
+  for (size_t k = 0; k < prog.ret_flat.size(); ++k) {
     int alias = info.return_alias[k];
-    if (alias >= 0) rets[k] = (*stack)[base + alias];
-    else if (!prog.ret_defined[k]) rets[k] = at::Tensor();
+    if (alias >= 0) {
+      rets.push_back((*stack)[base + alias]);
+    } else if (info.return_is_list[k]) {
+      c10::List<at::Tensor> list;
+      for (int f : prog.ret_flat[k]) list.push_back(by_flat[f]);
+      rets.push_back(std::move(list));
+    } else {
+      int f = prog.ret_flat[k][0];
+      rets.push_back(f >= 0 ? by_flat[f] : at::Tensor());
+    }
   }
   if (launchBlocking()) client().synchronize(s.device);
   stack->erase(stack->begin() + base, stack->end());
@@ -905,8 +955,11 @@ std::vector<std::string> registerLoweringKernels() {
       }
       auto h = disp.findOp(n);
       if (!h || hasCompositeImplicit(*h)) return;
-      for (const auto& ret : h->schema().returns())
-        if (ret.type()->kind() != c10::TypeKind::TensorType) return;
+      for (const auto& ret : h->schema().returns()) {
+        bool tensor_list = ret.type()->kind() == c10::TypeKind::ListType &&
+                           ret.type()->containedType(0)->kind() == c10::TypeKind::TensorType;
+        if (ret.type()->kind() != c10::TypeKind::TensorType && !tensor_list) return;
+      }
       g_op_rules[full] = rule;
       lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&loweringKernel>());
       names.push_back(full);

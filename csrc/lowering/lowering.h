@@ -12,7 +12,8 @@
 //
 // Python numbers (Scalar and float arguments, wrapped-number tensors) are program INPUTS in eager mode, so one
 // compiled program serves every value (a learning rate, a fill value). A rule obtains them as Values through
-// ctx.scalar(i, dtype). A rule that needs a number at build time (it changes the program's structure) must list
+// ctx.scalar(i, dtype). A rule that needs a number at build time (it changes the program's structure, or the
+// result's shape, as arange's end does) must list
 // that argument in Rule::static_args; only then is Arg::scalar's host value set, and it becomes part of the cache
 // key. Int, bool, int-list, string and dtype arguments are always static.
 #pragma once

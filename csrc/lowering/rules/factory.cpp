@@ -126,15 +126,17 @@ void populateFactory(Registry& r) {
       if (ctx.args[i].name == "step" && ctx.has(i)) v = b.mul(idx, b.broadcastTo(scalarArg(ctx, i, c), t.shape));
     return {b.convert(b.add(start, v), t.dtype)};
   };
+  // The functional forms' result size depends on the numbers, so they are static there; arange.start_out (what
+  // torch.arange(..., out=) and the eager factory path use) gets a resized `out`, so its numbers stay inputs.
   addReal(r, "aten::arange.start_out", arange);
-  addReal(r, "aten::arange.start_step", arange);
-  addReal(r, "aten::arange.start", arange);
+  addReal(r, "aten::arange.start_step", arange, {"start", "end", "step"});
+  addReal(r, "aten::arange.start", arange, {"start", "end"});
   addReal(r, "aten::arange", [](Context& ctx) -> std::vector<Value> {  // arange(end): 0, 1, ...
     const TensorType& t = outType(ctx);
     Builder& b = ctx.b;
     DType c = isFloat(t.dtype) ? accType(t.dtype) : DType::S64;
     return {b.convert(b.convert(b.iota({DType::S64, t.shape}, 0), c), t.dtype)};
-  });
+  }, {"end"});
 
   // ---- random ----
   // uniform_(self, float from=0, float to=1, *, generator)
