@@ -65,7 +65,26 @@ void awaitPendingCopies(int device) {
 
 namespace {
 
+// Dtypes no device program handles (complex): their storages move through the host whole.
+bool hostOnly(const at::Tensor& t) { return !supportedDType(t.scalar_type()); }
+
+// The storage's bytes on the host (zeros for a never-written storage).
+at::Tensor hostStorage(const at::Tensor& t) {
+  TpuStorage* st = storageOf(t);
+  at::Tensor bytes = at::zeros({static_cast<int64_t>(st->nbytes)}, at::TensorOptions().dtype(at::kByte));
+  if (runtime::BufferPtr buf = st->get()) buf->toHost(bytes.data_ptr(), std::min(buf->byteSize(), st->nbytes));
+  return bytes;
+}
+
+at::Tensor hostView(const at::Tensor& bytes, const at::Tensor& like) {
+  return bytes.view(like.scalar_type()).as_strided(like.sizes(), like.strides(), like.storage_offset());
+}
+
 void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  if (hostOnly(src)) {
+    dst.copy_(hostView(hostStorage(src), src));
+    return;
+  }
   at::Tensor d = dense(src);
   runtime::BufferPtr buf = bufferOf(d);
   if (dst.is_contiguous() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes()) {
@@ -86,6 +105,14 @@ void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
 }
 
 void fromHost(const at::Tensor& self, const at::Tensor& src) {
+  if (hostOnly(self) && !coversStorage(self)) {
+    at::Tensor bytes = hostStorage(self);
+    hostView(bytes, self).copy_(src);
+    TpuStorage* st = storageOf(self);
+    int64_t n = static_cast<int64_t>(st->nbytes / self.element_size());
+    st->set(client().fromHost(bytes.data_ptr(), runtime::ElementType(toDType(self.scalar_type())), {n}, st->device));
+    return;
+  }
   at::Tensor host = src;
   if (host.scalar_type() != self.scalar_type() || host.sizes() != self.sizes() || !host.is_contiguous()) {
     host = at::empty(self.sizes(), self.options().device(at::kCPU));
@@ -103,7 +130,11 @@ void fromHost(const at::Tensor& self, const at::Tensor& src) {
 
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
-  if (self.is_privateuseone() && src.is_privateuseone()) {
+  if (self.is_privateuseone() && src.is_privateuseone() && (hostOnly(self) || hostOnly(src))) {
+    at::Tensor h = at::empty(src.sizes(), src.options().device(at::kCPU));
+    toHost(src, h, false);
+    fromHost(self, h);
+  } else if (self.is_privateuseone() && src.is_privateuseone()) {
     if (self.device() == src.device()) {
       deviceCopy(self, src);
     } else {

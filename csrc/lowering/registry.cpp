@@ -90,7 +90,8 @@ const Registry& registry() {
     using Populate = void (*)(Registry&);
     static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
                                          populateFactory,     populateNN,        populateShape, populateCopy,
-                                         populateViews,       populateCompileExtra};
+                                         populateViews,       populateCompileExtra, populateConv, populatePooling, populateNorm,
+                                         populateAttention};
     for (Populate p : kFamilies)
       if (p) p(*r);
     return r;

@@ -148,7 +148,7 @@ def _decoder_losses(model, steps, compiled: bool, compile_opt: bool = False):
     dev = next(model.parameters()).device
     losses = []
     for s in range(steps):
-        ids = seeded(100 + s, torch.randint, 0, TINY.vocab, (2, 9)).to(dev)
+        ids = seeded(100 + s % 2, torch.randint, 0, TINY.vocab, (2, 9)).to(dev)
         loss = lf(model, ids)
         loss.backward()
         ostep()
@@ -165,7 +165,7 @@ def test_decoder_training_adamw_follows_eager(compile_opt):
     got = _decoder_losses(copy.deepcopy(m).to("tpu"), 4, compiled=True, compile_opt=compile_opt)
     torch.testing.assert_close(got, ref_tpu, atol=2e-4, rtol=1e-4)
     torch.testing.assert_close(got, ref_cpu, atol=2e-4, rtol=1e-4)
-    assert got[-1] < got[0]
+    assert got[2] < got[0] and got[3] < got[1]  # two batches, alternating: both improve
 
 
 def test_dit_block_forward_and_backward():
