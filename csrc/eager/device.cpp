@@ -75,10 +75,25 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   bool queryStream(const c10::Stream&) const override { return false; }
   void synchronizeStream(const c10::Stream& s) const override { client().synchronize(s.device_index()); }
   void synchronizeDevice(const c10::DeviceIndex d) const override { client().synchronize(d < 0 ? currentDevice() : d); }
-  void record(void**, const c10::Stream& s, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  // Events mark the device's queue. Programs on one device are ordered by their data dependencies, so `block`
+  // needs no work; waiting on an event waits for everything launched on its device so far.
+  struct Event {
+    int device = -1;
+  };
+  void record(void** event, const c10::Stream& s, const c10::DeviceIndex, const c10::EventFlag) const override {
+    if (*event == nullptr) *event = new Event();
+    static_cast<Event*>(*event)->device = s.device_index() < 0 ? currentDevice() : s.device_index();
+  }
   void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void*) const override { return true; }
-  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  bool queryEvent(void* event) const override {
+    synchronizeEvent(event);
+    return true;
+  }
+  void synchronizeEvent(void* event) const override {
+    auto* e = static_cast<Event*>(event);
+    if (e && e->device >= 0) client().synchronize(e->device);
+  }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete static_cast<Event*>(event); }
 };
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);

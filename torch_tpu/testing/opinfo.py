@@ -83,7 +83,13 @@ def _to(x, device):
                 bases[key] = r
         return r
 
-    return tree_map(f, x)
+    out = tree_map(f, x)
+    # Factory samples (full, arange, eye, ...) name their device in kwargs: build on the target device instead.
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+        dev = out[1].get("device")
+        if dev is not None and torch.device(dev).type == "cpu":
+            out = (out[0], {**out[1], "device": device})
+    return out
 
 
 def _compare(actual, expected, dtype) -> Optional[str]:
