@@ -151,6 +151,25 @@ def _backward(fn, sample_args, device, seed_outs):
     return [g if g is not None else torch.zeros_like(i) for g, i in zip(grads, inputs)]
 
 
+def _device_case(run: Callable, expected, dtype, xfail_reason: Optional[str]) -> Tuple[str, str]:
+    """Runs one case on the device and classifies it against the CPU result."""
+    outcome, detail = PASS, ""
+    with _FallbackWatch() as watch, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            err = _compare(run(), expected, dtype)
+        except Exception as e:  # noqa: BLE001
+            err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            outcome = ERROR
+    if err is not None:
+        outcome, detail = (ERROR if outcome == ERROR else FAIL), err
+    elif watch.ops:
+        outcome, detail = PASS_FALLBACK, ",".join(watch.ops)
+    if outcome != PASS and xfail_reason:
+        outcome, detail = XFAIL, xfail_reason
+    return outcome, detail
+
+
 NONDETERMINISTIC_OPS = {
     # Random ops: compared by statistics elsewhere, not element-wise against CPU.
     "bernoulli", "multinomial", "nn.functional.dropout", "nn.functional.dropout2d", "nn.functional.dropout3d",
@@ -199,23 +218,12 @@ def run_op(op, dtypes: Iterable[torch.dtype] = DTYPES, max_samples: Optional[int
                 results.append(CaseResult(key, dname, "forward", i, SKIP, f"cpu raised {type(e).__name__}"))
                 continue
             targs, tkwargs = _to((args, kwargs), "tpu")
-            outcome, detail = PASS, ""
-            with _FallbackWatch() as watch, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    torch.manual_seed(0)
-                    actual = fn(*targs, **tkwargs)
-                    err = _compare(actual, expected, dtype)
-                except Exception as e:  # noqa: BLE001
-                    err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    outcome = ERROR
-            if err is not None:
-                outcome = outcome if outcome == ERROR else FAIL
-                detail = err
-            elif watch.ops:
-                outcome, detail = PASS_FALLBACK, ",".join(watch.ops)
-            if outcome not in (PASS,) and xf:
-                outcome, detail = XFAIL, xf
+
+            def forward():
+                torch.manual_seed(0)
+                return fn(*targs, **tkwargs)
+
+            outcome, detail = _device_case(forward, expected, dtype, xf)
             results.append(CaseResult(key, dname, "forward", i, outcome, detail[:300]))
             if not grad_ok or outcome in (ERROR, FAIL, XFAIL):
                 continue
@@ -234,22 +242,7 @@ def run_op(op, dtypes: Iterable[torch.dtype] = DTYPES, max_samples: Optional[int
             if exp_g is None:
                 continue
             bxf = expected_failures.get((key, dname, "backward"))
-            outcome, detail = PASS, ""
-            with _FallbackWatch() as watch, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    act_g = _backward(fn, (targs, tkwargs), "tpu", seeds)
-                    err = _compare(act_g, exp_g, dtype)
-                except Exception as e:  # noqa: BLE001
-                    err = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    outcome = ERROR
-            if err is not None:
-                outcome = outcome if outcome == ERROR else FAIL
-                detail = err
-            elif watch.ops:
-                outcome, detail = PASS_FALLBACK, ",".join(watch.ops)
-            if outcome != PASS and bxf:
-                outcome, detail = XFAIL, bxf
+            outcome, detail = _device_case(lambda: _backward(fn, (targs, tkwargs), "tpu", seeds), exp_g, dtype, bxf)
             results.append(CaseResult(key, dname, "backward", i, outcome, detail[:300]))
     if error_inputs:
         results.extend(run_error_inputs(op, expected_failures))
