@@ -105,7 +105,11 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=0, help="iterations per measurement (default per benchmark)")
     ap.add_argument("--skip-inductor", action="store_true")
     ap.add_argument("--only", default="", help="comma list of: decode,prefill,train")
+    ap.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads for the CPU runs (0: default)")
     args = ap.parse_args()
+    if args.torch_threads:
+        torch.set_num_threads(args.torch_threads)
+    print(f"# torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}, load average {os.getloadavg()}")
     modes = ["tpu compiled", "tpu eager", "cpu eager"] + ([] if args.skip_inductor else ["cpu inductor"])
     benches = [
         ("decode (b1, 1 token, kv 256, h256)", lambda md, n: bench_decode(md, n), 50),
@@ -137,6 +141,7 @@ def main() -> None:
         print(f"| {name} | " + " | ".join(f"{t * 1e3:.2f}" for t in row) + " | " +
               " | ".join(f"{r:.2f}x" for r in ratios) + " |")
     print()
+    print(f"load average at the end: {os.getloadavg()}")
     print(f"tpu compile stats: compiles={stats['compiles']} disk_hits={stats['disk_hits']} "
           f"compile_seconds={stats['compile_seconds']:.2f} lowerings={stats['lowerings']}")
 

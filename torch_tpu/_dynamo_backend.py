@@ -216,7 +216,7 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
         env[n] = len(inputs)
         inputs.append(_meta(v))
     for n in get_attrs:
-        t = getattr(gm, n.target) if not isinstance(n.target, str) or "." not in n.target else _getattr_path(gm, n.target)
+        t = _getattr_path(gm, str(n.target))
         if not isinstance(t, torch.Tensor):
             raise UnsupportedGraph(f"non-tensor attribute {n.target}")
         env[n] = len(inputs)

@@ -381,17 +381,6 @@ class GraphContext final : public lowering::Context {
   Program& prog_;
 };
 
-bool barrierOperands(const std::string& op) {
-  static const char* env = std::getenv("TORCH_TPU_DOT_BARRIER");
-  if (env && env[0] == '0') return false;
-  return op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" || op == "aten::baddbmm";
-}
-
-Value barrier(shlo::Builder& b, const Value& v) {
-  return b.raw("\"stablehlo.optimization_barrier\"(" + b.ref(v) + ")", "(" + v.type.str() + ") -> " + v.type.str(),
-               v.type);
-}
-
 TensorType typeOf(const TensorMeta& m) { return TensorType{toDType(m.dtype), m.sizes}; }
 
 // Builds the arguments of one node. Throws LoweringError for what the rules cannot take.
@@ -535,12 +524,6 @@ BuildResult buildProgram(const GraphDesc& g, const Signature& sig,
     try {
       GraphContext ctx(b, n.op, *prog);
       buildArgs(ctx, n, vals);
-      if (barrierOperands(n.op)) {
-        // XLA:CPU fuses elementwise producers into matrix-vector dots as loop fusions that recompute the producer
-        // for every output element; a barrier keeps the producer a separate kernel and the dot a library call.
-        for (Arg& a : ctx.args)
-          if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !a.wrapped_number) a.tensor = barrier(b, a.tensor);
-      }
       for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
       if (rule->accepts && !rule->accepts(ctx)) ctx.fail("the rule declines this call");
       results = lowering::lower(*rule, ctx);
@@ -604,6 +587,16 @@ BuildResult buildProgram(const GraphDesc& g, const Signature& sig,
   res.text = b.finish(outs);
   res.prog = prog;
   return res;
+}
+
+// Donating a buffer lets the program update it in place, but makes the launch wait until every earlier use of the
+// buffer is done (about 0.1 ms on the CPU plugin); below this size a copy is cheaper. TORCH_TPU_DONATE_MIN_BYTES.
+size_t donateMinBytes() {
+  static const size_t v = [] {
+    const char* e = std::getenv("TORCH_TPU_DONATE_MIN_BYTES");
+    return e && *e ? static_cast<size_t>(std::strtoull(e, nullptr, 10)) : size_t(1) << 20;
+  }();
+  return v;
 }
 
 // Signature of a contiguous, unaliased call (check / text).
@@ -732,7 +725,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
     put<uint8_t>(key, sig.has_buffer[s] ? 'b' : 'z');
     if (mutated_slot[s] && sig.has_buffer[s]) {
       // Donated when nobody but the storage (and this call) holds the buffer.
-      sig.donatable[s] = buffers[s].use_count() <= 2;
+      sig.donatable[s] = buffers[s].use_count() <= 2 && buffers[s]->byteSize() >= donateMinBytes();
       put<uint8_t>(key, sig.donatable[s]);
     }
   }

@@ -18,6 +18,7 @@ TPU_FAMILY void populateShape(Registry& r);        // cat and other data-movemen
 TPU_FAMILY void populateCopy(Registry& r);         // copy (eager copy_ into views)
 TPU_FAMILY void populateViews(Registry& r);        // view ops as values (graphs only); compile_extra: graph-only ops
 TPU_FAMILY void populateCompileExtra(Registry& r);
+TPU_FAMILY void populateForeach(Registry& r);      // _foreach_* list ops, fused optimizers (after the per-tensor families)
 TPU_FAMILY void populateConv(Registry& r);         // convolution (1-3d, groups, transposed) and its backward
 TPU_FAMILY void populatePooling(Registry& r);      // avg/max/adaptive pooling, upsampling, and their backward
 TPU_FAMILY void populateNorm(Registry& r);         // group norm, batch norm, rms norm, and their backward

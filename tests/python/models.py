@@ -279,3 +279,58 @@ class UNet2D(nn.Module):
         h = self.up1(F.interpolate(h, scale_factor=2, mode="nearest"))
         h = self.u1(torch.cat([h, h0], dim=1))
         return self.conv_out(F.silu(self.norm_out(h)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Qwen3-MoE-style sparse block
+
+
+class _Expert(nn.Module):
+    def __init__(self, hidden: int, intermediate: int) -> None:
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class MoEBlock(nn.Module):
+    """``forward(x [b, s, hidden]) -> (y [b, s, hidden], aux_loss [])``: a Qwen3-MoE-style sparse MLP block.
+
+    RMSNorm, a softmax router, top-k experts (renormalized weights), SwiGLU experts, residual. Static shapes only:
+    every expert runs on every token; each token takes its top-k experts' outputs (a gather), weighted, and the
+    per-slot contributions are summed per token with ``index_add`` and ``scatter_add``. The load-balancing auxiliary
+    loss counts expert choices with ``one_hot``.
+    """
+
+    def __init__(self, hidden: int = 64, experts: int = 4, top_k: int = 2, intermediate: int = 32,
+                 eps: float = 1e-6) -> None:
+        super().__init__()
+        self.experts_n, self.top_k = experts, top_k
+        self.norm = RMSNorm(hidden, eps)
+        self.router = nn.Linear(hidden, experts, bias=False)
+        self.experts = nn.ModuleList(_Expert(hidden, intermediate) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        b, s, h = x.shape
+        t = self.norm(x).reshape(b * s, h)
+        n = t.shape[0]
+        probs = torch.softmax(self.router(t).float(), dim=-1)
+        w, idx = torch.topk(probs, self.top_k, dim=-1)
+        w = (w / w.sum(dim=-1, keepdim=True)).to(x.dtype)
+        outs = torch.stack([e(t) for e in self.experts])          # [E, n, h]
+        tok = torch.arange(n, device=x.device)
+        picked = outs[idx, tok[:, None]]                           # [n, k, h]
+        contrib = (picked * w[..., None]).reshape(n * self.top_k, h)
+        rows = tok.repeat_interleave(self.top_k)
+        half = contrib.shape[0] // 2
+        y = torch.zeros_like(t).index_add(0, rows[:half], contrib[:half])
+        y = y.scatter_add(0, rows[half:, None].expand(-1, h), contrib[half:])
+        mask = F.one_hot(idx, self.experts_n).sum(dim=1).float()  # [n, E] chosen experts
+        aux = self.experts_n * (mask.mean(0) * probs.mean(0)).sum()
+        return x + y.reshape(b, s, h), aux
+
+
+__all__ += ["MoEBlock"]

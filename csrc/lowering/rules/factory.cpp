@@ -138,6 +138,69 @@ void populateFactory(Registry& r) {
     return {b.convert(b.convert(b.iota({DType::S64, t.shape}, 0), c), t.dtype)};
   }, {"end"});
 
+  // eye(n) / eye.m(n, m): ones on the main diagonal (shape from the expected result).
+  for (const char* op : {"aten::eye", "aten::eye.m"})
+    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      const TensorType& t = outType(ctx);
+      if (t.rank() != 2) ctx.fail("expected a 2-d result");
+      Value diag = b.compare(b.iota({DType::S64, t.shape}, 0), b.iota({DType::S64, t.shape}, 1), Cmp::EQ);
+      return {b.convert(diag, t.dtype)};
+    });
+  // linspace / logspace (start, end, steps[, base]): PyTorch's two-sided formula (the first half counts up from
+  // start, the second half down from end). Integer results compute in f64 and truncate, as PyTorch CPU.
+  auto spaced = [](bool log) {
+    return [log](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      const TensorType& t = outType(ctx);
+      int64_t steps = ctx.toInt(2);
+      DType c = isFloat(t.dtype) ? accType(t.dtype) : DType::F64;
+      if (steps == 0) return {b.zeros(t)};
+      Value start = b.broadcastTo(scalarArg(ctx, 0, c), t.shape);
+      Value end = b.broadcastTo(scalarArg(ctx, 1, c), t.shape);
+      Value v;
+      if (steps == 1) {
+        v = start;
+      } else {
+        Value step = b.div(b.sub(end, start), b.constantF(double(steps - 1), c, t.shape));
+        Value idx = b.iota({DType::S64, t.shape}, 0);
+        Value fi = b.convert(idx, c);
+        Value lo = b.add(start, b.mul(step, fi));
+        Value back = b.convert(b.sub(b.constantF(double(steps - 1), DType::S64, t.shape), idx), c);
+        Value hi = b.sub(end, b.mul(step, back));
+        Value first = b.compare(idx, b.constantF(double(steps / 2), DType::S64, t.shape), Cmp::LT);
+        v = b.select(first, lo, hi);
+      }
+      if (log) {
+        Value base = ctx.has(3) ? b.broadcastTo(scalarArg(ctx, 3, c), t.shape) : b.constantF(10.0, c, t.shape);
+        v = b.pow(base, v);
+      }
+      return {b.convert(v, t.dtype)};
+    };
+  };
+  for (const char* ov : {"", ".Tensor_Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
+    addReal(r, std::string("aten::linspace") + ov, spaced(false));
+    addReal(r, std::string("aten::logspace") + ov, spaced(true));
+  }
+  // tril_indices / triu_indices(row, col, offset): every number is static; the indices are a constant.
+  for (bool lower : {true, false})
+    addReal(r, lower ? "aten::tril_indices" : "aten::triu_indices", [lower](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      const TensorType& t = outType(ctx);
+      int64_t rows = ctx.toInt(0), cols = ctx.toInt(1), off = ctx.has(2) ? ctx.toInt(2) : 0;
+      std::vector<int64_t> rr, cc;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j)
+          if (lower ? j - i <= off : j - i >= off) {
+            rr.push_back(i);
+            cc.push_back(j);
+          }
+      if (int64_t(rr.size()) * 2 != t.numel()) ctx.fail("unexpected result size");
+      if (rr.empty()) return {b.zeros(t)};
+      rr.insert(rr.end(), cc.begin(), cc.end());
+      return {b.convert(b.reshape(b.constantI64s(rr, DType::S64), t.shape), t.dtype)};
+    });
+
   // ---- random ----
   // uniform_(self, float from=0, float to=1, *, generator)
   addRule(r, "aten::uniform_", [](Context& ctx) -> std::vector<Value> {

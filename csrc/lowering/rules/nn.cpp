@@ -1,5 +1,6 @@
 // NN family: softmax/log_softmax and their backward, layer norm and its backward, embedding and its backward,
-// index_select, nll_loss (1-d/2-d targets), mse_loss, dropout.
+// index_select, nll_loss (1-d/2-d targets), mse_loss, binary cross entropy (with logits), smooth L1 and Huber losses,
+// glu, log_sigmoid, pixel_shuffle/unshuffle, dropout.
 //
 // Half-precision inputs compute in f32 (accType) and round once at the end, like PyTorch CPU's kernels.
 #include <cmath>
@@ -293,6 +294,164 @@ Value reduceLoss(Builder& b, Value loss, int64_t reduction) {
   return s;
 }
 
+
+// ---- pointwise losses ----
+
+// The listed tensor arguments in dtype c broadcast to their common shape (absent optionals are skipped).
+std::vector<Value> lossOperands(Context& ctx, const std::vector<size_t>& idx, DType c, Shape& shape) {
+  std::vector<Shape> shapes;
+  for (size_t i : idx)
+    if (ctx.has(i)) shapes.push_back(ctx.tensor(i).shape());
+  shape = broadcastShapes(shapes);
+  std::vector<Value> out;
+  for (size_t i : idx) out.push_back(ctx.has(i) ? ctx.b.broadcastTo(ctx.b.convert(ctx.tensor(i), c), shape) : Value());
+  return out;
+}
+
+DType lossType(const Context& ctx, size_t self_i, size_t target_i) {
+  return promote(ctx.tensor(self_i).dtype(), ctx.tensor(target_i).dtype());
+}
+
+// grad_output (0-d for a reduced loss) over `shape`, divided by the element count for reduction=mean.
+Value lossGrad(Context& ctx, size_t g_i, int64_t reduction, DType c, const Shape& shape) {
+  Builder& b = ctx.b;
+  Value g = b.convert(ctx.tensor(g_i), c);
+  if (reduction == kMean) g = b.div(g, b.constantF(double(numel(shape)), c, g.shape()));
+  return b.broadcastTo(g, shape);
+}
+
+Value splat(Builder& b, double v, DType c, const Shape& s) { return b.constantF(v, c, s); }
+
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))
+Value logSigmoid(Builder& b, Value x) {
+  return b.sub(b.min(x, b.zerosLike(x)), b.log1p(b.exp(b.neg(b.abs(x)))));
+}
+
+// binary_cross_entropy_with_logits(self, target, weight?, pos_weight?, reduction)
+std::vector<Value> bceLogitsRule(Context& ctx) {
+  Builder& b = ctx.b;
+  DType out = lossType(ctx, 0, 1), c = accType(out);
+  Shape shape;
+  std::vector<Value> v = lossOperands(ctx, {0, 1, 2, 3}, c, shape);
+  Value x = v[0], t = v[1];
+  Value ls = logSigmoid(b, x);
+  if (v[3].valid()) ls = b.mul(ls, b.add(b.mul(b.sub(v[3], splat(b, 1, c, shape)), t), splat(b, 1, c, shape)));
+  Value loss = b.sub(b.mul(b.sub(splat(b, 1, c, shape), t), x), ls);
+  if (v[2].valid()) loss = b.mul(loss, v[2]);
+  return {b.convert(reduceLoss(b, loss, ctx.toInt(4)), out)};
+}
+
+// binary_cross_entropy(self, target, weight?, reduction)
+std::vector<Value> bceRule(Context& ctx) {
+  Builder& b = ctx.b;
+  DType out = lossType(ctx, 0, 1), c = accType(out);
+  Shape shape;
+  std::vector<Value> v = lossOperands(ctx, {0, 1, 2}, c, shape);
+  Value x = v[0], t = v[1];
+  Value lo = splat(b, -100, c, shape);
+  Value l1 = b.max(b.log1p(b.neg(x)), lo), l0 = b.max(b.log(x), lo);
+  Value loss = b.sub(b.mul(b.sub(t, splat(b, 1, c, shape)), l1), b.mul(t, l0));
+  if (v[2].valid()) loss = b.mul(loss, v[2]);
+  return {b.convert(reduceLoss(b, loss, ctx.toInt(3)), out)};
+}
+
+// binary_cross_entropy_backward(grad_output, self, target, weight?, reduction)
+std::vector<Value> bceBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  DType out = lossType(ctx, 1, 2), c = accType(out);
+  Shape shape;
+  std::vector<Value> v = lossOperands(ctx, {1, 2, 3}, c, shape);
+  Value x = v[0], t = v[1];
+  Value denom = b.max(b.mul(b.sub(splat(b, 1, c, shape), x), x), splat(b, 1e-12, c, shape));
+  Value res = b.div(b.sub(x, t), denom);
+  if (v[2].valid()) res = b.mul(res, v[2]);
+  res = b.mul(res, lossGrad(ctx, 0, ctx.toInt(4), c, shape));
+  return {b.convert(res, out)};
+}
+
+// smooth_l1_loss(self, target, reduction, beta) / huber_loss(self, target, reduction, delta)
+std::vector<Value> smoothL1Rule(Context& ctx, bool huber) {
+  Builder& b = ctx.b;
+  DType out = lossType(ctx, 0, 1), c = accType(out);
+  Shape shape;
+  std::vector<Value> v = lossOperands(ctx, {0, 1}, c, shape);
+  Value z = b.abs(b.sub(v[0], v[1]));
+  Value beta = b.broadcastTo(scalarArg(ctx, 3, c), shape);
+  Value half = splat(b, 0.5, c, shape);
+  Value loss;
+  if (huber)
+    loss = b.select(b.compare(z, beta, Cmp::LT), b.mul(half, b.mul(z, z)), b.mul(beta, b.sub(z, b.mul(half, beta))));
+  else
+    loss = b.select(b.compare(z, beta, Cmp::LT), b.div(b.mul(half, b.mul(z, z)), beta), b.sub(z, b.mul(half, beta)));
+  return {b.convert(reduceLoss(b, loss, ctx.toInt(2)), out)};
+}
+
+// smooth_l1_loss_backward / huber_loss_backward(grad_output, self, target, reduction, beta|delta)
+std::vector<Value> smoothL1BackwardRule(Context& ctx, bool huber) {
+  Builder& b = ctx.b;
+  DType out = lossType(ctx, 1, 2), c = accType(out);
+  Shape shape;
+  std::vector<Value> v = lossOperands(ctx, {1, 2}, c, shape);
+  Value d = b.sub(v[0], v[1]);
+  Value beta = b.broadcastTo(scalarArg(ctx, 4, c), shape);
+  Value one = splat(b, 1, c, shape);
+  Value hi = huber ? beta : one, lo = b.neg(hi);
+  Value mid = huber ? d : b.div(d, beta);
+  Value res = b.select(b.compare(d, b.neg(beta), Cmp::LE), lo, b.select(b.compare(d, beta, Cmp::GE), hi, mid));
+  return {b.convert(b.mul(res, lossGrad(ctx, 0, ctx.toInt(3), c, shape)), out)};
+}
+
+// glu(self, dim): a * sigmoid(b) of the two halves along dim.
+std::vector<Value> gluRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
+  int64_t h = x.shape()[size_t(dim)] / 2;
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c);
+  Value a = b.sliceInDim(xc, 0, h, 1, dim), g = b.sliceInDim(xc, h, 2 * h, 1, dim);
+  return {b.convert(b.mul(a, b.logistic(g)), x.dtype())};
+}
+
+// glu_backward(grad_output, self, dim)
+std::vector<Value> gluBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value go = ctx.tensor(0), x = ctx.tensor(1);
+  int64_t dim = normDim(ctx, ctx.toInt(2), x.rank());
+  int64_t h = x.shape()[size_t(dim)] / 2;
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c), gc = b.convert(go, c);
+  Value a = b.sliceInDim(xc, 0, h, 1, dim), g = b.sliceInDim(xc, h, 2 * h, 1, dim);
+  Value s = b.logistic(g);
+  Value da = b.mul(s, gc);
+  Value db = b.mul(b.mul(b.mul(b.sub(b.onesLike(s), s), s), a), gc);
+  return {b.convert(b.concatenate({da, db}, dim), x.dtype())};
+}
+
+// pixel_shuffle(self, r): (..., C*r*r, H, W) -> (..., C, H*r, W*r); unshuffle is the inverse.
+std::vector<Value> pixelShuffleRule(Context& ctx, bool unshuffle) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t r = ctx.toInt(1), n = x.rank();
+  if (n < 3) ctx.fail("needs at least 3 dimensions");
+  Shape lead(x.shape().begin(), x.shape().end() - 3);
+  int64_t L = int64_t(lead.size());
+  int64_t C = x.shape()[size_t(n - 3)], H = x.shape()[size_t(n - 2)], W = x.shape()[size_t(n - 1)];
+  Shape split = lead;
+  std::vector<int64_t> perm;
+  for (int64_t k = 0; k < L; ++k) perm.push_back(k);
+  if (!unshuffle) {
+    int64_t oc = C / (r * r);
+    split.insert(split.end(), {oc, r, r, H, W});
+    // (oc, r1, r2, H, W) -> (oc, H, r1, W, r2)
+    for (int64_t k : {0, 3, 1, 4, 2}) perm.push_back(L + k);
+  } else {
+    split.insert(split.end(), {C, H / r, r, W / r, r});
+    // (C, H', r1, W', r2) -> (C, r1, r2, H', W')
+    for (int64_t k : {0, 2, 4, 1, 3}) perm.push_back(L + k);
+  }
+  return {b.reshape(b.transpose(b.reshape(x, split), perm), ctx.outputs[0].shape)};
+}
 }  // namespace
 
 void populateNN(Registry& r) {
@@ -334,6 +493,36 @@ void populateNN(Registry& r) {
     Value res = b.mul(b.mul(d, b.constantF(norm, c, shape)), b.broadcastTo(b.convert(g, c), shape));
     return {b.convert(res, out)};
   });
+  addReal(r, "aten::binary_cross_entropy_with_logits", bceLogitsRule);
+  addReal(r, "aten::binary_cross_entropy", bceRule);
+  addReal(r, "aten::binary_cross_entropy_backward", bceBackwardRule);
+  addReal(r, "aten::smooth_l1_loss", [](Context& ctx) { return smoothL1Rule(ctx, false); });
+  addReal(r, "aten::smooth_l1_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, false); });
+  addReal(r, "aten::huber_loss", [](Context& ctx) { return smoothL1Rule(ctx, true); });
+  addReal(r, "aten::huber_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, true); });
+  addReal(r, "aten::glu", gluRule);
+  addReal(r, "aten::glu_backward", gluBackwardRule);
+  // log_sigmoid_forward(self) -> (output, buffer = exp(-|x|), PyTorch CPU's buffer; the backward recomputes it)
+  addReal(r, "aten::log_sigmoid_forward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    DType c = accType(x.dtype());
+    Value xc = b.convert(x, c);
+    Value buf = ctx.outputs.size() > 1 && ctx.outputs[1].shape == x.shape() ? b.exp(b.neg(b.abs(xc)))
+                                                                           : b.zeros({c, ctx.outputs[1].shape});
+    return {b.convert(logSigmoid(b, xc), x.dtype()), buf};
+  });
+  // log_sigmoid_backward(grad_output, self, buffer): grad * sigmoid(-x)
+  addReal(r, "aten::log_sigmoid_backward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value g = ctx.tensor(0), x = ctx.tensor(1);
+    DType c = accType(x.dtype());
+    Shape shape = broadcastShapes({g.shape(), x.shape()});
+    Value xc = b.broadcastTo(b.convert(x, c), shape), gc = b.broadcastTo(b.convert(g, c), shape);
+    return {b.convert(b.mul(gc, b.logistic(b.neg(xc))), x.dtype())};
+  });
+  addReal(r, "aten::pixel_shuffle", [](Context& ctx) { return pixelShuffleRule(ctx, false); });
+  addReal(r, "aten::pixel_unshuffle", [](Context& ctx) { return pixelShuffleRule(ctx, true); });
   // native_dropout(input, float p, bool? train) -> (output, mask)
   addReal(r, "aten::native_dropout", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;

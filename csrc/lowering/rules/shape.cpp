@@ -437,11 +437,15 @@ void populateShape(Registry& r) {
   addReal(r, "aten::index_fill.int_Scalar", indexFill);
   addReal(r, "aten::index_fill.int_Tensor", indexFill);
   // index.Tensor(self, Tensor?[] indices): integer advanced indexing (boolean masks are data-dependent: declined).
+  // Eager mode implements index.Tensor / index_put / _index_put_impl natively (csrc/eager/dynamic.cpp: boolean
+  // masks need the host to learn their size) and lowers integer indexing through the _unsafe_ forms; these rules
+  // serve graphs.
   for (const char* op : {"aten::index.Tensor", "aten::_unsafe_index.Tensor"}) {
     Rule rule;
     rule.op = op;
     rule.fn = indexRule;
     rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && intIndices(ctx, 1); };
+    rule.eager = std::string(op) != "aten::index.Tensor";
     r.add(std::move(rule));
   }
   for (const char* op : {"aten::index_put", "aten::_index_put_impl", "aten::_unsafe_index_put"}) {
@@ -449,8 +453,35 @@ void populateShape(Registry& r) {
     rule.op = op;
     rule.fn = indexPutRule;
     rule.accepts = indexPutAccepts;
+    rule.eager = std::string(op) == "aten::_unsafe_index_put";
     r.add(std::move(rule));
   }
+  // masked_scatter(self, mask, source): the k-th true element of the (broadcast) mask takes source's k-th element.
+  Rule masked_scatter;
+  masked_scatter.op = "aten::masked_scatter";
+  // a non-bool mask is an error in PyTorch: declined, so the CPU kernel raises it
+  masked_scatter.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).dtype() == DType::Pred; };
+  masked_scatter.fn = [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    Value mask = b.broadcastTo(ctx.tensor(1), self.shape());
+    if (mask.dtype() != DType::Pred) mask = b.compare(mask, b.zerosLike(mask), Cmp::NE);
+    Value src = ctx.tensor(2);
+    int64_t n = self.type.numel(), ns = src.type.numel();
+    if (n == 0 || ns == 0) return {self};
+    Value flat = b.convert(b.reshape(mask, {n}), DType::S64);
+    std::vector<int64_t> one{1};
+    Value pos = b.reduceWindow(flat, b.constantInt(0, DType::S64), ReduceKind::Sum, {n}, one, one, one,
+                               {{n - 1, 0}});
+    pos = b.clamp(b.constantInt(0, DType::S64), b.sub(pos, b.onesLike(pos)), b.constantInt(ns - 1, DType::S64));
+    Builder::GatherDims gd;
+    gd.collapsed_slice_dims = {0};
+    gd.start_index_map = {0};
+    gd.index_vector_dim = 1;
+    Value taken = b.gather(b.convert(b.reshape(src, {ns}), self.dtype()), b.reshape(pos, {n, 1}), gd, {1}, {n});
+    return {b.select(mask, b.reshape(taken, self.shape()), self)};
+  };
+  r.add(std::move(masked_scatter));
   addReal(r, "aten::flip", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> dims = normDims(ctx, ctx.toInts(1), x.rank());

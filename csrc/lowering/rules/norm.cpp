@@ -1,0 +1,384 @@
+// Norm family: group norm, batch norm (every ATen variant: native_batch_norm, _native_batch_norm_legit(_functional,
+// _no_training, .no_stats), _batch_norm_with_update(_functional), _batch_norm_no_update, batch_norm_update_stats)
+// and their backward, _fused_rms_norm and its backward.
+//
+// Statistics and normalization run in accType (f32 for bf16/f16) and round once, like PyTorch CPU's kernels.
+// eps and momentum are program inputs (one program serves every value).
+//
+// Running statistics: PyTorch's native_batch_norm updates running_mean/running_var in place although its schema
+// does not mark them as written, and _native_batch_norm_legit / _batch_norm_with_update write arguments their results
+// do not alias; the eager kernel writes arguments only through aliasing results (or for ops returning nothing).
+// So in eager mode the functional variants (which return the new statistics) are exact, while the rules for the
+// in-place variants compute the results only; the ones whose schema declares the writes decline training calls
+// (the CPU fallback then writes the statistics).
+#include "lowering/families.h"
+#include "lowering/helpers.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+std::vector<int64_t> range(int64_t lo, int64_t hi) {
+  std::vector<int64_t> d;
+  for (int64_t k = lo; k < hi; ++k) d.push_back(k);
+  return d;
+}
+
+bool wantedOut(const Context& ctx, const std::vector<bool>& mask, size_t k) {
+  return (k >= mask.size() || mask[k]) && k < ctx.outputs.size() && ctx.outputs[k].dtype != DType::Invalid;
+}
+
+// Zeros of result k's expected type (empty save_mean/save_invstd of evaluation-mode batch norm, reserve buffers).
+Value emptyOut(Context& ctx, size_t k) {
+  TensorType t = ctx.outputs[k];
+  if (t.dtype == DType::Invalid) t.dtype = DType::F32;
+  return ctx.b.zeros(t);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// group norm
+
+// native_group_norm(input, weight?, bias?, N, C, HxW, group, eps) -> (out, mean [N, G], rstd [N, G])
+std::vector<Value> groupNormRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t N = ctx.toInt(3), C = ctx.toInt(4), HW = ctx.toInt(5), G = ctx.toInt(6);
+  if (G <= 0 || C % G != 0) ctx.fail("channels must be divisible by groups");
+  DType c = accType(x.dtype());
+  Shape gshape = {N, G, (C / G) * HW};
+  Value xg = b.reshape(b.convert(x, c), gshape);
+  double n = double((C / G) * HW);
+  Value mean = b.div(b.reduce(xg, {2}, ReduceKind::Sum), b.constantF(n, c, {N, G}));
+  Value d = b.sub(xg, b.broadcastInDim(mean, gshape, {0, 1}));
+  Value var = b.div(b.reduce(b.mul(d, d), {2}, ReduceKind::Sum), b.constantF(n, c, {N, G}));
+  Value rstd = b.rsqrt(b.add(var, b.broadcastTo(scalarArg(ctx, 7, c), {N, G})));
+  Shape cshape = {N, C, HW};
+  Value y = b.reshape(b.mul(d, b.broadcastInDim(rstd, gshape, {0, 1})), cshape);
+  if (ctx.has(1)) y = b.mul(y, b.broadcastInDim(b.convert(ctx.tensor(1), c), cshape, {1}));
+  if (ctx.has(2)) y = b.add(y, b.broadcastInDim(b.convert(ctx.tensor(2), c), cshape, {1}));
+  DType st = ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : x.dtype();
+  return {b.convert(b.reshape(y, x.shape()), x.dtype()), b.convert(mean, st), b.convert(rstd, st)};
+}
+
+// native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C, HxW, group, output_mask)
+std::vector<Value> groupNormBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1);
+  int64_t N = ctx.toInt(5), C = ctx.toInt(6), HW = ctx.toInt(7), G = ctx.toInt(8);
+  std::vector<bool> mask = ctx.arg(9).bools;
+  DType c = accType(x.dtype());
+  Shape cshape = {N, C, HW}, g4 = {N, G, C / G, HW};
+  Value gc = b.reshape(b.convert(g, c), cshape), xc = b.reshape(b.convert(x, c), cshape);
+  Value mean = b.broadcastInDim(b.reshape(b.convert(ctx.tensor(2), c), {N, G}), g4, {0, 1});
+  Value rstd = b.broadcastInDim(b.reshape(b.convert(ctx.tensor(3), c), {N, G}), g4, {0, 1});
+  Value xhat = b.reshape(b.mul(b.sub(b.reshape(xc, g4), mean), rstd), cshape);
+  std::vector<Value> res(3);
+  if (wantedOut(ctx, mask, 0)) {
+    Value gw = ctx.has(4) ? b.mul(gc, b.broadcastInDim(b.convert(ctx.tensor(4), c), cshape, {1})) : gc;
+    Value gw4 = b.reshape(gw, g4), xh4 = b.reshape(xhat, g4);
+    double n = double((C / G) * HW);
+    Value inv_n = b.constantF(1.0 / n, c, {N, G});
+    Value m1 = b.broadcastInDim(b.mul(b.reduce(gw4, {2, 3}, ReduceKind::Sum), inv_n), g4, {0, 1});
+    Value m2 = b.broadcastInDim(b.mul(b.reduce(b.mul(gw4, xh4), {2, 3}, ReduceKind::Sum), inv_n), g4, {0, 1});
+    Value dx = b.mul(rstd, b.sub(b.sub(gw4, m1), b.mul(xh4, m2)));
+    res[0] = b.convert(b.reshape(dx, x.shape()), ctx.outputs[0].dtype);
+  }
+  if (wantedOut(ctx, mask, 1)) res[1] = b.convert(b.reduce(b.mul(gc, xhat), {0, 2}, ReduceKind::Sum), ctx.outputs[1].dtype);
+  if (wantedOut(ctx, mask, 2)) res[2] = b.convert(b.reduce(gc, {0, 2}, ReduceKind::Sum), ctx.outputs[2].dtype);
+  return res;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// batch norm
+
+std::vector<int64_t> bnDims(const Value& x) {  // every dim but the channel dim 1
+  std::vector<int64_t> d = {0};
+  for (int64_t k = 2; k < x.rank(); ++k) d.push_back(k);
+  return d;
+}
+
+Value perChannel(Builder& b, Value v, const Shape& shape) { return b.broadcastInDim(v, shape, {1}); }
+
+struct BnIdx {  // argument indices (-1: absent from the schema)
+  int weight = 1, bias = 2, rmean = -1, rvar = -1, training = -1, momentum = -1, eps = -1;
+};
+
+struct BnOut {
+  Value y, save_mean, save_invstd, new_rmean, new_rvar;  // stats in the compute dtype
+};
+
+// training: batch statistics (and running-stat updates when running stats are given); else running statistics.
+BnOut batchNorm(Context& ctx, const BnIdx& ix, bool training) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c);
+  std::vector<int64_t> dims = bnDims(x);
+  int64_t C = x.rank() > 1 ? x.shape()[1] : 1;
+  Shape cs = {C};
+  Value eps = b.broadcastTo(scalarArg(ctx, size_t(ix.eps), c), cs);
+  bool has_rm = ix.rmean >= 0 && ctx.has(size_t(ix.rmean));
+  bool has_rv = ix.rvar >= 0 && ctx.has(size_t(ix.rvar));
+  BnOut o;
+  Value mean, invstd;
+  if (training) {
+    double n = double(reducedCount(x.shape(), dims));
+    mean = b.div(b.reduce(xc, dims, ReduceKind::Sum), b.constantF(n, c, cs));
+    Value d = b.sub(xc, perChannel(b, mean, x.shape()));
+    Value sq = b.reduce(b.mul(d, d), dims, ReduceKind::Sum);
+    Value var = b.div(sq, b.constantF(n, c, cs));
+    invstd = b.rsqrt(b.add(var, eps));
+    o.save_mean = mean;
+    o.save_invstd = invstd;
+    if (has_rm || has_rv) {
+      Value m = b.broadcastTo(scalarArg(ctx, size_t(ix.momentum), c), cs);
+      Value keep = b.sub(b.constantF(1, c, cs), m);
+      if (has_rm) {
+        Value rm = ctx.tensor(size_t(ix.rmean));
+        o.new_rmean = b.convert(b.add(b.mul(keep, b.convert(rm, c)), b.mul(m, mean)), rm.dtype());
+      }
+      if (has_rv) {
+        Value rv = ctx.tensor(size_t(ix.rvar));
+        Value unbiased = b.div(sq, b.constantF(n > 1 ? n - 1 : n, c, cs));
+        o.new_rvar = b.convert(b.add(b.mul(keep, b.convert(rv, c)), b.mul(m, unbiased)), rv.dtype());
+      }
+    }
+  } else {
+    if (!has_rm || !has_rv) ctx.fail("evaluation mode needs running_mean and running_var");
+    mean = b.convert(ctx.tensor(size_t(ix.rmean)), c);
+    invstd = b.rsqrt(b.add(b.convert(ctx.tensor(size_t(ix.rvar)), c), eps));
+  }
+  Value y = b.mul(b.sub(xc, perChannel(b, mean, x.shape())), perChannel(b, invstd, x.shape()));
+  if (ctx.has(size_t(ix.weight))) y = b.mul(y, perChannel(b, b.convert(ctx.tensor(size_t(ix.weight)), c), x.shape()));
+  if (ctx.has(size_t(ix.bias))) y = b.add(y, perChannel(b, b.convert(ctx.tensor(size_t(ix.bias)), c), x.shape()));
+  o.y = b.convert(y, x.dtype());
+  return o;
+}
+
+// The three standard results (out, save_mean, save_invstd); evaluation mode gives empty statistics as PyTorch does.
+std::vector<Value> bnResults(Context& ctx, const BnOut& o) {
+  std::vector<Value> res = {o.y};
+  for (size_t k = 1; k < 3; ++k) {
+    const Value& s = k == 1 ? o.save_mean : o.save_invstd;
+    if (k >= ctx.outputs.size()) break;
+    if (s.valid() && s.shape() == ctx.outputs[k].shape)
+      res.push_back(s);
+    else
+      res.push_back(emptyOut(ctx, k));
+  }
+  return res;
+}
+
+// Running statistics as results (functional variants): the updated ones in training, else the inputs.
+void appendRunning(Context& ctx, const BnIdx& ix, const BnOut& o, std::vector<Value>& res) {
+  res.push_back(o.new_rmean.valid() ? o.new_rmean : ctx.tensor(size_t(ix.rmean)));
+  res.push_back(o.new_rvar.valid() ? o.new_rvar : ctx.tensor(size_t(ix.rvar)));
+}
+
+// native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?, save_mean?, save_invstd?,
+//                            bool train, float eps, bool[3] output_mask)
+// batch_norm_backward(grad_out, input, weight, running_mean?, running_var?, save_mean?, save_var?, bool update,
+//                     float eps, bool[3] output_mask, Tensor reserve) -- same positions.
+std::vector<Value> batchNormBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1);
+  bool train = ctx.toBool(7);
+  std::vector<bool> mask = ctx.arg(9).bools;
+  DType c = accType(x.dtype());
+  std::vector<int64_t> dims = bnDims(x);
+  int64_t C = x.rank() > 1 ? x.shape()[1] : 1;
+  Shape cs = {C};
+  Value gc = b.convert(g, c), xc = b.convert(x, c);
+  Value mean, invstd;
+  if (train) {
+    mean = b.convert(ctx.tensor(5), c);
+    invstd = b.convert(ctx.tensor(6), c);
+  } else {
+    mean = b.convert(ctx.tensor(3), c);
+    invstd = b.rsqrt(b.add(b.convert(ctx.tensor(4), c), b.broadcastTo(scalarArg(ctx, 8, c), cs)));
+  }
+  Value xhat = b.mul(b.sub(xc, perChannel(b, mean, x.shape())), perChannel(b, invstd, x.shape()));
+  Value sum_g = b.reduce(gc, dims, ReduceKind::Sum);
+  Value sum_gx = b.reduce(b.mul(gc, xhat), dims, ReduceKind::Sum);
+  Value w = ctx.has(2) ? b.convert(ctx.tensor(2), c) : b.constantF(1, c, cs);
+  std::vector<Value> res(3);
+  if (wantedOut(ctx, mask, 0)) {
+    Value scale = b.mul(w, invstd);  // per channel
+    Value dx;
+    if (train) {
+      double n = double(reducedCount(x.shape(), dims));
+      Value inv_n = b.constantF(1.0 / n, c, cs);
+      Value mg = perChannel(b, b.mul(sum_g, inv_n), x.shape());
+      Value mgx = perChannel(b, b.mul(sum_gx, inv_n), x.shape());
+      dx = b.mul(perChannel(b, scale, x.shape()), b.sub(b.sub(gc, mg), b.mul(xhat, mgx)));
+    } else {
+      dx = b.mul(gc, perChannel(b, scale, x.shape()));
+    }
+    res[0] = b.convert(dx, ctx.outputs[0].dtype);
+  }
+  if (wantedOut(ctx, mask, 1)) res[1] = b.convert(sum_gx, ctx.outputs[1].dtype);
+  if (wantedOut(ctx, mask, 2)) res[2] = b.convert(sum_g, ctx.outputs[2].dtype);
+  return res;
+}
+
+// Declines training calls of ops whose running-statistics writes the eager kernel cannot express (see the top).
+bool noWrittenStats(const Context& ctx, int training_arg) {
+  if (!realDTypes(ctx)) return false;
+  return training_arg >= 0 && !ctx.toBool(size_t(training_arg));
+}
+
+void addBn(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts = realDTypes) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  rule.accepts = std::move(accepts);
+  r.add(std::move(rule));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// rms norm
+
+// _fused_rms_norm(input, normalized_shape, weight?, eps?) -> (out, rstd)
+std::vector<Value> rmsNormRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t axis = x.rank() - int64_t(ctx.toInts(1).size());
+  std::vector<int64_t> dims = range(axis, x.rank());
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c);
+  Shape rs = reducedShape(x.shape(), dims, false);
+  double n = double(reducedCount(x.shape(), dims));
+  Value ms = b.div(b.reduce(b.mul(xc, xc), dims, ReduceKind::Sum), b.constantF(n, c, rs));
+  // eps absent: torch.finfo(input.dtype).eps
+  Value eps;
+  if (ctx.has(3)) {
+    eps = scalarArg(ctx, 3, c);
+  } else {
+    double e = x.dtype() == DType::BF16 ? 0.0078125 : x.dtype() == DType::F16 ? 0.0009765625
+               : x.dtype() == DType::F64 ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+    eps = b.constant(e, c);
+  }
+  Value rstd = b.rsqrt(b.add(ms, b.broadcastTo(eps, rs)));
+  Value y = b.mul(xc, expandReduced(b, rstd, x.shape(), dims));
+  if (ctx.has(2)) {
+    Value w = b.convert(ctx.tensor(2), c);
+    y = b.mul(y, b.broadcastInDim(w, x.shape(), range(axis, x.rank())));
+  }
+  Value rstd_out = b.reshape(rstd, reducedShape(x.shape(), dims, true));
+  if (ctx.outputs.size() > 1 && ctx.outputs[1].dtype != DType::Invalid && rstd_out.shape() != ctx.outputs[1].shape)
+    rstd_out = b.reshape(rstd, ctx.outputs[1].shape);
+  return {b.convert(y, x.dtype()), rstd_out};
+}
+
+// _fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight?, bool[2] output_mask) -> (dx, dw)
+std::vector<Value> rmsNormBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1);
+  int64_t axis = x.rank() - int64_t(ctx.toInts(2).size());
+  std::vector<int64_t> dims = range(axis, x.rank()), batch = range(0, axis);
+  std::vector<bool> mask = ctx.arg(5).bools;
+  DType c = accType(x.dtype());
+  Value gc = b.convert(g, c), xc = b.convert(x, c);
+  Shape rs = reducedShape(x.shape(), dims, false);
+  Value rstd = b.reshape(b.convert(ctx.tensor(3), c), rs);
+  Value rstd_b = expandReduced(b, rstd, x.shape(), dims);
+  std::vector<Value> res(2);
+  if (wantedOut(ctx, mask, 0)) {
+    Value gw = ctx.has(4) ? b.mul(gc, b.broadcastInDim(b.convert(ctx.tensor(4), c), x.shape(), dims)) : gc;
+    double n = double(reducedCount(x.shape(), dims));
+    // dx = rstd * (gw - x * rstd^2 * mean(gw * x))
+    Value m = b.div(b.reduce(b.mul(gw, xc), dims, ReduceKind::Sum), b.constantF(n, c, rs));
+    Value coef = expandReduced(b, b.mul(b.mul(rstd, rstd), m), x.shape(), dims);
+    res[0] = b.convert(b.mul(rstd_b, b.sub(gw, b.mul(xc, coef))), ctx.outputs[0].dtype);
+  }
+  if (wantedOut(ctx, mask, 1)) {
+    Value xhat = b.mul(xc, rstd_b);
+    Value s = b.mul(gc, xhat);
+    if (!batch.empty()) s = b.reduce(s, batch, ReduceKind::Sum);
+    res[1] = b.convert(s, ctx.outputs[1].dtype);
+  }
+  return res;
+}
+
+}  // namespace
+
+void populateNorm(Registry& r) {
+  addReal(r, "aten::native_group_norm", groupNormRule);
+  addReal(r, "aten::native_group_norm_backward", groupNormBackwardRule);
+
+  // native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
+  addBn(r, "aten::native_batch_norm", [](Context& ctx) {
+    BnIdx ix{1, 2, 3, 4, 5, 6, 7};
+    return bnResults(ctx, batchNorm(ctx, ix, ctx.toBool(5)));
+  });
+  // _native_batch_norm_legit(input, weight?, bias?, running_mean!, running_var!, training, momentum, eps)
+  addBn(r, "aten::_native_batch_norm_legit", [](Context& ctx) {
+    BnIdx ix{1, 2, 3, 4, 5, 6, 7};
+    return bnResults(ctx, batchNorm(ctx, ix, ctx.toBool(5)));
+  }, [](const Context& ctx) { return noWrittenStats(ctx, 5); });
+  // _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps)
+  addBn(r, "aten::_native_batch_norm_legit.no_stats", [](Context& ctx) {
+    BnIdx ix{1, 2, -1, -1, 3, 4, 5};
+    return bnResults(ctx, batchNorm(ctx, ix, true));
+  });
+  // _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var, momentum, eps)
+  addBn(r, "aten::_native_batch_norm_legit_no_training", [](Context& ctx) {
+    BnIdx ix{1, 2, 3, 4, -1, 5, 6};
+    return bnResults(ctx, batchNorm(ctx, ix, false));
+  });
+  // _native_batch_norm_legit_functional(input, weight?, bias?, running_mean, running_var, training, momentum, eps)
+  //   -> (out, save_mean, save_invstd, running_mean_out, running_var_out)
+  addBn(r, "aten::_native_batch_norm_legit_functional", [](Context& ctx) {
+    BnIdx ix{1, 2, 3, 4, 5, 6, 7};
+    BnOut o = batchNorm(ctx, ix, ctx.toBool(5));
+    std::vector<Value> res = bnResults(ctx, o);
+    appendRunning(ctx, ix, o, res);
+    return res;
+  });
+  // _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!, momentum, eps)
+  //   -> (out, save_mean, save_invstd, reserve): always training, so it writes the statistics: CPU in eager mode.
+  addBn(r, "aten::_batch_norm_with_update", [](Context& ctx) {
+    BnIdx ix{1, 2, 3, 4, -1, 5, 6};
+    std::vector<Value> res = bnResults(ctx, batchNorm(ctx, ix, true));
+    res.push_back(emptyOut(ctx, 3));
+    return res;
+  }, [](const Context&) { return false; });
+  // _batch_norm_with_update_functional(...) -> (out, save_mean, save_invstd, reserve, running_mean_out, running_var_out)
+  addBn(r, "aten::_batch_norm_with_update_functional", [](Context& ctx) {
+    BnIdx ix{1, 2, 3, 4, -1, 5, 6};
+    BnOut o = batchNorm(ctx, ix, true);
+    std::vector<Value> res = bnResults(ctx, o);
+    res.push_back(emptyOut(ctx, 3));
+    appendRunning(ctx, ix, o, res);
+    return res;
+  });
+  // _batch_norm_no_update(input, weight?, bias?, running_mean?, running_var?, momentum, eps)
+  //   -> (out, save_mean, save_invstd, reserve); without running stats it normalizes with batch statistics.
+  addBn(r, "aten::_batch_norm_no_update", [](Context& ctx) {
+    BnIdx ix{1, 2, 3, 4, -1, 5, 6};
+    bool stats = ctx.has(3) && ctx.has(4);
+    std::vector<Value> res = bnResults(ctx, batchNorm(ctx, ix, !stats));
+    res.push_back(emptyOut(ctx, 3));
+    return res;
+  });
+  addReal(r, "aten::native_batch_norm_backward", batchNormBackwardRule);
+  addReal(r, "aten::batch_norm_backward", batchNormBackwardRule);
+  // batch_norm_update_stats(input, running_mean?, running_var?, momentum) -> (mean, unbiased var)
+  addReal(r, "aten::batch_norm_update_stats", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    DType c = accType(x.dtype());
+    Value xc = b.convert(x, c);
+    std::vector<int64_t> dims = bnDims(x);
+    Shape cs = {x.shape()[1]};
+    double n = double(reducedCount(x.shape(), dims));
+    Value mean = b.div(b.reduce(xc, dims, ReduceKind::Sum), b.constantF(n, c, cs));
+    Value d = b.sub(xc, perChannel(b, mean, x.shape()));
+    Value var = b.div(b.reduce(b.mul(d, d), dims, ReduceKind::Sum), b.constantF(n > 1 ? n - 1 : n, c, cs));
+    return {mean, var};
+  });
+
+  addReal(r, "aten::_fused_rms_norm", rmsNormRule);
+  addReal(r, "aten::_fused_rms_norm_backward", rmsNormBackwardRule);
+}
+
+}  // namespace torch_tpu::lowering

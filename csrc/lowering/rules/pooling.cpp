@@ -1,0 +1,499 @@
+// Pooling family: avg_pool{1,2,3}d (ceil_mode, count_include_pad, divisor_override), max_pool{2,3}d_with_indices,
+// adaptive average pooling (any sizes), upsampling (nearest, nearest-exact, linear/bilinear/trilinear with both
+// align_corners) and the backward of each.
+//
+// The pooled dims are the trailing `nsp` dims; any leading dims (batch, channels, or none) are carried along.
+//   avg pool          reduce_window sum over the padded input / a divisor map computed the same way from ones
+//   avg pool backward reduce_window sum of the dilated grad/divisor (the window sum's transpose), cropped
+//   max pool          the kh*kw strided slices of the (-inf padded) input, arg-max across them (first max wins,
+//                     NaN propagates), indices flat within each input plane as PyTorch gives them
+//   max pool backward scatter-add into the flattened planes at the indices
+//   adaptive avg      one averaging matrix per dim (rows: [floor(i*in/out), ceil((i+1)*in/out)) ), dot_general
+//   upsample          index/weight tables computed on the host in float exactly as PyTorch's CPU kernels do
+//                     (scales are built into the program: static args), gathers forward, matrices backward
+// Half types compute in f32 and round once.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "lowering/families.h"
+#include "lowering/helpers.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using Pads = std::vector<std::pair<int64_t, int64_t>>;
+
+std::vector<int64_t> expandList(const Context& ctx, const std::vector<int64_t>& v, int64_t n, const char* what) {
+  if (v.size() == 1) return std::vector<int64_t>(size_t(n), v[0]);
+  if (int64_t(v.size()) != n) ctx.fail(std::string(what) + " needs " + std::to_string(n) + " entries");
+  return v;
+}
+
+// Pooling window parameters of the trailing nsp dims.
+struct Window {
+  int64_t nsp = 0;
+  std::vector<int64_t> k, s, p, d;
+};
+
+Window window(const Context& ctx, size_t k_i, size_t s_i, size_t p_i, int dil_i, int64_t nsp) {
+  Window w;
+  w.nsp = nsp;
+  w.k = expandList(ctx, ctx.toInts(k_i), nsp, "kernel_size");
+  w.s = ctx.toInts(s_i).empty() ? w.k : expandList(ctx, ctx.toInts(s_i), nsp, "stride");
+  w.p = expandList(ctx, ctx.toInts(p_i), nsp, "padding");
+  w.d = dil_i >= 0 ? expandList(ctx, ctx.toInts(size_t(dil_i)), nsp, "dilation") : std::vector<int64_t>(size_t(nsp), 1);
+  return w;
+}
+
+// Full-rank window vectors: 1 (or 0 padding) on the leading dims.
+std::vector<int64_t> full(const std::vector<int64_t>& v, int64_t rank, int64_t fill) {
+  std::vector<int64_t> out(size_t(rank - int64_t(v.size())), fill);
+  out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+Shape tail(const Shape& s, int64_t n) { return Shape(s.end() - n, s.end()); }
+
+// ---------------------------------------------------------------------------------------------------------------
+// avg pool
+
+// Per-output divisor map [out spatial] (PyTorch's avg_pool: window clipped to the padded input, or to the input).
+Value avgDivisor(Builder& b, const Window& w, const Shape& in_sp, const Shape& out_sp, bool count_include_pad,
+                 DType c) {
+  Value ones = b.constantF(1, c, in_sp);
+  Pads pads;
+  if (count_include_pad) {
+    Value one = b.constant(1, c);
+    ones = b.pad(ones, one, w.p, w.p, std::vector<int64_t>(size_t(w.nsp), 0));
+    for (int64_t i = 0; i < w.nsp; ++i) {
+      int64_t size = in_sp[size_t(i)] + 2 * w.p[size_t(i)];
+      int64_t hi = std::max<int64_t>(0, (out_sp[size_t(i)] - 1) * w.s[size_t(i)] + w.k[size_t(i)] - size);
+      pads.push_back({0, hi});
+    }
+  } else {
+    for (int64_t i = 0; i < w.nsp; ++i) {
+      int64_t hi = std::max<int64_t>(
+          0, (out_sp[size_t(i)] - 1) * w.s[size_t(i)] + w.k[size_t(i)] - in_sp[size_t(i)] - w.p[size_t(i)]);
+      pads.push_back({w.p[size_t(i)], hi});
+    }
+  }
+  Value cnt = b.reduceWindow(ones, b.constant(0, c), ReduceKind::Sum, w.k, w.s, {}, {}, pads);
+  std::vector<int64_t> zero(size_t(w.nsp), 0), one(size_t(w.nsp), 1);
+  return b.slice(cnt, zero, out_sp, one);
+}
+
+// avg_pool{N}d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override?)
+std::vector<Value> avgPoolRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Window w = window(ctx, 1, 2, 3, -1, nsp);
+  bool count_include_pad = ctx.toBool(5);
+  const Shape& out_shape = ctx.outputs[0].shape;
+  Shape in_sp = tail(x.shape(), nsp), out_sp = tail(out_shape, nsp);
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c);
+  int64_t r = x.rank();
+  Pads pads(size_t(r - nsp), {0, 0});
+  for (int64_t i = 0; i < nsp; ++i) {
+    int64_t hi = std::max<int64_t>(
+        0, (out_sp[size_t(i)] - 1) * w.s[size_t(i)] + w.k[size_t(i)] - in_sp[size_t(i)] - w.p[size_t(i)]);
+    pads.push_back({w.p[size_t(i)], hi});
+  }
+  Value sum = b.reduceWindow(xc, b.constant(0, c), ReduceKind::Sum, full(w.k, r, 1), full(w.s, r, 1), {}, {}, pads);
+  sum = b.slice(sum, std::vector<int64_t>(size_t(r), 0), out_shape, std::vector<int64_t>(size_t(r), 1));
+  Value div;
+  if (ctx.has(6))
+    div = b.constantF(double(ctx.toInt(6)), c, out_shape);
+  else
+    div = b.broadcastTo(avgDivisor(b, w, in_sp, out_sp, count_include_pad, c), out_shape);
+  return {b.convert(b.div(sum, div), x.dtype())};
+}
+
+// The transpose of a window sum (window k, stride s, low padding p) back onto an input of size in_sp:
+// grad_in[j] = sum over windows o covering j of g[o].
+Value windowSumTranspose(Builder& b, Value g, const Window& w, const Shape& in_shape) {
+  int64_t r = g.rank(), lead = r - w.nsp;
+  Pads pads(size_t(lead), {0, 0});
+  std::vector<int64_t> bd(size_t(lead), 1), start(size_t(r), 0), limit = in_shape;
+  for (int64_t i = 0; i < w.nsp; ++i) {
+    size_t j = size_t(lead + i);
+    int64_t k = w.k[size_t(i)], s = w.s[size_t(i)], p = w.p[size_t(i)];
+    int64_t o = g.shape()[j], in = in_shape[j];
+    int64_t hi = std::max<int64_t>(0, in + p - (o - 1) * s - 1);
+    pads.push_back({k - 1, hi});
+    bd.push_back(s);
+    start[j] = p;
+    limit[j] = p + in;
+  }
+  Value full_sum = b.reduceWindow(g, b.constant(0, g.dtype()), ReduceKind::Sum, full(w.k, r, 1), {}, bd, {}, pads);
+  return b.slice(full_sum, start, limit, std::vector<int64_t>(size_t(r), 1));
+}
+
+// avg_pool{N}d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor?)
+std::vector<Value> avgPoolBackwardRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1);
+  Window w = window(ctx, 2, 3, 4, -1, nsp);
+  bool count_include_pad = ctx.toBool(6);
+  DType c = accType(x.dtype());
+  Value gc = b.convert(g, c);
+  Shape in_sp = tail(x.shape(), nsp), out_sp = tail(g.shape(), nsp);
+  Value div;
+  if (ctx.has(7))
+    div = b.constantF(double(ctx.toInt(7)), c, g.shape());
+  else
+    div = b.broadcastTo(avgDivisor(b, w, in_sp, out_sp, count_include_pad, c), g.shape());
+  return {b.convert(windowSumTranspose(b, b.div(gc, div), w, x.shape()), x.dtype())};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// max pool
+
+// max_pool{N}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)
+std::vector<Value> maxPoolRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  Window w = window(ctx, 1, 2, 3, 4, nsp);
+  const Shape& out_shape = ctx.outputs[0].shape;
+  int64_t r = x.rank(), lead = r - nsp;
+  Shape in_sp = tail(x.shape(), nsp), out_sp = tail(out_shape, nsp);
+  DType t = x.dtype();
+  Value lowest = shlo::isFloat(t) ? b.constant(-INFINITY, t)
+                 : t == DType::Pred ? b.constant(0, t)
+                 : shlo::isSigned(t) ? b.constantInt(shlo::bitWidth(t) == 64 ? INT64_MIN : -(int64_t(1) << (shlo::bitWidth(t) - 1)), t)
+                 : b.constant(0, t);
+  std::vector<int64_t> lo(size_t(r), 0), hi(size_t(r), 0);
+  for (int64_t i = 0; i < nsp; ++i) {
+    size_t j = size_t(lead + i);
+    lo[j] = w.p[size_t(i)];
+    hi[j] = std::max<int64_t>(0, (out_sp[size_t(i)] - 1) * w.s[size_t(i)] + (w.k[size_t(i)] - 1) * w.d[size_t(i)] + 1 -
+                                     in_sp[size_t(i)] - w.p[size_t(i)]);
+  }
+  Value xp = b.pad(x, lowest, lo, hi, std::vector<int64_t>(size_t(r), 0));
+  // Flat index of each output position's window origin (in unpadded input coordinates) per spatial dim.
+  int64_t K = 1;
+  for (int64_t k : w.k) K *= k;
+  std::vector<Value> vals, idxs;
+  Shape sp_shape = out_sp;
+  for (int64_t kk = 0; kk < K; ++kk) {
+    std::vector<int64_t> off(static_cast<size_t>(nsp), 0);
+    int64_t rem = kk;
+    for (int64_t i = nsp - 1; i >= 0; --i) {
+      off[size_t(i)] = rem % w.k[size_t(i)];
+      rem /= w.k[size_t(i)];
+    }
+    std::vector<int64_t> start(size_t(r), 0), limit = out_shape, strides(size_t(r), 1);
+    Value flat = b.zeros({DType::S64, sp_shape});
+    for (int64_t i = 0; i < nsp; ++i) {
+      size_t j = size_t(lead + i);
+      int64_t o0 = off[size_t(i)] * w.d[size_t(i)];
+      start[j] = o0;
+      limit[j] = o0 + (out_sp[size_t(i)] - 1) * w.s[size_t(i)] + 1;
+      strides[j] = w.s[size_t(i)];
+      // position along dim i = o * s + o0 - p
+      Value pos = b.add(b.mul(b.iota({DType::S64, sp_shape}, i), b.constantF(double(w.s[size_t(i)]), DType::S64, sp_shape)),
+                        b.constantF(double(o0 - w.p[size_t(i)]), DType::S64, sp_shape));
+      int64_t stride_flat = 1;
+      for (int64_t q = i + 1; q < nsp; ++q) stride_flat *= in_sp[size_t(q)];
+      flat = b.add(flat, b.mul(pos, b.constantF(double(stride_flat), DType::S64, sp_shape)));
+    }
+    Value v = b.slice(xp, start, limit, strides);
+    Shape vs = out_shape;
+    vs.push_back(1);
+    vals.push_back(b.reshape(v, vs));
+    std::vector<int64_t> map;
+    for (int64_t i = 0; i < nsp; ++i) map.push_back(lead + i);
+    idxs.push_back(b.reshape(b.broadcastInDim(flat, out_shape, map), vs));
+  }
+  Value allv = b.concatenate(vals, r), alli = b.concatenate(idxs, r);
+  std::vector<Value> red = b.argReduce(allv, alli, r, /*is_max=*/true);
+  return {red[0], b.convert(red[1], ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : DType::S64)};
+}
+
+// max_pool{N}d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+std::vector<Value> maxPoolBackwardRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1), ind = ctx.tensor(7);
+  int64_t r = x.rank(), lead = r - nsp;
+  int64_t rows = 1, plane = 1, outs = 1;
+  for (int64_t i = 0; i < lead; ++i) rows *= x.shape()[size_t(i)];
+  for (int64_t i = lead; i < r; ++i) {
+    plane *= x.shape()[size_t(i)];
+    outs *= g.shape()[size_t(i)];
+  }
+  DType c = accType(x.dtype());
+  Value gc = b.reshape(b.convert(g, c), {rows * outs});
+  Value col = b.reshape(b.convert(ind, DType::S64), {rows * outs, 1});
+  Value row = b.reshape(b.iota({DType::S64, {rows, outs}}, 0), {rows * outs, 1});
+  Value idx = b.concatenate({row, col}, 1);
+  Builder::ScatterDims sd;
+  sd.inserted_window_dims = {0, 1};
+  sd.scatter_dims_to_operand_dims = {0, 1};
+  sd.index_vector_dim = 1;
+  Value out = b.scatter(b.zeros({c, {rows, plane}}), idx, gc, sd, ReduceKind::Sum);
+  return {b.convert(b.reshape(out, x.shape()), x.dtype())};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// adaptive average pool
+
+// Averaging matrix [out, in] of adaptive pooling along one dim.
+Value adaptiveMatrix(Builder& b, int64_t in, int64_t out, DType c) {
+  Value i = b.iota({DType::S64, {out, in}}, 0), h = b.iota({DType::S64, {out, in}}, 1);
+  auto k = [&](int64_t v) { return b.constantF(double(v), DType::S64, {out, in}); };
+  Value start = b.div(b.mul(i, k(in)), k(out));
+  Value end = b.div(b.add(b.mul(b.add(i, k(1)), k(in)), k(out - 1)), k(out));
+  Value inside = b.andOp(b.compare(h, start, Cmp::GE), b.compare(h, end, Cmp::LT));
+  Value w = b.div(b.constantF(1, c, {out, in}), b.convert(b.sub(end, start), c));
+  return b.select(inside, w, b.zeros({c, {out, in}}));
+}
+
+// Contracts dim `dim` of x with dim `mdim` of m (the other dim of m takes its place).
+Value applyAlong(Builder& b, Value x, Value m, int64_t dim, int64_t mdim) {
+  Value y = b.dotGeneral(x, m, {}, {}, {dim}, {mdim});  // x dims without `dim`, then m's free dim
+  std::vector<int64_t> perm;
+  int64_t r = x.rank();
+  for (int64_t k = 0; k < r - 1; ++k) {
+    if (k == dim) perm.push_back(r - 1);
+    perm.push_back(k);
+  }
+  if (dim == r - 1) perm.push_back(r - 1);
+  return b.transpose(y, perm);
+}
+
+// _adaptive_avg_pool{N}d(self, output_size)
+std::vector<Value> adaptiveAvgRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const Shape& out_shape = ctx.outputs[0].shape;
+  DType c = accType(x.dtype());
+  Value y = b.convert(x, c);
+  int64_t lead = x.rank() - nsp;
+  for (int64_t i = 0; i < nsp; ++i) {
+    int64_t d = lead + i, in = x.shape()[size_t(d)], out = out_shape[size_t(d)];
+    if (in == out) continue;
+    if (out > 0 && in % out == 0) {  // equal windows: a plain window mean
+      int64_t k = in / out;
+      std::vector<int64_t> win(size_t(y.rank()), 1);
+      win[size_t(d)] = k;
+      y = b.reduceWindow(y, b.constant(0, c), ReduceKind::Sum, win, win, {}, {}, {});
+      y = b.div(y, b.constantF(double(k), c, y.shape()));
+      continue;
+    }
+    y = applyAlong(b, y, adaptiveMatrix(b, in, out, c), d, 1);
+  }
+  return {b.convert(y, x.dtype())};
+}
+
+// _adaptive_avg_pool{N}d_backward(grad_output, self)
+std::vector<Value> adaptiveAvgBackwardRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1);
+  DType c = accType(x.dtype());
+  Value y = b.convert(g, c);
+  int64_t lead = x.rank() - nsp;
+  for (int64_t i = 0; i < nsp; ++i) {
+    int64_t d = lead + i, in = x.shape()[size_t(d)], out = g.shape()[size_t(d)];
+    if (in == out) continue;
+    y = applyAlong(b, y, adaptiveMatrix(b, in, out, c), d, 0);
+  }
+  return {b.convert(y, x.dtype())};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// upsampling
+
+enum class Mode { Nearest, NearestExact, Linear };
+
+// PyTorch's compute_scales_value / area_pixel_compute_scale in float.
+float scaleValue(const HostScalar* scale, int64_t in, int64_t out) {
+  if (scale && scale->known() && scale->toDouble() > 0) return float(1.0 / scale->toDouble());
+  return float(in) / float(out);
+}
+
+struct Taps {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> l0, l1;  // linear only
+};
+
+Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScalar* scale) {
+  Taps t;
+  for (int64_t o = 0; o < out; ++o) {
+    if (mode == Mode::Nearest) {
+      int64_t idx;
+      if (out == in) idx = o;
+      else if (out == 2 * in) idx = o >> 1;
+      else idx = std::min(int64_t(std::floor(float(o) * scaleValue(scale, in, out))), in - 1);
+      t.i0.push_back(idx);
+    } else if (mode == Mode::NearestExact) {
+      float s = scaleValue(scale, in, out);
+      t.i0.push_back(std::min(int64_t(std::floor(float((double(o) + 0.5) * s))), in - 1));
+    } else {
+      float s;
+      if (align_corners) s = out > 1 ? float(in - 1) / float(out - 1) : 0.f;
+      else s = scaleValue(scale, in, out);
+      float src = align_corners ? s * float(o) : std::max(s * (float(o) + 0.5f) - 0.5f, 0.f);
+      int64_t a = std::min(int64_t(src), in - 1);
+      int64_t off = a < in - 1 ? 1 : 0;
+      float l1 = std::min(std::max(src - float(a), 0.f), 1.f);
+      t.i0.push_back(a);
+      t.i1.push_back(a + off);
+      t.l1.push_back(l1);
+      t.l0.push_back(1.f - l1);
+    }
+  }
+  return t;
+}
+
+Value floatTable(Builder& b, const std::vector<float>& v) {
+  std::vector<int64_t> bits;
+  for (float f : v) {
+    int32_t i;
+    std::memcpy(&i, &f, 4);
+    bits.push_back(i);
+  }
+  return b.bitcastConvert(b.constantI64s(bits, DType::S32), DType::F32);
+}
+
+// x's elements at `idx` along dim.
+Value gatherAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& idx) {
+  Value ix = b.reshape(b.constantI64s(idx, DType::S64), {int64_t(idx.size()), 1});
+  Builder::GatherDims gd;
+  // Result: [n, the other dims...]; the transpose below moves the gathered dim back to `dim`.
+  for (int64_t d = 1; d < x.rank(); ++d) gd.offset_dims.push_back(d);
+  gd.collapsed_slice_dims = {dim};
+  gd.start_index_map = {dim};
+  gd.index_vector_dim = 1;
+  std::vector<int64_t> sizes = x.shape();
+  sizes[size_t(dim)] = 1;
+  Shape out = {int64_t(idx.size())};
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != dim) out.push_back(x.shape()[size_t(d)]);
+  Value g = b.gather(x, ix, gd, sizes, out);
+  std::vector<int64_t> perm;
+  for (int64_t d = 1; d <= dim; ++d) perm.push_back(d);
+  perm.push_back(0);
+  for (int64_t d = dim + 1; d < x.rank(); ++d) perm.push_back(d);
+  return b.transpose(g, perm);
+}
+
+// Interpolation matrix [out, in] of the taps (weights summed where taps coincide).
+Value tapMatrix(Builder& b, const Taps& t, Mode mode, int64_t in, DType c) {
+  int64_t out = int64_t(t.i0.size());
+  Shape s = {out, in};
+  Value col = b.iota({DType::S64, s}, 1);
+  Value hit0 = b.compare(col, b.broadcastInDim(b.constantI64s(t.i0, DType::S64), s, {0}), Cmp::EQ);
+  if (mode != Mode::Linear) return b.convert(hit0, c);
+  Value hit1 = b.compare(col, b.broadcastInDim(b.constantI64s(t.i1, DType::S64), s, {0}), Cmp::EQ);
+  Value l0 = b.broadcastInDim(b.convert(floatTable(b, t.l0), c), s, {0});
+  Value l1 = b.broadcastInDim(b.convert(floatTable(b, t.l1), c), s, {0});
+  Value z = b.zeros({c, s});
+  return b.add(b.select(hit0, l0, z), b.select(hit1, l1, z));
+}
+
+struct UpsampleArgs {
+  Mode mode;
+  int64_t nsp;
+  bool align_corners = false;
+  std::vector<const HostScalar*> scales;
+};
+
+// Scale arguments start at `first`: one per spatial dim (absent -> nullptr).
+std::vector<const HostScalar*> scalesFrom(const Context& ctx, size_t first, int64_t nsp) {
+  std::vector<const HostScalar*> out;
+  for (int64_t i = 0; i < nsp; ++i) {
+    size_t k = first + size_t(i);
+    out.push_back(ctx.has(k) ? &ctx.arg(k).scalar : nullptr);
+  }
+  return out;
+}
+
+// upsample_*(self, output_size, [align_corners,] scales...)
+std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  bool linear = mode == Mode::Linear;
+  bool ac = linear && ctx.toBool(2);
+  auto scales = scalesFrom(ctx, linear ? 3 : 2, nsp);
+  const Shape& out_shape = ctx.outputs[0].shape;
+  int64_t lead = x.rank() - nsp;
+  DType c = linear ? accType(x.dtype()) : x.dtype();
+  Value y = b.convert(x, c);
+  // Last dim first: the order of PyTorch's separable arithmetic for linear modes.
+  for (int64_t i = nsp - 1; i >= 0; --i) {
+    int64_t d = lead + i, in = x.shape()[size_t(d)], out = out_shape[size_t(d)];
+    Taps t = taps(mode, in, out, ac, scales[size_t(i)]);
+    if (!linear) {
+      y = gatherAlong(b, y, d, t.i0);
+      continue;
+    }
+    Value a = gatherAlong(b, y, d, t.i0), a1 = gatherAlong(b, y, d, t.i1);
+    std::vector<int64_t> map = {d};
+    Value l0 = b.broadcastInDim(b.convert(floatTable(b, t.l0), c), a.shape(), map);
+    Value l1 = b.broadcastInDim(b.convert(floatTable(b, t.l1), c), a.shape(), map);
+    y = b.add(b.mul(l0, a), b.mul(l1, a1));
+  }
+  return {b.convert(y, x.dtype())};
+}
+
+// upsample_*_backward(grad_output, output_size, input_size, [align_corners,] scales...)
+std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0);
+  bool linear = mode == Mode::Linear;
+  bool ac = linear && ctx.toBool(3);
+  auto scales = scalesFrom(ctx, linear ? 4 : 3, nsp);
+  const std::vector<int64_t>& in_size = ctx.toInts(2);
+  int64_t lead = g.rank() - nsp;
+  DType c = accType(g.dtype());
+  Value y = b.convert(g, c);
+  for (int64_t i = 0; i < nsp; ++i) {
+    int64_t d = lead + i, in = in_size[size_t(int64_t(in_size.size()) - nsp + i)], out = g.shape()[size_t(d)];
+    Taps t = taps(mode, in, out, ac, scales[size_t(i)]);
+    y = applyAlong(b, y, tapMatrix(b, t, mode, in, c), d, 0);
+  }
+  return {b.convert(y, g.dtype())};
+}
+
+void addPool(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> statics = {}) {
+  addReal(r, op, std::move(fn), std::move(statics));
+}
+
+}  // namespace
+
+void populatePooling(Registry& r) {
+  for (int64_t n = 1; n <= 3; ++n) {
+    std::string nd = std::to_string(n) + "d";
+    if (n > 1) {  // avg_pool1d / max_pool1d are composites of the 2-d ops
+      addPool(r, "aten::avg_pool" + nd, [n](Context& ctx) { return avgPoolRule(ctx, n); });
+      addPool(r, "aten::avg_pool" + nd + "_backward", [n](Context& ctx) { return avgPoolBackwardRule(ctx, n); });
+      addPool(r, "aten::max_pool" + nd + "_with_indices", [n](Context& ctx) { return maxPoolRule(ctx, n); });
+      addPool(r, "aten::max_pool" + nd + "_with_indices_backward",
+              [n](Context& ctx) { return maxPoolBackwardRule(ctx, n); });
+      addPool(r, "aten::_adaptive_avg_pool" + nd, [n](Context& ctx) { return adaptiveAvgRule(ctx, n); });
+      addPool(r, "aten::_adaptive_avg_pool" + nd + "_backward",
+              [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); });
+    }
+    std::vector<std::string> statics = n == 1 ? std::vector<std::string>{"scales"}
+                                     : n == 2 ? std::vector<std::string>{"scales_h", "scales_w"}
+                                              : std::vector<std::string>{"scales_d", "scales_h", "scales_w"};
+    const char* lin = n == 1 ? "linear" : n == 2 ? "bilinear" : "trilinear";
+    addPool(r, "aten::upsample_nearest" + nd, [n](Context& ctx) { return upsampleRule(ctx, Mode::Nearest, n); },
+            statics);
+    addPool(r, "aten::upsample_nearest" + nd + "_backward",
+            [n](Context& ctx) { return upsampleBackwardRule(ctx, Mode::Nearest, n); }, statics);
+    addPool(r, "aten::_upsample_nearest_exact" + nd,
+            [n](Context& ctx) { return upsampleRule(ctx, Mode::NearestExact, n); }, statics);
+    addPool(r, "aten::_upsample_nearest_exact" + nd + "_backward",
+            [n](Context& ctx) { return upsampleBackwardRule(ctx, Mode::NearestExact, n); }, statics);
+    addPool(r, std::string("aten::upsample_") + lin + nd,
+            [n](Context& ctx) { return upsampleRule(ctx, Mode::Linear, n); }, statics);
+    addPool(r, std::string("aten::upsample_") + lin + nd + "_backward",
+            [n](Context& ctx) { return upsampleBackwardRule(ctx, Mode::Linear, n); }, statics);
+  }
+}
+
+}  // namespace torch_tpu::lowering
