@@ -177,3 +177,29 @@ __all__ = [
     "plugin_info",
     "reset_fallback_counts",
 ]
+
+
+# ---- exit: let autograd's device threads let go of finished backward passes ----
+# A tpu backward runs on PyTorch's autograd device thread, which drops each finished graph task (and the Python
+# context `backward()` stashed in it) just after the caller's backward() has returned. If the interpreter is
+# already finalizing then, that thread cannot take the GIL and the process aborts ("terminate called without an
+# active exception"). At exit, one tiny backward per used device, run without a stashed Python context, makes each
+# device thread finish (and drop) the previous task while the interpreter is still alive.
+def _drain_autograd_device_threads() -> None:
+    try:
+        if not _device_module.is_initialized():
+            return
+        engine = torch.autograd.Variable._execution_engine
+        for d in range(_device_module.device_count()):
+            x = torch.zeros((), device=f"tpu:{d}", requires_grad=True)
+            y = x * 1.0
+            # Straight into the engine (torch.autograd.backward would stash a Python context again), accumulating
+            # into x.grad so the finished task holds no Python objects of its own.
+            engine.run_backward((y,), (torch.ones((), device=f"tpu:{d}"),), False, False, (), True, True)
+    except Exception:  # noqa: BLE001 - best effort at exit
+        pass
+
+
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_drain_autograd_device_threads)

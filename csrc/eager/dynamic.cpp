@@ -218,6 +218,17 @@ at::Tensor& tpu_index_put_impl_(at::Tensor& self, const c10::List<std::optional<
   return tpu_index_put_(self, indices, values, accumulate);
 }
 
+// equal(self, other) -> bool: same sizes and every element equal, computed on the device.
+bool tpu_equal(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ", self.device(),
+              " and ", other.device());
+  TORCH_CHECK(self.dtype() == other.dtype(), "Expected object of scalar type ", self.dtype(), " but got scalar type ",
+              other.dtype(), " for argument 'other'");
+  if (!self.sizes().equals(other.sizes())) return false;
+  if (self.numel() == 0) return true;
+  return at::eq(self, other).all().item<bool>();
+}
+
 // _fused_sgd_ has no meta kernel in PyTorch: check the list lengths, write nothing.
 void fused_sgd_meta(at::TensorList self, at::TensorList grads, at::TensorList momentum_buffer_list,
                     double /*weight_decay*/, double /*momentum*/, double /*lr*/, double /*dampening*/,
@@ -241,6 +252,7 @@ void fused_sgd_tensor_lr_meta(at::TensorList self, at::TensorList grads, at::Ten
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(tpu_nonzero));
   m.impl("nonzero.out", TORCH_FN(tpu_nonzero_out));
+  m.impl("equal", TORCH_FN(tpu_equal));
   m.impl("nonzero_static", TORCH_FN(tpu_nonzero_static));
   m.impl("masked_select", TORCH_FN(tpu_masked_select));
   m.impl("masked_select.out", TORCH_FN(tpu_masked_select_out));

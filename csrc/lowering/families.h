@@ -22,6 +22,5 @@ TPU_FAMILY void populateForeach(Registry& r);      // _foreach_* list ops, fused
 TPU_FAMILY void populateConv(Registry& r);         // convolution (1-3d, groups, transposed) and its backward
 TPU_FAMILY void populatePooling(Registry& r);      // avg/max/adaptive pooling, upsampling, and their backward
 TPU_FAMILY void populateNorm(Registry& r);         // group norm, batch norm, rms norm, and their backward
-TPU_FAMILY void populateAttention(Registry& r);    // scaled-dot-product attention pieces
 
 }  // namespace torch_tpu::lowering

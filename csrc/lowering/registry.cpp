@@ -91,7 +91,7 @@ const Registry& registry() {
     static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
                                          populateFactory,     populateNN,        populateShape, populateCopy,
                                          populateViews,       populateCompileExtra, populateConv, populatePooling, populateNorm,
-                                         populateAttention,   populateForeach /* after the per-tensor families */};
+                                         populateForeach /* after the per-tensor families */};
     for (Populate p : kFamilies)
       if (p) p(*r);
     return r;

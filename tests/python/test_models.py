@@ -258,3 +258,15 @@ def test_small_cnn_with_losses_matches_cpu(train):
     torch.testing.assert_close(out_t, out_c, **TOL)
     torch.testing.assert_close(loss_t, loss_c, **TOL)
     _assert_grads_close(cpu, tpu, **GRAD_TOL)
+
+
+@pytest.mark.xfail(strict=True, reason="eager kernel cannot write running stats: native_batch_norm updates "
+                   "running_mean/var in place without declaring the writes in its schema")
+def test_batchnorm_running_stats_update_in_eager():
+    bn_c = nn.BatchNorm2d(4, momentum=0.3)
+    bn_t = copy.deepcopy(bn_c).to("tpu")
+    x = torch.randn(3, 4, 5, 5, generator=torch.Generator().manual_seed(10))
+    bn_c(x)
+    bn_t(x.to("tpu"))
+    torch.testing.assert_close(bn_t.running_mean.cpu(), bn_c.running_mean, **TOL)
+    torch.testing.assert_close(bn_t.running_var.cpu(), bn_c.running_var, **TOL)

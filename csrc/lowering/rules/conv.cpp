@@ -139,6 +139,19 @@ Value convWeightGrad(Builder& b, Value x, Value grad, const ConvParams& p, const
   return conv(b, x, grad, d, p.dilation, pads, ones(p.nsp), p.stride, 1, p.groups);
 }
 
+// The input gradient of a transposed convolution: the plain convolution of grad (N, Cout, osp) with w, its high
+// padding chosen so the result has the input's size in_sp exactly (output_padding may exceed what the plain
+// convolution's size formula can give back).
+Value convTransposedInputGrad(Builder& b, Value grad, Value w, const ConvParams& p, const Shape& in_sp) {
+  Pads pads;
+  for (int64_t i = 0; i < p.nsp; ++i) {
+    int64_t kd = dilated(w.shape()[size_t(2 + i)], p.dilation[i]);
+    int64_t osp = grad.shape()[size_t(2 + i)];
+    pads.push_back({p.padding[i], (in_sp[size_t(i)] - 1) * p.stride[i] + kd - osp - p.padding[i]});
+  }
+  return conv(b, grad, w, standardDims(p.nsp), p.stride, pads, ones(p.nsp), p.dilation, p.groups, 1);
+}
+
 // Transposed convolution of x (N, Cin, sp) with w (Cin, Cout/g, k).
 Value convTransposed(Builder& b, Value x, Value w, const ConvParams& p) {
   Value wt = b.reverse(regroup(b, w, p.groups), spatialDims(p.nsp));
@@ -211,7 +224,7 @@ std::vector<Value> convolutionBackwardRule(Context& ctx, size_t first) {
   Shape k_sp(w.shape().begin() + 2, w.shape().end());
   std::vector<Value> res(3);
   if (wanted(0)) {
-    Value gi = p.transposed ? convForward(b, gc, wc, p) : convInputGrad(b, gc, wc, p, in_sp);
+    Value gi = p.transposed ? convTransposedInputGrad(b, gc, wc, p, in_sp) : convInputGrad(b, gc, wc, p, in_sp);
     if (gi.shape() != xc.shape()) ctx.fail("grad_input has shape " + gi.type.str() + ", expected " + xc.type.str());
     if (unbatched) gi = b.reshape(gi, x.shape());
     res[0] = b.convert(gi, ctx.outputs[0].dtype);
@@ -230,11 +243,13 @@ std::vector<Value> convolutionBackwardRule(Context& ctx, size_t first) {
   return res;
 }
 
-// Floats only: PyTorch's CPU convolution has no integer kernels either.
-bool floatConv(const Context& ctx) {
+// Real dtypes; negative padding is left to PyTorch's CPU kernel, which raises for it (the meta kernel does not).
+bool convAccepts(const Context& ctx) {
   if (!realDTypes(ctx)) return false;
   for (const Arg& a : ctx.args)
-    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !shlo::isFloat(a.tensor.dtype())) return false;
+    if (a.name == "padding" && a.kind == Arg::Kind::IntList)
+      for (int64_t v : a.ints)
+        if (v < 0) return false;
   return true;
 }
 
@@ -242,7 +257,7 @@ void addConv(Registry& r, const std::string& op, RuleFn fn) {
   Rule rule;
   rule.op = op;
   rule.fn = std::move(fn);
-  rule.accepts = floatConv;
+  rule.accepts = convAccepts;
   r.add(std::move(rule));
 }
 

@@ -382,6 +382,46 @@ void populateElementwise(Registry& r) {
     return b.select(same_inf, x, res);
   }, true);
 
+  binary(r, "aten::logaddexp2", [](Builder& b, Value x, Value y) {
+    Value m = b.max(x, y);
+    Value d = b.neg(b.abs(b.sub(x, y)));
+    Value res = b.add(m, b.div(b.log1p(b.pow(cst(b, 2, x), d)), cst(b, M_LN2, x)));
+    Value same_inf = b.andOp(b.compare(x, y, Cmp::EQ), b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ));
+    return b.select(same_inf, x, res);
+  }, true);
+  binary(r, "aten::heaviside", [](Builder& b, Value x, Value v) {
+    Value zero = cst(b, 0, x);
+    Value pos = b.select(b.compare(x, zero, Cmp::GT), cst(b, 1, x), zero);
+    return b.select(b.compare(x, zero, Cmp::EQ), v, b.select(isNan(b, x), x, pos));
+  });
+  // shifts: shift counts outside [0, bits) give 0 (left) or the sign fill (right), as stablehlo does.
+  for (const char* ov : {".Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
+    bitwise(r, std::string("aten::bitwise_left_shift") + ov, [](Builder& b, Value x, Value y) {
+      return b.shiftLeft(x, y);
+    });
+    bitwise(r, std::string("aten::bitwise_right_shift") + ov, [](Builder& b, Value x, Value y) {
+      return isSigned(x.dtype()) ? b.shiftRightArithmetic(x, y) : b.shiftRightLogical(x, y);
+    });
+  }
+
+  // nextafter(self, other): the next representable float from self toward other (bit arithmetic).
+  binary(r, "aten::nextafter", [](Builder& b, Value x, Value y) {
+    if (!isFloat(x.dtype())) return x;
+    int w = shlo::bitWidth(x.dtype());
+    DType it = w == 64 ? DType::S64 : w == 32 ? DType::S32 : DType::S16;
+    Value bits = b.bitcastConvert(x, it);
+    Value one = b.constantF(1, it, x.shape());
+    Value zero = cst(b, 0, x);
+    Value up = b.compare(b.compare(x, y, Cmp::LT), b.compare(x, zero, Cmp::GT), Cmp::EQ);  // away from zero
+    Value moved = b.bitcastConvert(b.select(up, b.add(bits, one), b.sub(bits, one)), x.dtype());
+    // from zero: the smallest subnormal with other's sign
+    Value tiny = b.bitcastConvert(one, x.dtype());
+    Value from_zero = b.select(b.compare(y, zero, Cmp::LT), b.neg(tiny), tiny);
+    Value res = b.select(b.compare(x, zero, Cmp::EQ), from_zero, moved);
+    res = b.select(b.compare(x, y, Cmp::EQ), y, res);
+    return b.select(b.orOp(isNan(b, x), isNan(b, y)), b.add(x, y), res);
+  });
+
   // ---- bitwise / logical ----
   bitwise(r, "aten::bitwise_and.Tensor", [](Builder& b, Value x, Value y) { return b.andOp(x, y); });
   bitwise(r, "aten::bitwise_and.Scalar", [](Builder& b, Value x, Value y) { return b.andOp(x, y); });
@@ -499,6 +539,54 @@ void populateElementwise(Registry& r) {
     return {res};
   });
 
+  unaryPred(r, "aten::signbit", [](Builder& b, Value x) {
+    if (x.dtype() == DType::Pred || !isSigned(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
+    if (!isFloat(x.dtype())) return b.compare(x, b.zerosLike(x), Cmp::LT);
+    int w = shlo::bitWidth(x.dtype());
+    DType it = w == 64 ? DType::S64 : w == 32 ? DType::S32 : DType::S16;
+    Value bits = b.bitcastConvert(x, it);
+    return b.compare(bits, b.zerosLike(bits), Cmp::LT);
+  });
+  // angle of a real number: 0 for x >= 0, pi for x < 0, NaN stays NaN.
+  unaryFloat(r, "aten::angle", [](Builder& b, Value x) {
+    Value res = b.select(b.compare(x, cst(b, 0, x), Cmp::LT), cst(b, M_PI, x), cst(b, 0, x));
+    return b.select(isNan(b, x), x, res);
+  });
+  // frexp(self) -> (mantissa in [0.5, 1), int32 exponent); 0, inf and NaN give (self, 0).
+  {
+    Rule rule;
+    rule.op = "aten::frexp.Tensor";
+    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); };
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value x0 = ctx.tensor(0);
+      DType t = x0.dtype();
+      DType c = t == DType::F64 ? DType::F64 : DType::F32;
+      Value x = b.convert(x0, c);
+      int mant = c == DType::F64 ? 52 : 23, bias = c == DType::F64 ? 1022 : 126;
+      DType it = c == DType::F64 ? DType::S64 : DType::S32;
+      // scale subnormals into the normal range first
+      double scale_exp = c == DType::F64 ? 54 : 25;
+      Value small = b.compare(b.abs(x), cst(b, c == DType::F64 ? 2.2250738585072014e-308 : 1.1754943508222875e-38, x),
+                              Cmp::LT);
+      Value xs = b.select(small, b.mul(x, cst(b, std::ldexp(1.0, int(scale_exp)), x)), x);
+      Value bits = b.bitcastConvert(xs, it);
+      Value ef = b.andOp(b.shiftRightLogical(bits, b.constantF(mant, it, x.shape())),
+                         b.constantF(c == DType::F64 ? 0x7ff : 0xff, it, x.shape()));
+      Value e = b.sub(ef, b.constantF(bias, it, x.shape()));
+      e = b.select(small, b.sub(e, b.constantF(scale_exp, it, x.shape())), e);
+      int64_t keep_mask = c == DType::F64 ? int64_t(~(int64_t(0x7ff) << 52)) : int64_t(~(int64_t(0xff) << 23)) & 0xffffffff;
+      Value mbits = b.orOp(b.andOp(bits, b.broadcastTo(b.constantInt(c == DType::F64 ? keep_mask : int64_t(int32_t(uint32_t(keep_mask))), it), x.shape())),
+                           b.broadcastTo(b.constantInt(int64_t(bias) << mant, it), x.shape()));
+      Value m = b.bitcastConvert(mbits, c);
+      Value special = b.orOp(b.compare(x, cst(b, 0, x), Cmp::EQ), b.notOp(b.isFinite(x)));
+      m = b.select(special, x, m);
+      e = b.select(special, b.zerosLike(e), e);
+      return {b.convert(m, t), b.convert(e, DType::S32)};
+    };
+    r.add(std::move(rule));
+  }
+
   // ---- unary, floating result ----
   unaryFloat(r, "aten::exp", [](Builder& b, Value x) { return b.exp(x); });
   unaryFloat(r, "aten::exp2", [](Builder& b, Value x) { return b.pow(cst(b, 2, x), x); });
@@ -537,6 +625,44 @@ void populateElementwise(Registry& r) {
       v = b.clamp(eps, v, b.sub(cst(b, 1, v), eps));
     }
     return {b.convert(b.log(b.div(v, b.sub(cst(b, 1, v), v))), out)};
+  });
+
+  // ---- special functions (CHLO where XLA has them) ----
+  auto chlo2 = [](Builder& b, const std::string& name, Value x, Value y) {
+    return b.raw("\"chlo." + name + "\"(" + b.ref(x) + ", " + b.ref(y) + ")",
+                 "(" + x.type.str() + ", " + y.type.str() + ") -> " + x.type.str(), x.type);
+  };
+  // polygamma(int n, Tensor self)
+  addEw(r, "aten::polygamma", [chlo2](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x0 = ctx.tensor(1);
+    DType out = toFloat(x0.dtype());
+    Value x = b.convert(x0, accType(out));
+    int64_t n = ctx.toInt(0);
+    Value res = n == 0 ? b.chlo("digamma", x) : chlo2(b, "polygamma", b.constantF(double(n), x.dtype(), x.shape()), x);
+    return {b.convert(res, out)};
+  });
+  for (const char* ov : {"", ".other_scalar", ".self_scalar"}) {
+    binary(r, std::string("aten::special_zeta") + ov,
+           [chlo2](Builder& b, Value x, Value q) { return chlo2(b, "zeta", x, q); }, true);
+    binary(r, std::string("aten::special_xlog1py") + ov, [](Builder& b, Value x, Value y) {
+      Value zero = cst(b, 0, x);
+      Value res = b.select(b.compare(x, zero, Cmp::EQ), zero, b.mul(x, b.log1p(y)));
+      return b.select(isNan(b, y), y, res);
+    }, true);
+  }
+  unaryFloat(r, "aten::special_i1e", [](Builder& b, Value x) { return b.chlo("bessel_i1e", x); });
+  unaryFloat(r, "aten::special_i1", [](Builder& b, Value x) {
+    return b.mul(b.chlo("bessel_i1e", x), b.exp(b.abs(x)));
+  });
+  unaryFloat(r, "aten::special_entr", [](Builder& b, Value x) {
+    Value zero = cst(b, 0, x);
+    Value res = b.select(b.compare(x, zero, Cmp::GT), b.neg(b.mul(x, b.log(x))),
+                         b.select(b.compare(x, zero, Cmp::EQ), zero, cst(b, -INFINITY, x)));
+    return b.select(isNan(b, x), x, res);
+  });
+  unaryFloat(r, "aten::special_ndtri", [](Builder& b, Value p) {
+    return b.mul(cst(b, M_SQRT2, p), b.chlo("erf_inv", b.sub(b.mul(cst(b, 2, p), p), cst(b, 1, p))));
   });
 
   // ---- activations ----

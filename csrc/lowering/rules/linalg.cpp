@@ -54,6 +54,62 @@ std::vector<Value> mmLike(Context& ctx, size_t lhs_i, size_t rhs_i, int64_t nbat
   return {b.convert(p, out)};
 }
 
+
+// ---- triangular solves and Cholesky (stablehlo.triangular_solve / stablehlo.cholesky) ----
+
+// Solves op(a) x = rhs (left) or x op(a) = rhs (right); a [..., m, m], rhs with the same batch dims.
+Value triSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, bool transpose_a) {
+  std::string text = "\"stablehlo.triangular_solve\"(" + b.ref(a) + ", " + b.ref(rhs) + ") {left_side = " +
+                     (left ? "true" : "false") + ", lower = " + (lower ? "true" : "false") +
+                     ", unit_diagonal = " + (unit ? "true" : "false") + ", transpose_a = #stablehlo<transpose " +
+                     (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">}";
+  return b.raw(text, "(" + a.type.str() + ", " + rhs.type.str() + ") -> " + rhs.type.str(), rhs.type);
+}
+
+Value lowerMask(Builder& b, const Shape& shape, bool lower) {
+  int64_t r = int64_t(shape.size());
+  Value row = b.iota({DType::S64, shape}, r - 2), col = b.iota({DType::S64, shape}, r - 1);
+  return b.compare(col, row, lower ? Cmp::LE : Cmp::GE);
+}
+
+// Lower Cholesky factor (the other triangle zeroed).
+Value choleskyLower(Builder& b, Value a) {
+  std::string text = "\"stablehlo.cholesky\"(" + b.ref(a) + ") {lower = true}";
+  Value l = b.raw(text, "(" + a.type.str() + ") -> " + a.type.str(), a.type);
+  return b.select(lowerMask(b, a.shape(), true), l, b.zerosLike(l));
+}
+
+Value mT(Builder& b, Value x) {
+  std::vector<int64_t> perm;
+  for (int64_t k = 0; k < x.rank(); ++k) perm.push_back(k);
+  std::swap(perm[x.rank() - 1], perm[x.rank() - 2]);
+  return b.transpose(x, perm);
+}
+
+// Broadcasts the batch dims (all but the last two) of x and y to each other.
+std::pair<Value, Value> broadcastBatch(Builder& b, Value x, Value y) {
+  Shape bx(x.shape().begin(), x.shape().end() - 2), by(y.shape().begin(), y.shape().end() - 2);
+  Shape bb = broadcastShapes({bx, by});
+  Shape sx = bb, sy = bb;
+  sx.insert(sx.end(), x.shape().end() - 2, x.shape().end());
+  sy.insert(sy.end(), y.shape().end() - 2, y.shape().end());
+  return {b.broadcastTo(x, sx), b.broadcastTo(y, sy)};
+}
+
+bool floatMatrices(const Context& ctx) {
+  if (!realDTypes(ctx)) return false;
+  for (const Arg& a : ctx.args)
+    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !shlo::isFloat(a.tensor.dtype())) return false;
+  return true;
+}
+
+void addLinalg(Registry& r, const std::string& op, RuleFn fn) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  rule.accepts = floatMatrices;
+  r.add(std::move(rule));
+}
 }  // namespace
 
 void populateLinalg(Registry& r) {
@@ -80,6 +136,73 @@ void populateLinalg(Registry& r) {
     }
     Value p = b.dotGeneral(l, b.convert(rr, l.dtype()), {}, {}, {0, 2}, {0, 1}, acc);
     return {b.convert(epilogue(ctx, p, 0, 3, 4), out)};
+  });
+  // linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info): info is 1 + the first row whose
+  // factor is not finite (the input is not positive-definite there), else 0.
+  addLinalg(r, "aten::linalg_cholesky_ex", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0);
+    DType t = a.dtype(), c = accType(t);
+    Value l = choleskyLower(b, b.convert(a, c));
+    int64_t n = a.shape().back(), r = a.rank();
+    Value bad_row = b.reduce(b.notOp(b.isFinite(l)), {r - 1}, ReduceKind::Or);  // [..., n]
+    Shape rs = bad_row.shape();
+    Value pos = b.add(b.iota({DType::S32, rs}, r - 2), b.constantF(1, DType::S32, rs));
+    Value big = b.constantF(double(n + 1), DType::S32, rs);
+    Value first = b.reduce(b.select(bad_row, pos, big), {r - 2}, ReduceKind::Min);
+    Value info = b.select(b.compare(first, b.constantF(double(n), DType::S32, first.shape()), Cmp::GT),
+                          b.zerosLike(first), first);
+    bool upper = ctx.has(1) && ctx.toBool(1);
+    return {b.convert(upper ? mT(b, l) : l, t), info};
+  });
+  addLinalg(r, "aten::cholesky", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0);
+    Value l = choleskyLower(b, b.convert(a, accType(a.dtype())));
+    return {b.convert(ctx.has(1) && ctx.toBool(1) ? mT(b, l) : l, a.dtype())};
+  });
+  // linalg_solve_triangular(self=A, B, *, upper, left=True, unitriangular=False)
+  addLinalg(r, "aten::linalg_solve_triangular", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = promote(ctx.tensor(0).dtype(), ctx.tensor(1).dtype()), c = accType(t);
+    auto [a, rhs] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
+    bool upper = ctx.toBool(2), left = !ctx.has(3) || ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
+    if (rhs.type.numel() == 0 || a.type.numel() == 0) return {b.zeros({t, ctx.outputs.at(0).shape})};
+    return {b.convert(triSolve(b, a, rhs, left, !upper, unit, false), t)};
+  });
+  // triangular_solve(self=B, A, upper=True, transpose=False, unitriangular=False) -> (solution, cloned_coefficient)
+  addLinalg(r, "aten::triangular_solve", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = ctx.tensor(0).dtype(), c = accType(t);
+    auto [rhs, a] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
+    bool upper = !ctx.has(2) || ctx.toBool(2), trans = ctx.has(3) && ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
+    Value sol = rhs.type.numel() == 0 || a.type.numel() == 0 ? rhs : triSolve(b, a, rhs, true, !upper, unit, trans);
+    return {b.convert(sol, t), b.convert(a, t)};
+  });
+  // _cholesky_solve_helper(self=B, A=factor, upper): solves (L L^T) X = B.
+  addLinalg(r, "aten::_cholesky_solve_helper", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = ctx.tensor(0).dtype(), c = accType(t);
+    auto [rhs, f] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
+    bool upper = ctx.toBool(2);
+    if (rhs.type.numel() == 0) return {b.convert(rhs, t)};
+    Value l = upper ? mT(b, f) : f;
+    Value y = triSolve(b, l, rhs, true, true, false, false);
+    return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
+  });
+  // cholesky_inverse(self=factor, upper=False): (L L^T)^-1.
+  addLinalg(r, "aten::cholesky_inverse", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value f0 = ctx.tensor(0);
+    DType t = f0.dtype(), c = accType(t);
+    Value f = b.convert(f0, c);
+    if (f.type.numel() == 0) return {f0};
+    Value l = ctx.has(1) && ctx.toBool(1) ? mT(b, f) : f;
+    Value eye = b.convert(lowerMask(b, f.shape(), true), c);
+    eye = b.select(b.compare(b.iota({DType::S64, f.shape()}, f.rank() - 2), b.iota({DType::S64, f.shape()}, f.rank() - 1),
+                             Cmp::EQ), b.onesLike(eye), b.zerosLike(eye));
+    Value y = triSolve(b, l, eye, true, true, false, false);
+    return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
   });
   // _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, bool use_gelu=False)
   addReal(r, "aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {

@@ -175,6 +175,140 @@ std::vector<Value> cumRule(Context& ctx, ReduceKind kind) {
   return {b.convert(scan(b, b.convert(x, acc), d, kind), out)};
 }
 
+
+// ---- prefix (cumulative) ops with indices, and order statistics ----
+
+// x with `dim` moved last: returns {moved, permutation}.
+std::pair<Value, std::vector<int64_t>> moveLast(Builder& b, Value x, int64_t dim) {
+  std::vector<int64_t> perm;
+  for (int64_t k = 0; k < x.rank(); ++k)
+    if (k != dim) perm.push_back(k);
+  perm.push_back(dim);
+  return {b.transpose(x, perm), perm};
+}
+Value moveBack(Builder& b, Value x, const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) inv[perm[k]] = int64_t(k);
+  return b.transpose(x, inv);
+}
+
+// The lowest value of a dtype (for masked max reductions).
+double lowest(DType t) {
+  if (isFloat(t)) return -INFINITY;
+  if (t == DType::Pred || !shlo::isSigned(t)) return 0;
+  return -std::ldexp(1.0, shlo::bitWidth(t) - 1);
+}
+double highest(DType t) {
+  if (isFloat(t)) return INFINITY;
+  if (t == DType::Pred) return 1;
+  return shlo::isSigned(t) ? std::ldexp(1.0, shlo::bitWidth(t) - 1) - 1 : std::ldexp(1.0, shlo::bitWidth(t)) - 1;
+}
+
+// cummax/cummin along `dim` as PyTorch CPU computes them: a NaN wins from its position on (and later NaNs take
+// the index); otherwise the latest position equal to the running extreme. Pairwise over [.., i, j<=i].
+std::vector<Value> cumExtreme(Builder& b, Value x, int64_t dim, bool is_max) {
+  if (x.rank() == 0) return {x, b.constantInt(0, DType::S64)};
+  int64_t n = x.shape()[dim];
+  if (n == 0) return {x, b.zeros({DType::S64, x.shape()})};
+  DType orig = x.dtype();
+  Value xv = orig == DType::Pred ? b.convert(x, DType::U8) : x;
+  auto [xt, perm] = moveLast(b, xv, dim);
+  Shape s = xt.shape();
+  int64_t r = xt.rank();
+  Shape s2 = s;
+  s2.push_back(n);  // [..., i, j]
+  std::vector<int64_t> map;
+  for (int64_t k = 0; k < r - 1; ++k) map.push_back(k);
+  map.push_back(r);
+  Value a = b.broadcastInDim(xt, s2, map);  // a[..., i, j] = x[..., j]
+  Value ii = b.iota({DType::S64, s2}, r - 1), jj = b.iota({DType::S64, s2}, r);
+  Value valid = b.compare(jj, ii, Cmp::LE);
+  Value fill = b.constantF(is_max ? lowest(a.dtype()) : highest(a.dtype()), a.dtype(), s2);
+  Value ext = reduceNan(b, b.select(valid, a, fill), {r}, is_max ? ReduceKind::Max : ReduceKind::Min);  // [..., i]
+  Value nan_here = b.andOp(valid, isNan(b, a));
+  Value any_nan = b.reduce(nan_here, {r}, ReduceKind::Or);
+  std::vector<int64_t> keep;
+  for (int64_t k = 0; k < r; ++k) keep.push_back(k);
+  Value eq = b.andOp(valid, b.compare(a, b.broadcastInDim(ext, s2, keep), Cmp::EQ));
+  Value match = b.select(b.broadcastInDim(any_nan, s2, keep), nan_here, eq);
+  Value idx = b.reduce(b.select(match, jj, b.constantF(-1, DType::S64, s2)), {r}, ReduceKind::Max);
+  Value vals = moveBack(b, ext, perm), inds = moveBack(b, idx, perm);
+  return {b.convert(vals, orig), inds};
+}
+
+// logcumsumexp along dim (pairwise, shifted by the prefix max).
+Value logCumSumExp(Builder& b, Value x, int64_t dim) {
+  if (x.rank() == 0) return x;
+  int64_t n = x.shape()[dim];
+  if (n == 0) return x;
+  auto [xt, perm] = moveLast(b, x, dim);
+  Shape s = xt.shape();
+  int64_t r = xt.rank();
+  Shape s2 = s;
+  s2.push_back(n);
+  std::vector<int64_t> map, keep;
+  for (int64_t k = 0; k < r - 1; ++k) map.push_back(k);
+  map.push_back(r);
+  for (int64_t k = 0; k < r; ++k) keep.push_back(k);
+  Value a = b.broadcastInDim(xt, s2, map);
+  Value valid = b.compare(b.iota({DType::S64, s2}, r), b.iota({DType::S64, s2}, r - 1), Cmp::LE);
+  Value ninf = b.constantF(-INFINITY, a.dtype(), s2);
+  Value am = b.select(valid, a, ninf);
+  Value m = b.reduce(am, {r}, ReduceKind::Max);
+  m = b.select(b.compare(b.abs(m), cst(b, INFINITY, m), Cmp::EQ), b.zerosLike(m), m);
+  Value e = b.exp(b.sub(am, b.broadcastInDim(m, s2, keep)));
+  Value res = b.add(b.log(b.reduce(e, {r}, ReduceKind::Sum)), m);
+  return moveBack(b, res, perm);
+}
+
+// Sorted values and their (stable) original indices along dim.
+std::vector<Value> sortAlong(Builder& b, Value x, int64_t dim) {
+  Value key = x.dtype() == DType::Pred ? b.convert(x, DType::U8) : x;
+  auto res = b.sort({key, b.iota({DType::S64, x.shape()}, dim)}, dim, false, true);
+  res[0] = b.convert(res[0], x.dtype());
+  return res;
+}
+
+// Picks position `pos` (a Value broadcastable to the reduced shape, int64) along dim of sorted values/indices.
+std::vector<Value> pickAlong(Builder& b, const std::vector<Value>& sorted, int64_t dim, Value pos) {
+  std::vector<Value> out;
+  Shape s = sorted[0].shape();
+  Shape red = s;
+  red.erase(red.begin() + dim);
+  std::vector<int64_t> keep;
+  for (int64_t k = 0; k < int64_t(s.size()); ++k)
+    if (k != dim) keep.push_back(k);
+  Value p = b.broadcastInDim(b.broadcastTo(pos, red), s, keep);
+  Value sel = b.compare(b.iota({DType::S64, s}, dim), p, Cmp::EQ);
+  for (const Value& v : sorted) {
+    Value z = v.dtype() == DType::Pred ? b.convert(v, DType::U8) : v;
+    Value picked = b.reduce(b.select(sel, z, b.zerosLike(z)), {dim}, v.dtype() == DType::Pred ? ReduceKind::Max
+                                                                       : ReduceKind::Sum);
+    out.push_back(b.convert(picked, v.dtype()));
+  }
+  return out;
+}
+
+// median (lower) / nanmedian along dim: {values, indices}. median: a NaN in the row gives NaN (index of the first
+// NaN); nanmedian ignores NaNs (all-NaN rows give NaN).
+std::vector<Value> medianAlong(Builder& b, Value x, int64_t dim, bool ignore_nan) {
+  int64_t n = x.shape()[dim];
+  auto sorted = sortAlong(b, x, dim);  // NaNs sort last
+  Shape red = x.shape();
+  red.erase(red.begin() + dim);
+  Value nan_count = b.reduce(b.convert(isNan(b, x), DType::S64), {dim}, ReduceKind::Sum);
+  Value pos;
+  if (ignore_nan) {
+    Value valid = b.sub(b.constantF(double(n), DType::S64, red), nan_count);
+    Value half = b.div(b.sub(valid, b.constantF(1, DType::S64, red)), b.constantF(2, DType::S64, red));
+    pos = b.max(half, b.zeros({DType::S64, red}));
+  } else {
+    Value lower = b.constantF(double((n - 1) / 2), DType::S64, red);
+    Value first_nan = b.sub(b.constantF(double(n), DType::S64, red), nan_count);
+    pos = b.select(b.compare(nan_count, b.zeros({DType::S64, red}), Cmp::GT), first_nan, lower);
+  }
+  return pickAlong(b, sorted, dim, pos);
+}
 }  // namespace
 
 void populateReduction(Registry& r) {
@@ -209,6 +343,14 @@ void populateReduction(Registry& r) {
   addReal(r, "aten::all", [](Context& ctx) { return anyAllRule(ctx, false, 0); });
   addReal(r, "aten::all.dim", [](Context& ctx) { return anyAllRule(ctx, false, 1); });
   addReal(r, "aten::all.dims", [](Context& ctx) { return anyAllRule(ctx, false, 2); });
+  // aminmax(self, *, dim=None, keepdim=False) -> (min, max)
+  addReal(r, "aten::aminmax", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    std::vector<int64_t> dims = ctx.has(1) ? normDims(ctx, {ctx.toInt(1)}, x.rank()) : allDims(x.rank());
+    bool keep = optBool(ctx, 2);
+    Value mn = reduceNan(ctx.b, x, dims, ReduceKind::Min), mx = reduceNan(ctx.b, x, dims, ReduceKind::Max);
+    return {keepDims(ctx.b, mn, x.shape(), dims, keep), keepDims(ctx.b, mx, x.shape(), dims, keep)};
+  });
   addReal(r, "aten::count_nonzero.dim_IntList", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
@@ -275,6 +417,56 @@ void populateReduction(Registry& r) {
     Value res = b.add(b.log(s), m);
     return {keepDims(b, b.convert(res, out), x.shape(), dims, optBool(ctx, 2))};
   });
+  // ---- cumulative extremes, logcumsumexp, order statistics ----
+  addReal(r, "aten::cummax", [](Context& ctx) {
+    Value x = ctx.tensor(0);
+    return cumExtreme(ctx.b, x, normDim(ctx, ctx.toInt(1), x.rank()), true);
+  });
+  addReal(r, "aten::cummin", [](Context& ctx) {
+    Value x = ctx.tensor(0);
+    return cumExtreme(ctx.b, x, normDim(ctx, ctx.toInt(1), x.rank()), false);
+  });
+  {
+    Rule rule;
+    rule.op = "aten::logcumsumexp";
+    rule.accepts = floatInput;
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Value x = ctx.tensor(0);
+      return {ctx.b.convert(logCumSumExp(ctx.b, ctx.b.convert(x, accType(x.dtype())), normDim(ctx, ctx.toInt(1), x.rank())),
+                            x.dtype())};
+    };
+    r.add(std::move(rule));
+  }
+  // kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices)
+  addReal(r, "aten::kthvalue", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    int64_t k = ctx.toInt(1);
+    bool keep = optBool(ctx, 3);
+    if (x.rank() == 0) return {x, b.constantInt(0, DType::S64)};
+    int64_t d = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, x.rank());
+    auto res = pickAlong(b, sortAlong(b, x, d), d, b.constantInt(k - 1, DType::S64));
+    return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
+  });
+  for (bool ignore : {false, true}) {
+    std::string base = ignore ? "aten::nanmedian" : "aten::median";
+    addReal(r, base, [ignore](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value x = ctx.tensor(0);
+      if (x.type.numel() == 0) return {b.constantF(NAN, x.dtype(), {})};
+      Value flat = b.reshape(x, {x.type.numel()});
+      return {medianAlong(b, flat, 0, ignore)[0]};
+    });
+    addReal(r, base + ".dim", [ignore](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value x = ctx.tensor(0);
+      bool keep = optBool(ctx, 2);
+      if (x.rank() == 0) return {x, b.constantInt(0, DType::S64)};
+      int64_t d = normDim(ctx, ctx.toInt(1), x.rank());
+      auto res = medianAlong(b, x, d, ignore);
+      return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
+    });
+  }
   addReal(r, "aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); });
   addReal(r, "aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); });
   addReal(r, "aten::trace", [](Context& ctx) -> std::vector<Value> {

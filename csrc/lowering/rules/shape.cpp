@@ -456,6 +456,108 @@ void populateShape(Registry& r) {
     rule.eager = std::string(op) == "aten::_unsafe_index_put";
     r.add(std::move(rule));
   }
+  // linalg_cross(self, other, *, dim=-1): both broadcast; dim has size 3.
+  addReal(r, "aten::linalg_cross", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0), y = ctx.tensor(1);
+    DType t = promote(x.dtype(), y.dtype());
+    Shape shape = broadcastShapes({x.shape(), y.shape()});
+    x = b.broadcastTo(b.convert(x, t), shape);
+    y = b.broadcastTo(b.convert(y, t), shape);
+    int64_t d = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, int64_t(shape.size()));
+    auto at = [&](Value v, int64_t i) { return b.sliceInDim(v, i, i + 1, 1, d); };
+    auto part = [&](int64_t i, int64_t j) { return b.sub(b.mul(at(x, i), at(y, j)), b.mul(at(x, j), at(y, i))); };
+    return {b.concatenate({part(1, 2), part(2, 0), part(0, 1)}, d)};
+  });
+  // isin(elements, test_elements, *, assume_unique, invert): every element compared with every test element.
+  for (const char* op : {"aten::isin.Tensor_Tensor", "aten::isin.Tensor_Scalar", "aten::isin.Scalar_Tensor"}) {
+    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      DType t = resultTypeOf(ctx, {0, 1});
+      auto val = [&](size_t i) {
+        return ctx.arg(i).kind == Arg::Kind::Tensor && !ctx.arg(i).wrapped_number ? b.convert(ctx.tensor(i), t)
+                                                                                  : scalarArg(ctx, i, t);
+      };
+      Value e = val(0), te = val(1);
+      int64_t ne = e.type.numel(), nt = te.type.numel();
+      bool invert = ctx.has(3) && ctx.toBool(3);
+      if (nt == 0) return {b.constantF(invert ? 1 : 0, DType::Pred, e.shape())};
+      if (ne == 0) return {b.constantF(0, DType::Pred, e.shape())};
+      Value ef = b.broadcastInDim(b.reshape(e, {ne}), {ne, nt}, {0});
+      Value tf = b.broadcastInDim(b.reshape(te, {nt}), {ne, nt}, {1});
+      Value hit = b.reduce(b.compare(ef, tf, Cmp::EQ), {1}, ReduceKind::Or);
+      if (invert) hit = b.notOp(hit);
+      return {b.reshape(hit, e.shape())};
+    });
+  }
+  // searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter) / bucketize(self, boundaries, *,
+  // out_int32, right): the count of boundaries below (left) or not above (right) each value. A 1-d sequence serves
+  // every value; an N-d one is searched row by row (its leading dims match the values').
+  auto search = [](Context& ctx, size_t seq_i, size_t val_i, bool right, int sorter_i) -> Value {
+    Builder& b = ctx.b;
+    Value seq = ctx.tensor(seq_i);
+    DType t = promote(seq.dtype(), ctx.arg(val_i).kind == Arg::Kind::Tensor && !ctx.arg(val_i).wrapped_number
+                                       ? ctx.tensor(val_i).dtype() : typeOperand(ctx, val_i).dtype);
+    if (!isFloat(t) && typeOperand(ctx, val_i).dtype == DType::F64) t = DType::F64;
+    Value v = ctx.arg(val_i).kind == Arg::Kind::Tensor && !ctx.arg(val_i).wrapped_number
+                  ? b.convert(ctx.tensor(val_i), t) : scalarArg(ctx, val_i, t);
+    seq = b.convert(seq, t);
+    if (seq.type.numel() == 0) return b.zeros({DType::S64, v.shape()});
+    if (sorter_i >= 0 && ctx.has(size_t(sorter_i))) {
+      Value sorter = ctx.tensor(size_t(sorter_i));
+      int64_t sd = seq.rank() - 1;
+      Builder::GatherDims gd;
+      for (int64_t k = 0; k < seq.rank(); ++k) gd.collapsed_slice_dims.push_back(k), gd.start_index_map.push_back(k);
+      gd.index_vector_dim = sorter.rank();
+      std::vector<Value> parts;
+      Shape s1 = sorter.shape();
+      s1.push_back(1);
+      for (int64_t k = 0; k < seq.rank(); ++k)
+        parts.push_back(b.reshape(k == sd ? b.convert(sorter, DType::S64) : b.iota({DType::S64, sorter.shape()}, k), s1));
+      seq = b.gather(seq, b.concatenate(parts, sorter.rank()), gd, std::vector<int64_t>(seq.rank(), 1), sorter.shape());
+    }
+    int64_t n = seq.shape().empty() ? 1 : seq.shape().back();
+    Shape vs = v.shape();
+    Shape big = vs;
+    big.push_back(n);
+    std::vector<int64_t> vmap;
+    for (int64_t k = 0; k < v.rank(); ++k) vmap.push_back(k);
+    Value vb = b.broadcastInDim(v, big, vmap);
+    Value sb;
+    if (seq.rank() <= 1) {
+      sb = b.broadcastInDim(b.reshape(seq, {n}), big, {int64_t(big.size()) - 1});
+    } else {  // leading dims equal to v's leading dims
+      std::vector<int64_t> smap;
+      for (int64_t k = 0; k < seq.rank() - 1; ++k) smap.push_back(k);
+      smap.push_back(int64_t(big.size()) - 1);
+      sb = b.broadcastInDim(seq, big, smap);
+    }
+    // NaN sorts last: a NaN boundary is above every value; a NaN value is above every non-NaN boundary.
+    Value below = b.compare(sb, vb, right ? Cmp::LE : Cmp::LT);
+    if (isFloat(t)) {
+      Value vnan = isNan(b, vb), snan = isNan(b, sb);
+      below = b.select(snan, right ? b.andOp(vnan, snan) : b.constantF(0, DType::Pred, big),
+                       b.orOp(below, vnan));
+    }
+    return b.reduce(b.convert(below, DType::S64), {int64_t(big.size()) - 1}, ReduceKind::Sum);
+  };
+  for (const char* op : {"aten::searchsorted.Tensor", "aten::searchsorted.Scalar"})
+    addReal(r, op, [search](Context& ctx) -> std::vector<Value> {
+      bool right = (ctx.has(3) && ctx.toBool(3)) || (ctx.has(4) && ctx.arg(4).s == "right");
+      Value res = search(ctx, 0, 1, right, 5);
+      return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
+    });
+  for (const char* op : {"aten::bucketize.Tensor", "aten::bucketize.Scalar"}) {
+    Rule rule;
+    rule.op = op;
+    rule.fn = [search](Context& ctx) -> std::vector<Value> {
+      Value res = search(ctx, 1, 0, ctx.has(3) && ctx.toBool(3), -1);
+      return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
+    };
+    // boundaries must be 1-d: otherwise declined, and the CPU kernel raises PyTorch's error
+    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).rank() == 1; };
+    r.add(std::move(rule));
+  }
   // masked_scatter(self, mask, source): the k-th true element of the (broadcast) mask takes source's k-th element.
   Rule masked_scatter;
   masked_scatter.op = "aten::masked_scatter";

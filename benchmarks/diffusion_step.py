@@ -1,0 +1,150 @@
+"""Diffusion denoiser step time on tpu: eager against ``pipe.transformer.compile(backend="tpu")``, and torch CPU.
+
+A small SD3-style pipeline from configs with random weights (no hub access). One step = one call of the
+transformer with classifier-free guidance (batch 2) plus the scheduler update, timed inside the pipeline with
+``callback_on_step_end`` (the device is synchronized at each step; median step of --steps, best of two runs after a
+warm-up run; text encoders and VAE are not in the step). Also reports the compiles of a second call at the same size
+(must be 0) and latents' max difference from the CPU run.
+
+    python benchmarks/diffusion_step.py [--size 64 --hidden 128 --layers 2 --steps 8 --markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import tempfile
+import time
+import warnings
+
+import torch
+
+import torch_tpu
+
+
+def build(d, size, hidden, layers):
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
+    from transformers import CLIPTextConfig, CLIPTextModelWithProjection, CLIPTokenizer, T5Config, T5EncoderModel
+
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    for c in "abcdefghijklmnopqrstuvwxyz":
+        vocab[c] = len(vocab)
+        vocab[c + "</w>"] = len(vocab)
+    with open(os.path.join(d, "vocab.json"), "w") as f:
+        json.dump(vocab, f)
+    with open(os.path.join(d, "merges.txt"), "w") as f:
+        f.write("#version: 0.2\n")
+    tok = CLIPTokenizer(os.path.join(d, "vocab.json"), os.path.join(d, "merges.txt"), model_max_length=16,
+                        pad_token="<|endoftext|>")
+    clip = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1, vocab_size=60, hidden_size=32, intermediate_size=64,
+                num_attention_heads=4, num_hidden_layers=1, max_position_embeddings=16, projection_dim=32)
+    heads = max(1, hidden // 32)
+    torch.manual_seed(0)
+    return StableDiffusion3Pipeline(
+        transformer=SD3Transformer2DModel(sample_size=size // 2, patch_size=2, in_channels=4, num_layers=layers,
+                                          attention_head_dim=hidden // heads, num_attention_heads=heads,
+                                          caption_projection_dim=hidden, joint_attention_dim=32,
+                                          pooled_projection_dim=64, out_channels=4),
+        text_encoder=CLIPTextModelWithProjection(CLIPTextConfig(**clip)),
+        text_encoder_2=CLIPTextModelWithProjection(CLIPTextConfig(**clip)),
+        text_encoder_3=T5EncoderModel(T5Config(vocab_size=60, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
+                                               relative_attention_num_buckets=8)),
+        tokenizer=tok, tokenizer_2=tok, tokenizer_3=tok,
+        vae=AutoencoderKL(in_channels=3, out_channels=3, block_out_channels=(8, 16), layers_per_block=1,
+                          latent_channels=4, down_block_types=("DownEncoderBlock2D",) * 2,
+                          up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=4, use_quant_conv=False,
+                          use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035),
+        scheduler=FlowMatchEulerDiscreteScheduler())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", type=int, default=64, help="image size (latents are size/2)")
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--fullgraph", action="store_true")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+
+    warnings.filterwarnings("ignore")
+    from diffusers import StableDiffusion3Pipeline
+    from diffusers.utils import logging as df_logging
+    from transformers.utils import logging as hf_logging
+
+    for lg in (df_logging, hf_logging):
+        lg.set_verbosity_error()
+        lg.disable_progress_bar()
+    logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
+    logging.getLogger("torch_tpu").setLevel(logging.ERROR)
+
+    def run(pipe, steps):
+        pipe.set_progress_bar_config(disable=True)
+        marks = []
+
+        def on_step_end(p, i, t, kw):  # per-step timestamps, the device drained at each mark
+            if kw["latents"].device.type == "tpu":
+                torch.tpu.synchronize()
+            marks.append(time.perf_counter())
+            return {}
+
+        t0 = time.perf_counter()
+        out = pipe("a cat", num_inference_steps=steps, height=args.size, width=args.size, output_type="latent",
+                   generator=torch.Generator().manual_seed(0), callback_on_step_end=on_step_end,
+                   callback_on_step_end_tensor_inputs=["latents"]).images.cpu()
+        return out, time.perf_counter() - t0, marks
+
+    def step_time(pipe):
+        run(pipe, args.steps)  # warm-up
+        best = None
+        for _ in range(2):
+            out, _, marks = run(pipe, args.steps)
+            per = sorted(b - a for a, b in zip(marks, marks[1:]))[(len(marks) - 1) // 2]  # median step
+            best = per if best is None else min(best, per)
+        return out, best
+
+    rows = []
+    ok = True
+    with tempfile.TemporaryDirectory() as d:
+        build(d, args.size, args.hidden, args.layers).save_pretrained(d)
+        want, cpu_step = step_time(StableDiffusion3Pipeline.from_pretrained(d))
+        rows.append(("torch CPU eager", cpu_step, "-", "-", 0.0))
+        pipe = StableDiffusion3Pipeline.from_pretrained(d).to("tpu")
+        got, eager_step = step_time(pipe)
+        err = (got - want).abs().max().item()
+        ok &= err < 1e-3
+        rows.append(("tpu eager", eager_step, "-", "-", err))
+        pipe.transformer.compile(backend="tpu", fullgraph=args.fullgraph, dynamic=False)
+        torch_tpu._dynamo_backend.reset_compile_stats()
+        warm = run(pipe, args.steps)[1]
+        w = torch_tpu._dynamo_backend.compile_stats()
+        torch_tpu._dynamo_backend.reset_compile_stats()
+        got, comp_step = step_time(pipe)
+        s = torch_tpu._dynamo_backend.compile_stats()
+        recompiles = s["graphs"] + s["compiles"] + s["disk_hits"]
+        err = (got - want).abs().max().item()
+        ok &= err < 1e-3 and recompiles == 0
+        rows.append((f"tpu compiled (warm-up {warm:.1f} s, {w['graphs']} graphs)", comp_step, recompiles,
+                     w["fallback_nodes"], err))
+
+    print(f"SD3-style transformer: hidden {args.hidden}, {args.layers} layers, patch 2, image {args.size}x{args.size} "
+          f"(latents 4x{args.size // 2}x{args.size // 2}), CFG batch 2, float32; "
+          f"plugin {torch_tpu._C._plugin_info()['platform_name']}, torch {torch.__version__}")
+    head = ("run", "ms/step", "recompiles after warm-up", "ops run eagerly in graphs", "max |latents - CPU|")
+    if args.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for r in rows:
+            print(f"| {r[0]} | {r[1] * 1e3:.1f} | {r[2]} | {r[3]} | {r[4]:.1e} |")
+    else:
+        for r in rows:
+            print(f"{r[0]:45s} {r[1] * 1e3:8.1f} ms/step  recompiles {r[2]}  eager ops {r[3]}  err {r[4]:.1e}")
+    print(f"fallbacks: {torch_tpu._C._fallback_counts() or 'none'}")
+    if not ok:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
