@@ -307,6 +307,7 @@ bool isOptionalOf(const c10::TypePtr& t, c10::TypeKind k) {
 // Schema facts per op name: which arguments are Scalar (Number), float, Tensor.
 struct OpSchema {
   std::vector<c10::TypeKind> kinds;  // element kind (Optional unwrapped)
+  std::vector<std::string> names;    // argument names (rules may look arguments up by name)
   bool found = false;
 };
 
@@ -330,6 +331,7 @@ const OpSchema& schemaOf(const std::string& op) {
       auto t = a.real_type();
       if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
       s.kinds.push_back(t->kind());
+      s.names.push_back(a.name());
     }
   }
   return cache.emplace(op, std::move(s)).first->second;
@@ -391,6 +393,7 @@ void buildArgs(GraphContext& ctx, const NodeDesc& n, const std::vector<Value>& v
     const ArgDesc& d = n.args[j];
     c10::TypeKind sk = sch.found && j < sch.kinds.size() ? sch.kinds[j] : c10::TypeKind::AnyType;
     Arg a;
+    if (sch.found && j < sch.names.size()) a.name = sch.names[j];
     auto valueOf = [&](int v) -> Value {
       if (v < 0) return Value();
       if (v >= static_cast<int>(vals.size()) || !vals[v].valid())

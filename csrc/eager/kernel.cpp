@@ -520,6 +520,17 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
       }
       prog->ret_flat.push_back(std::move(flat));
     }
+    // Arguments the op writes without returning them (running statistics of _native_batch_norm_legit): the rule
+    // returns their new values after the schema's results.
+    for (int si : info.mutated_args) {
+      if (std::find(info.return_alias.begin(), info.return_alias.end(), si) != info.return_alias.end()) continue;
+      for (int ti : slotsOf(si)) {
+        prog->writes.push_back({static_cast<int>(out_types.size()), ti});
+        if (!addType(meta_args[si].isTensor() ? meta_args[si].toTensor()
+                                              : meta_args[si].toTensorList().get(s.tensors[ti].list_index)))
+          return prog;
+      }
+    }
   } else {
     // Results go into the mutated arguments' tensors, in order; their types are the arguments' own.
     for (int si : info.mutated_args) {
@@ -930,7 +941,7 @@ const std::unordered_set<std::string>& nativeOps() {
       "aten::empty_strided", "aten::as_strided", "aten::view", "aten::_reshape_alias", "aten::resize_",
       "aten::set_.source_Storage", "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor",
       "aten::set_", "aten::_local_scalar_dense", "aten::unfold", "aten::alias", "aten::_unsafe_view",
-      "aten::_to_copy"};
+      "aten::_to_copy", "aten::native_batch_norm"};
   return s;
 }
 

@@ -260,8 +260,6 @@ def test_small_cnn_with_losses_matches_cpu(train):
     _assert_grads_close(cpu, tpu, **GRAD_TOL)
 
 
-@pytest.mark.xfail(strict=True, reason="eager kernel cannot write running stats: native_batch_norm updates "
-                   "running_mean/var in place without declaring the writes in its schema")
 def test_batchnorm_running_stats_update_in_eager():
     bn_c = nn.BatchNorm2d(4, momentum=0.3)
     bn_t = copy.deepcopy(bn_c).to("tpu")
@@ -270,3 +268,4 @@ def test_batchnorm_running_stats_update_in_eager():
     bn_t(x.to("tpu"))
     torch.testing.assert_close(bn_t.running_mean.cpu(), bn_c.running_mean, **TOL)
     torch.testing.assert_close(bn_t.running_var.cpu(), bn_c.running_var, **TOL)
+    assert int(bn_t.num_batches_tracked) == int(bn_c.num_batches_tracked) == 1

@@ -632,16 +632,37 @@ void populateElementwise(Registry& r) {
     return b.raw("\"chlo." + name + "\"(" + b.ref(x) + ", " + b.ref(y) + ")",
                  "(" + x.type.str() + ", " + y.type.str() + ") -> " + x.type.str(), x.type);
   };
-  // polygamma(int n, Tensor self)
-  addEw(r, "aten::polygamma", [chlo2](Context& ctx) -> std::vector<Value> {
-    Builder& b = ctx.b;
-    Value x0 = ctx.tensor(1);
-    DType out = toFloat(x0.dtype());
-    Value x = b.convert(x0, accType(out));
-    int64_t n = ctx.toInt(0);
-    Value res = n == 0 ? b.chlo("digamma", x) : chlo2(b, "polygamma", b.constantF(double(n), x.dtype(), x.shape()), x);
-    return {b.convert(res, out)};
-  });
+  // polygamma(int n, Tensor self): n = 0 digamma, n = 1 trigamma (PyTorch CPU's series with reflection below 0.5).
+  // Higher orders use PyTorch's Cephes zeta, whose negative-argument behavior XLA's zeta does not share: declined.
+  {
+    Rule rule;
+    rule.op = "aten::polygamma";
+    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.toInt(0) >= 0 && ctx.toInt(0) <= 1; };
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value x0 = ctx.tensor(1);
+      DType out = toFloat(x0.dtype());
+      Value x = b.convert(x0, accType(out));
+      if (ctx.toInt(0) == 0) return {b.convert(b.chlo("digamma", x), out)};
+      Value one = cst(b, 1, x);
+      Value refl = b.compare(x, cst(b, 0.5, x), Cmp::LT);
+      Value sinpx = b.sin(b.mul(cst(b, M_PI, x), x));
+      Value res = b.select(refl, b.neg(b.div(cst(b, M_PI * M_PI, x), b.mul(sinpx, sinpx))), b.zerosLike(x));
+      Value y = b.select(refl, b.sub(one, x), x);
+      for (int i = 0; i < 6; ++i) {
+        res = b.add(res, b.div(one, b.mul(y, y)));
+        y = b.add(y, one);
+      }
+      Value ixx = b.div(one, b.mul(y, y));
+      Value poly = b.sub(cst(b, 1.0 / 30, y), b.mul(ixx, cst(b, 1.0 / 42, y)));
+      poly = b.sub(cst(b, 1.0 / 6, y), b.mul(ixx, poly));
+      Value tail = b.div(b.add(b.add(one, b.div(one, b.mul(cst(b, 2, y), y))), b.mul(ixx, poly)), y);
+      res = b.add(res, tail);
+      res = b.select(refl, b.neg(res), res);
+      return {b.convert(res, out)};
+    };
+    r.add(std::move(rule));
+  }
   for (const char* ov : {"", ".other_scalar", ".self_scalar"}) {
     binary(r, std::string("aten::special_zeta") + ov,
            [chlo2](Builder& b, Value x, Value q) { return chlo2(b, "zeta", x, q); }, true);
@@ -651,6 +672,31 @@ void populateElementwise(Registry& r) {
       return b.select(isNan(b, y), y, res);
     }, true);
   }
+  // i0 / i0e: the power series below |x| = 15, the asymptotic expansion above (i0e skips the exp(|x|) factor).
+  auto besselI0 = [](Builder& b, Value x, bool scaled) {
+    Value ax = b.abs(x);
+    Value q = b.div(b.mul(x, x), cst(b, 4, x));
+    Value term = b.onesLike(x), sum = b.onesLike(x);
+    for (int k = 1; k <= 40; ++k) {
+      term = b.mul(term, b.div(q, cst(b, double(k) * k, x)));
+      sum = b.add(sum, term);
+    }
+    if (scaled) sum = b.mul(sum, b.exp(b.neg(ax)));
+    Value big = b.max(ax, cst(b, 15, x));  // keeps the unused branch finite
+    Value inv = b.div(cst(b, 1, x), big);
+    Value acc = b.onesLike(x), coef = b.onesLike(x);
+    double c = 1;
+    for (int k = 1; k <= 8; ++k) {
+      c *= double(2 * k - 1) * double(2 * k - 1) / (8.0 * k);
+      coef = b.mul(coef, inv);
+      acc = b.add(acc, b.mul(cst(b, c, x), coef));
+    }
+    Value asym = b.div(acc, b.sqrt(b.mul(cst(b, 2 * M_PI, x), big)));
+    if (!scaled) asym = b.mul(asym, b.exp(big));
+    return b.select(b.compare(ax, cst(b, 15, x), Cmp::LE), sum, asym);
+  };
+  unaryFloat(r, "aten::i0", [besselI0](Builder& b, Value x) { return besselI0(b, x, false); });
+  unaryFloat(r, "aten::special_i0e", [besselI0](Builder& b, Value x) { return besselI0(b, x, true); });
   unaryFloat(r, "aten::special_i1e", [](Builder& b, Value x) { return b.chlo("bessel_i1e", x); });
   unaryFloat(r, "aten::special_i1", [](Builder& b, Value x) {
     return b.mul(b.chlo("bessel_i1e", x), b.exp(b.abs(x)));

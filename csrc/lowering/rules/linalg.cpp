@@ -134,6 +134,23 @@ void populateLinalg(Registry& r) {
       rr = b.convert(rr, DType::S64);
       acc = DType::S64;
     }
+    if ((out == DType::BF16 || out == DType::F16) && lhs.shape()[0] > 0 && lhs.shape()[0] <= 64) {
+      // PyTorch CPU runs one addmm_ per batch, rounding the running result to the half type after each.
+      int64_t nb = lhs.shape()[0];
+      Value res;
+      for (int64_t i = 0; i < nb; ++i) {
+        Value li = b.reshape(b.sliceInDim(l, i, i + 1, 1, 0), {l.shape()[1], l.shape()[2]});
+        Value ri = b.reshape(b.sliceInDim(rr, i, i + 1, 1, 0), {rr.shape()[1], rr.shape()[2]});
+        Value p = b.dotGeneral(li, b.convert(ri, li.dtype()), {}, {}, {1}, {0}, acc);
+        if (i == 0) {
+          res = b.convert(epilogue(ctx, p, 0, 3, 4), out);
+        } else {
+          if (ctx.has(4)) p = b.mul(p, operand(ctx, 4, acc, p.shape()));
+          res = b.convert(b.add(b.convert(res, acc), p), out);
+        }
+      }
+      return {res};
+    }
     Value p = b.dotGeneral(l, b.convert(rr, l.dtype()), {}, {}, {0, 2}, {0, 1}, acc);
     return {b.convert(epilogue(ctx, p, 0, 3, 4), out)};
   });
@@ -203,6 +220,33 @@ void populateLinalg(Registry& r) {
                              Cmp::EQ), b.onesLike(eye), b.zerosLike(eye));
     Value y = triSolve(b, l, eye, true, true, false, false);
     return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
+  });
+  // addr(self, vec1, vec2, *, beta=1, alpha=1): beta*self + (alpha*vec1)*vec2 with PyTorch CPU's per-operation
+  // rounding for half types; beta == 0 ignores self.
+  addReal(r, "aten::addr", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const TensorType& ot = ctx.outputs.at(0);
+    DType t = ot.dtype;
+    Shape shape = ot.shape;
+    Value v1 = b.broadcastInDim(b.convert(ctx.tensor(1), t), shape, {0});
+    Value v2 = b.broadcastInDim(b.convert(ctx.tensor(2), t), shape, {1});
+    Value self = b.broadcastTo(b.convert(ctx.tensor(0), t), shape);
+    if (t == DType::Pred) {
+      Value prod = b.andOp(v1, v2);
+      if (ctx.has(4)) prod = b.andOp(prod, b.broadcastTo(scalarArg(ctx, 4, t), shape));
+      Value sb = ctx.has(3) ? b.andOp(self, b.broadcastTo(scalarArg(ctx, 3, t), shape)) : self;
+      return {b.orOp(sb, prod)};
+    }
+    DType c = accType(t);
+    auto R = [&](Value v) { return b.convert(b.convert(v, t), c); };  // round to t
+    Value a1 = b.convert(v1, c), a2 = b.convert(v2, c), sf = b.convert(self, c);
+    Value alpha = ctx.has(4) ? b.broadcastTo(scalarArg(ctx, 4, c), shape) : b.onesLike(a1);
+    Value prod = R(b.mul(R(b.mul(alpha, a1)), a2));
+    if (!ctx.has(3)) return {b.convert(b.add(sf, prod), t)};
+    Value beta = scalarArg(ctx, 3, c);
+    Value scaled = R(b.mul(b.broadcastTo(beta, shape), sf));
+    Value res = b.convert(b.add(scaled, prod), t);
+    return {b.select(b.compare(beta, b.constant(0, c), Cmp::EQ), b.convert(prod, t), res)};
   });
   // _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, bool use_gelu=False)
   addReal(r, "aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {

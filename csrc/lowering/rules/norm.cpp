@@ -5,12 +5,10 @@
 // Statistics and normalization run in accType (f32 for bf16/f16) and round once, like PyTorch CPU's kernels.
 // eps and momentum are program inputs (one program serves every value).
 //
-// Running statistics: PyTorch's native_batch_norm updates running_mean/running_var in place although its schema
-// does not mark them as written, and _native_batch_norm_legit / _batch_norm_with_update write arguments their results
-// do not alias; the eager kernel writes arguments only through aliasing results (or for ops returning nothing).
-// So in eager mode the functional variants (which return the new statistics) are exact, while the rules for the
-// in-place variants compute the results only; the ones whose schema declares the writes decline training calls
-// (the CPU fallback then writes the statistics).
+// Running statistics: _native_batch_norm_legit / _batch_norm_with_update declare that they write running_mean and
+// running_var without returning them; their rules return the new statistics after the schema's results and the
+// eager kernel writes them. native_batch_norm updates them too although its schema does not say so: its rule
+// computes the results only (PyTorch routes module calls through the declared variants).
 #include "lowering/families.h"
 #include "lowering/helpers.h"
 
@@ -311,10 +309,14 @@ void populateNorm(Registry& r) {
     return bnResults(ctx, batchNorm(ctx, ix, ctx.toBool(5)));
   });
   // _native_batch_norm_legit(input, weight?, bias?, running_mean!, running_var!, training, momentum, eps)
+  //   The eager kernel writes the running statistics from the two values after the schema's results.
   addBn(r, "aten::_native_batch_norm_legit", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
-    return bnResults(ctx, batchNorm(ctx, ix, ctx.toBool(5)));
-  }, [](const Context& ctx) { return noWrittenStats(ctx, 5); });
+    BnOut o = batchNorm(ctx, ix, ctx.toBool(5));
+    std::vector<Value> res = bnResults(ctx, o);
+    appendRunning(ctx, ix, o, res);
+    return res;
+  });
   // _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps)
   addBn(r, "aten::_native_batch_norm_legit.no_stats", [](Context& ctx) {
     BnIdx ix{1, 2, -1, -1, 3, 4, 5};
@@ -335,13 +337,15 @@ void populateNorm(Registry& r) {
     return res;
   });
   // _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!, momentum, eps)
-  //   -> (out, save_mean, save_invstd, reserve): always training, so it writes the statistics: CPU in eager mode.
+  //   -> (out, save_mean, save_invstd, reserve), then the written running statistics.
   addBn(r, "aten::_batch_norm_with_update", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};
-    std::vector<Value> res = bnResults(ctx, batchNorm(ctx, ix, true));
+    BnOut o = batchNorm(ctx, ix, true);
+    std::vector<Value> res = bnResults(ctx, o);
     res.push_back(emptyOut(ctx, 3));
+    appendRunning(ctx, ix, o, res);
     return res;
-  }, [](const Context&) { return false; });
+  });
   // _batch_norm_with_update_functional(...) -> (out, save_mean, save_invstd, reserve, running_mean_out, running_var_out)
   addBn(r, "aten::_batch_norm_with_update_functional", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};

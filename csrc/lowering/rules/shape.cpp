@@ -565,8 +565,9 @@ void populateShape(Registry& r) {
   masked_scatter.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).dtype() == DType::Pred; };
   masked_scatter.fn = [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
-    Value self = ctx.tensor(0);
-    Value mask = b.broadcastTo(ctx.tensor(1), self.shape());
+    Shape shape = broadcastShapes({ctx.tensor(0).shape(), ctx.tensor(1).shape()});
+    Value self = b.broadcastTo(ctx.tensor(0), shape);
+    Value mask = b.broadcastTo(ctx.tensor(1), shape);
     if (mask.dtype() != DType::Pred) mask = b.compare(mask, b.zerosLike(mask), Cmp::NE);
     Value src = ctx.tensor(2);
     int64_t n = self.type.numel(), ns = src.type.numel();
