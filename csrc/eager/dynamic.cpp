@@ -218,6 +218,72 @@ at::Tensor& tpu_index_put_impl_(at::Tensor& self, const c10::List<std::optional<
   return tpu_index_put_(self, indices, values, accumulate);
 }
 
+// unique / unique_consecutive over the flattened tensor: groups start where a (sorted) element differs from its
+// predecessor (NaNs never equal, so each is its own group, as on CPU). One host round trip for the group count.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> uniqueFlat(const at::Tensor& self, bool sort, bool return_inverse,
+                                                          bool return_counts) {
+  auto lopts = longOpts(self);
+  at::Tensor flat = self.reshape({-1});
+  const int64_t n = flat.numel();
+  at::Tensor none = at::empty({0}, lopts);
+  if (n == 0)
+    return {at::empty({0}, self.options()), return_inverse ? at::empty(self.sizes(), lopts) : none,
+            return_counts ? at::empty({0}, lopts) : none};
+  at::Tensor vals = flat, perm;
+  if (sort) std::tie(vals, perm) = flat.sort(/*stable=*/true, 0, false);
+  at::Tensor first = at::ones({1}, self.options().dtype(at::kBool));
+  at::Tensor is_first = n == 1 ? first : at::cat({first, vals.narrow(0, 1, n - 1).ne(vals.narrow(0, 0, n - 1))}, 0);
+  int64_t count = countTrue(is_first);
+  at::Tensor starts = trueFlatPositions(is_first, count);
+  at::Tensor values = at::gather(vals, 0, starts);
+  at::Tensor inverse = none, counts = none;
+  if (return_inverse) {
+    at::Tensor group = at::cumsum(is_first, 0, at::kLong).sub_(1);
+    inverse = sort ? at::zeros({n}, lopts).scatter_(0, perm, group) : group;
+    inverse = inverse.reshape(self.sizes());
+  }
+  if (return_counts) {
+    at::Tensor ends = at::cat({starts.narrow(0, 1, count - 1), at::full({1}, n, lopts)}, 0);
+    counts = ends.sub(starts);
+  }
+  return {values, inverse, counts};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> tpu_unique2(const at::Tensor& self, bool /*sorted*/,
+                                                           bool return_inverse, bool return_counts) {
+  return uniqueFlat(self, true, return_inverse, return_counts);
+}
+
+std::tuple<at::Tensor, at::Tensor> tpu_unique(const at::Tensor& self, bool /*sorted*/, bool return_inverse) {
+  auto r = uniqueFlat(self, true, return_inverse, false);
+  return {std::get<0>(r), std::get<1>(r)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> tpu_unique_consecutive(const at::Tensor& self, bool return_inverse,
+                                                                      bool return_counts, std::optional<int64_t> dim) {
+  if (!dim.has_value() || self.dim() <= 1) return uniqueFlat(self, false, return_inverse, return_counts);
+  // Along a dimension: a slice starts a group where any of its elements differs from the previous slice.
+  const int64_t d = c10::maybe_wrap_dim(*dim, self.dim());
+  const int64_t n = self.size(d);
+  auto lopts = longOpts(self);
+  at::Tensor none = at::empty({0}, lopts);
+  if (n == 0) return {self.clone(), return_inverse ? at::empty({0}, lopts) : none, return_counts ? at::empty({0}, lopts) : none};
+  at::Tensor first = at::ones({1}, self.options().dtype(at::kBool));
+  at::Tensor is_first = first;
+  if (n > 1) {
+    at::Tensor diff = self.narrow(d, 1, n - 1).ne(self.narrow(d, 0, n - 1)).movedim(d, 0).reshape({n - 1, -1});
+    is_first = at::cat({first, diff.numel() ? diff.any(1) : at::zeros({n - 1}, first.options())}, 0);
+  }
+  int64_t count = countTrue(is_first);
+  at::Tensor starts = trueFlatPositions(is_first, count);
+  at::Tensor values = at::index_select(self, d, starts);
+  at::Tensor inverse = return_inverse ? at::cumsum(is_first, 0, at::kLong).sub_(1) : none;
+  at::Tensor counts = none;
+  if (return_counts)
+    counts = at::cat({starts.narrow(0, 1, count - 1), at::full({1}, n, lopts)}, 0).sub(starts);
+  return {values, inverse, counts};
+}
+
 // equal(self, other) -> bool: same sizes and every element equal, computed on the device.
 bool tpu_equal(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ", self.device(),
@@ -253,6 +319,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(tpu_nonzero));
   m.impl("nonzero.out", TORCH_FN(tpu_nonzero_out));
   m.impl("equal", TORCH_FN(tpu_equal));
+  m.impl("_unique2", TORCH_FN(tpu_unique2));
+  m.impl("_unique", TORCH_FN(tpu_unique));
+  m.impl("unique_consecutive", TORCH_FN(tpu_unique_consecutive));
   m.impl("nonzero_static", TORCH_FN(tpu_nonzero_static));
   m.impl("masked_select", TORCH_FN(tpu_masked_select));
   m.impl("masked_select.out", TORCH_FN(tpu_masked_select_out));

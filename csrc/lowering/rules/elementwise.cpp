@@ -162,6 +162,51 @@ double maxFinite(DType t) {
   }
 }
 
+// Hurwitz zeta(x, q) as PyTorch CPU computes it (Cephes: a direct sum until a > 9, then Euler-Maclaurin), with the
+// loops unrolled under "done" masks (the direct sum runs at most 30 terms: exact for q >= -20).
+Value zetaCephes(Builder& b, Value x, Value q) {
+  static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+                             7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+                             -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18};
+  const double kMachep = 1.11022302462515654042E-16;
+  Value one = cst(b, 1, x), zero = cst(b, 0, x), nine = cst(b, 9, x), eps = cst(b, kMachep, x);
+  Value negx = b.neg(x);
+  Value s = b.pow(q, negx), a = q, bb = b.zerosLike(x);
+  Value done = b.constantF(0, DType::Pred, x.shape());
+  for (int it = 1; it <= 30; ++it) {
+    Value cont = b.notOp(done);
+    if (it > 9) cont = b.andOp(cont, b.compare(a, nine, Cmp::LE));
+    Value an = b.add(a, one), bn = b.pow(an, negx), sn = b.add(s, bn);
+    a = b.select(cont, an, a);
+    bb = b.select(cont, bn, bb);
+    s = b.select(cont, sn, s);
+    Value conv = b.andOp(b.compare(b.neg(b.mul(eps, sn)), bn, Cmp::LT), b.compare(bn, b.mul(eps, sn), Cmp::LT));
+    done = b.orOp(done, b.andOp(cont, conv));
+  }
+  Value w = a;
+  Value st = b.sub(b.add(s, b.div(b.mul(bb, w), b.sub(x, one))), b.mul(cst(b, 0.5, x), bb));
+  s = b.select(done, s, st);
+  Value aa = one, k = zero;
+  for (int i = 0; i < 12; ++i) {
+    aa = b.mul(aa, b.add(x, k));
+    bb = b.div(bb, w);
+    Value t = b.div(b.mul(aa, bb), cst(b, A[i], x));
+    Value sn = b.add(s, t);
+    s = b.select(done, s, sn);
+    done = b.orOp(done, b.compare(b.abs(b.div(t, sn)), eps, Cmp::LT));
+    k = b.add(k, one);
+    aa = b.mul(aa, b.add(x, k));
+    bb = b.div(bb, w);
+    k = b.add(k, one);
+  }
+  Value inf = cst(b, INFINITY, x), nan = cst(b, NAN, x);
+  Value qneg = b.compare(q, zero, Cmp::LE);
+  s = b.select(b.andOp(qneg, b.compare(x, b.floor(x), Cmp::NE)), nan, s);
+  s = b.select(b.andOp(qneg, b.compare(q, b.floor(q), Cmp::EQ)), inf, s);
+  s = b.select(b.compare(x, one, Cmp::LT), nan, s);
+  return b.select(b.compare(x, one, Cmp::EQ), inf, s);
+}
+
 // ---- registration helpers ----
 
 // Ops PyTorch rejects for bool operands: declined so that CPU raises PyTorch's own error.
@@ -637,13 +682,19 @@ void populateElementwise(Registry& r) {
   {
     Rule rule;
     rule.op = "aten::polygamma";
-    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.toInt(0) >= 0 && ctx.toInt(0) <= 1; };
+    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.toInt(0) >= 0; };
     rule.fn = [](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value x0 = ctx.tensor(1);
       DType out = toFloat(x0.dtype());
       Value x = b.convert(x0, accType(out));
-      if (ctx.toInt(0) == 0) return {b.convert(b.chlo("digamma", x), out)};
+      int64_t n = ctx.toInt(0);
+      if (n == 0) return {b.convert(b.chlo("digamma", x), out)};
+      if (n >= 2) {  // (-1)^(n+1) n! zeta(n + 1, x)
+        double fact = std::exp(std::lgamma(double(n) + 1.0));
+        Value z = zetaCephes(b, b.constantF(double(n + 1), x.dtype(), x.shape()), x);
+        return {b.convert(b.mul(cst(b, (n % 2 ? 1.0 : -1.0) * fact, x), z), out)};
+      }
       Value one = cst(b, 1, x);
       Value refl = b.compare(x, cst(b, 0.5, x), Cmp::LT);
       Value sinpx = b.sin(b.mul(cst(b, M_PI, x), x));
@@ -675,13 +726,13 @@ void populateElementwise(Registry& r) {
   // i0 / i0e: the power series below |x| = 15, the asymptotic expansion above (i0e skips the exp(|x|) factor).
   auto besselI0 = [](Builder& b, Value x, bool scaled) {
     Value ax = b.abs(x);
-    Value q = b.div(b.mul(x, x), cst(b, 4, x));
-    Value term = b.onesLike(x), sum = b.onesLike(x);
-    for (int k = 1; k <= 40; ++k) {
-      term = b.mul(term, b.div(q, cst(b, double(k) * k, x)));
-      sum = b.add(sum, term);
-    }
-    if (scaled) sum = b.mul(sum, b.exp(b.neg(ax)));
+    Value small = b.min(ax, cst(b, 15, x));
+    Value q = b.mul(b.mul(small, small), cst(b, 0.25, x));
+    // Horner form: every partial value stays finite (XLA reassociates products with constants, which in the
+    // term-by-term form overflows q^k).
+    Value sum = b.onesLike(x);
+    for (int k = 26; k >= 1; --k) sum = b.add(cst(b, 1, x), b.mul(b.mul(q, cst(b, 1.0 / (double(k) * k), x)), sum));
+    if (scaled) sum = b.mul(sum, b.exp(b.neg(small)));
     Value big = b.max(ax, cst(b, 15, x));  // keeps the unused branch finite
     Value inv = b.div(cst(b, 1, x), big);
     Value acc = b.onesLike(x), coef = b.onesLike(x);
@@ -758,6 +809,38 @@ void populateElementwise(Registry& r) {
     return b.select(b.compare(xb, s[1], Cmp::GT), x, b.div(b.log1p(b.exp(xb)), s[0]));
   }, 2);
 
+  selfScalars(r, "aten::softshrink", [](Builder& b, Value x, const std::vector<Value>& s) {
+    Value l = s[0];
+    Value res = b.select(b.compare(x, l, Cmp::GT), b.sub(x, l),
+                         b.select(b.compare(x, b.neg(l), Cmp::LT), b.add(x, l), b.zerosLike(x)));
+    return b.select(isNan(b, x), x, res);
+  }, 1);
+  selfScalars(r, "aten::hardshrink", [](Builder& b, Value x, const std::vector<Value>& s) {
+    Value l = s[0];
+    Value inside = b.andOp(b.compare(x, b.neg(l), Cmp::GE), b.compare(x, l, Cmp::LE));
+    return b.select(inside, b.zerosLike(x), x);
+  }, 1);
+  // _prelu_kernel(self, weight): weight already has a broadcastable shape.
+  addEw(r, "aten::_prelu_kernel", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = resultTypeOf(ctx, {0, 1});
+    DType c = computeType(t);
+    auto v = operands(ctx, {0, 1}, c);
+    return {b.convert(b.select(cmpc(b, v[0], 0, Cmp::GT), v[0], b.mul(v[1], v[0])), t)};
+  });
+  // _prelu_kernel_backward(grad_output, self, weight) -> (grad_input, grad_weight), both in the broadcast shape.
+  addEw(r, "aten::_prelu_kernel_backward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = resultTypeOf(ctx, {1, 2});
+    DType c = computeType(t);
+    auto v = operands(ctx, {0, 1, 2}, c);
+    Value g = v[0], x = v[1], w = v[2];
+    Value pos = cmpc(b, x, 0, Cmp::GT);
+    Value gi = b.select(pos, g, b.mul(w, g));
+    Value gw = b.select(pos, b.zerosLike(g), b.mul(x, g));
+    return {b.convert(b.broadcastTo(gi, ctx.outputs.at(0).shape), t), b.convert(b.broadcastTo(gw, ctx.outputs.at(1).shape), t)};
+  });
+
   // ---- activation backward ----
   gradOp(r, "aten::threshold_backward", 0, 1, [](Context& ctx, DType c, Value g, Value x) {
     Value th = operand(ctx, 2, c, x.shape());
@@ -778,6 +861,27 @@ void populateElementwise(Registry& r) {
     Value t = b.tanh(b.log1p(b.exp(x)));
     Value one = cst(b, 1, x);
     return b.mul(g, b.add(t, b.mul(b.mul(x, s), b.sub(one, b.mul(t, t)))));
+  });
+  for (const char* op : {"aten::softshrink_backward", "aten::hardshrink_backward"})
+    gradOp(r, op, 0, 1, [](Context& ctx, DType c, Value g, Value x) {
+      Builder& b = ctx.b;
+      Value l = operand(ctx, 2, c, x.shape());
+      Value inside = b.andOp(b.compare(x, b.neg(l), Cmp::GE), b.compare(x, l, Cmp::LE));
+      return b.select(inside, b.zerosLike(g), g);
+    });
+  // logit_backward(grad_output, self, eps=None)
+  gradOp(r, "aten::logit_backward", 0, 1, [](Context& ctx, DType c, Value g, Value x) {
+    Builder& b = ctx.b;
+    Value one = cst(b, 1, x);
+    Value res = b.div(g, b.mul(x, b.sub(one, x)));
+    if (!ctx.has(2)) {
+      Value out = b.orOp(cmpc(b, x, 0, Cmp::LT), cmpc(b, x, 1, Cmp::GT));
+      return b.select(out, cst(b, NAN, x), res);
+    }
+    Value lo = operand(ctx, 2, c, x.shape());
+    Value hi = b.sub(one, lo);
+    Value out = b.orOp(b.compare(x, lo, Cmp::LT), b.compare(x, hi, Cmp::GT));
+    return b.select(out, b.zerosLike(g), res);
   });
   gradOp(r, "aten::tanh_backward", 0, 1, [](Context& ctx, DType, Value g, Value y) {
     return ctx.b.mul(g, ctx.b.sub(cst(ctx.b, 1, y), ctx.b.mul(y, y)));

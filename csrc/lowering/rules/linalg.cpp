@@ -3,7 +3,9 @@
 // matmul/linear are CompositeImplicit in PyTorch and reach these through views. bf16/f16 products accumulate in f32
 // (dot_general with an f32 result) and the whole epilogue (beta*self + alpha*product) runs in f32 before one
 // rounding, as PyTorch CPU's gemm does.
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "lowering/families.h"
 #include "lowering/helpers.h"
@@ -108,6 +110,163 @@ void addLinalg(Registry& r, const std::string& op, RuleFn fn) {
   rule.op = op;
   rule.fn = std::move(fn);
   rule.accepts = floatMatrices;
+  r.add(std::move(rule));
+}
+
+// ---- LU with partial pivoting (LAPACK getrf's choices), unrolled over the columns ----
+
+constexpr int64_t kMaxLU = 64;  // larger matrices decline (the program grows with n)
+
+struct LU {
+  Value lu;      // [..., m, n] in the compute dtype
+  Value pivots;  // [..., k] int32, 1-based (LAPACK)
+  Value info;    // [...] int32
+};
+
+// Sum over dim `d` of select(mask, x, 0): picks one row/column per batch when mask is one-hot along d.
+Value pick(Builder& b, Value mask, Value x, int64_t d) {
+  return b.reduce(b.select(mask, x, b.zerosLike(x)), {d}, ReduceKind::Sum);
+}
+
+LU luFactor(Builder& b, Value a) {
+  int64_t r = a.rank(), m = a.shape()[r - 2], n = a.shape()[r - 1], k = std::min(m, n);
+  const Shape& s = a.shape();
+  Shape batch(s.begin(), s.end() - 2);
+  std::vector<int64_t> bdims;
+  for (int64_t d = 0; d < r - 2; ++d) bdims.push_back(d);
+  Value rows = b.iota({DType::S64, s}, r - 2), cols = b.iota({DType::S64, s}, r - 1);
+  Shape col_shape = batch;
+  col_shape.push_back(m);  // [..., m]
+  Value rows1 = b.iota({DType::S64, col_shape}, r - 2);
+  std::vector<Value> pivs;
+  Value info = b.zeros({DType::S32, batch});
+  auto bcastRow = [&](Value v) {  // [..., n] -> [..., m, n]
+    std::vector<int64_t> map = bdims;
+    map.push_back(r - 1);
+    return b.broadcastInDim(v, s, map);
+  };
+  auto bcastCol = [&](Value v) {  // [..., m] -> [..., m, n]
+    std::vector<int64_t> map = bdims;
+    map.push_back(r - 2);
+    return b.broadcastInDim(v, s, map);
+  };
+  auto bcastBatch = [&](Value v, const Shape& to, int64_t extra) {  // [...] -> to (extra trailing dims)
+    (void)extra;
+    return b.broadcastInDim(v, to, bdims);
+  };
+  for (int64_t j = 0; j < k; ++j) {
+    Value jcol = b.compare(cols, b.constantF(double(j), DType::S64, s), Cmp::EQ);
+    Value col = pick(b, jcol, a, r - 1);  // [..., m]
+    Value cand = b.select(b.compare(rows1, b.constantF(double(j), DType::S64, col_shape), Cmp::GE), b.abs(col),
+                          b.constantF(-1, a.dtype(), col_shape));
+    Value p = b.argReduce(cand, rows1, r - 2, true)[1];  // [...] int64
+    pivs.push_back(b.convert(p, DType::S32));
+    Value pb = bcastBatch(p, s, 2);
+    Value is_p = b.compare(rows, pb, Cmp::EQ);
+    Value is_j = b.compare(rows, b.constantF(double(j), DType::S64, s), Cmp::EQ);
+    Value row_p = bcastRow(pick(b, is_p, a, r - 2)), row_j = bcastRow(pick(b, is_j, a, r - 2));
+    Value piv = pick(b, b.compare(rows1, bcastBatch(p, col_shape, 1), Cmp::EQ), col, r - 2);  // [...]
+    Value nonzero = b.compare(piv, b.zerosLike(piv), Cmp::NE);
+    info = b.select(b.andOp(b.notOp(nonzero), b.compare(info, b.zerosLike(info), Cmp::EQ)),
+                    b.constantF(double(j + 1), DType::S32, batch), info);
+    Value swapped = b.select(is_j, row_p, b.select(is_p, row_j, a));
+    a = b.select(bcastBatch(nonzero, s, 2), swapped, a);
+    // multipliers below the pivot, then the trailing update
+    Value pivb = bcastBatch(b.select(nonzero, piv, b.onesLike(piv)), s, 2);
+    Value below = b.compare(rows, b.constantF(double(j), DType::S64, s), Cmp::GT);
+    Value colj = bcastCol(pick(b, jcol, a, r - 1));
+    Value l = b.div(colj, pivb);
+    Value nzb = bcastBatch(nonzero, s, 2);
+    a = b.select(b.andOp(b.andOp(below, jcol), nzb), l, a);
+    Value rowj = bcastRow(pick(b, is_j, a, r - 2));
+    Value right = b.compare(cols, b.constantF(double(j), DType::S64, s), Cmp::GT);
+    Value upd = b.sub(a, b.mul(l, rowj));
+    a = b.select(b.andOp(b.andOp(below, right), nzb), upd, a);
+  }
+  Shape ps = batch;
+  ps.push_back(k);
+  Value pv;
+  if (k == 0) {
+    pv = b.zeros({DType::S32, ps});
+  } else {
+    std::vector<Value> parts;
+    Shape one = batch;
+    one.push_back(1);
+    for (auto& v : pivs) parts.push_back(b.reshape(v, one));
+    pv = parts.size() == 1 ? parts[0] : b.concatenate(parts, r - 2);
+    pv = b.add(pv, b.constantF(1, DType::S32, ps));
+  }
+  return {a, pv, info};
+}
+
+// Applies the row interchanges of `pivots` (1-based) to rhs [..., m, nrhs], forward or in reverse order.
+Value applyPivots(Builder& b, Value rhs, Value pivots, bool reverse) {
+  int64_t r = rhs.rank(), k = pivots.shape().back();
+  const Shape& s = rhs.shape();
+  std::vector<int64_t> bdims;
+  for (int64_t d = 0; d < r - 2; ++d) bdims.push_back(d);
+  Value rows = b.iota({DType::S64, s}, r - 2);
+  for (int64_t t = 0; t < k; ++t) {
+    int64_t j = reverse ? k - 1 - t : t;
+    Value pj = b.sub(b.convert(b.reshape(b.sliceInDim(pivots, j, j + 1, 1, r - 2), Shape(s.begin(), s.end() - 2)),
+                               DType::S64),
+                     b.constantF(1, DType::S64, Shape(s.begin(), s.end() - 2)));
+    Value is_p = b.compare(rows, b.broadcastInDim(pj, s, bdims), Cmp::EQ);
+    Value is_j = b.compare(rows, b.constantF(double(j), DType::S64, s), Cmp::EQ);
+    std::vector<int64_t> map = bdims;
+    map.push_back(r - 1);
+    Value row_p = b.broadcastInDim(pick(b, is_p, rhs, r - 2), s, map);
+    Value row_j = b.broadcastInDim(pick(b, is_j, rhs, r - 2), s, map);
+    rhs = b.select(is_j, row_p, b.select(is_p, row_j, rhs));
+  }
+  return rhs;
+}
+
+// Solves A X = B (adjoint: A^T X = B) from A's LU factors; lu [..., n, n], rhs [..., n, nrhs] (same batch).
+Value luSolve(Builder& b, Value lu, Value pivots, Value rhs, bool adjoint) {
+  if (!adjoint) {
+    Value y = triSolve(b, lu, applyPivots(b, rhs, pivots, false), true, true, true, false);
+    return triSolve(b, lu, y, true, false, false, false);
+  }
+  Value y = triSolve(b, lu, rhs, true, false, false, true);
+  Value z = triSolve(b, lu, y, true, true, true, true);
+  return applyPivots(b, z, pivots, true);
+}
+
+Value signOf(Builder& b, Value x) {
+  Value zero = b.zerosLike(x);
+  return b.select(b.compare(x, zero, Cmp::GT), b.onesLike(x),
+                  b.select(b.compare(x, zero, Cmp::LT), b.neg(b.onesLike(x)), zero));
+}
+
+Value diagOf(Builder& b, Value x) {  // [..., n, n] -> [..., n]
+  int64_t r = x.rank();
+  Value eye = b.compare(b.iota({DType::S64, x.shape()}, r - 2), b.iota({DType::S64, x.shape()}, r - 1), Cmp::EQ);
+  return pick(b, eye, x, r - 1);
+}
+
+// Sign of the permutation: (-1)^(number of pivots that swap).
+Value pivotSign(Builder& b, Value pivots, DType t) {
+  int64_t r = pivots.rank(), k = pivots.shape().back();
+  Value idx = b.add(b.iota({DType::S32, pivots.shape()}, r - 1), b.constantF(1, DType::S32, pivots.shape()));
+  Value swaps = b.reduce(b.convert(b.compare(pivots, idx, Cmp::NE), DType::S32), {r - 1}, ReduceKind::Sum);
+  (void)k;
+  Value odd = b.compare(b.rem(swaps, b.constantF(2, DType::S32, swaps.shape())), b.zerosLike(swaps), Cmp::NE);
+  return b.select(odd, b.constantF(-1, t, swaps.shape()), b.constantF(1, t, swaps.shape()));
+}
+
+bool squareSmall(const Context& ctx, size_t i) {
+  if (!realDTypes(ctx)) return false;
+  Value a = ctx.tensor(i);
+  if (!shlo::isFloat(a.dtype())) return false;
+  return a.rank() >= 2 && std::min(a.shape()[a.rank() - 1], a.shape()[a.rank() - 2]) <= kMaxLU;
+}
+
+void addLU(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> extra = nullptr) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  rule.accepts = [extra](const Context& ctx) { return squareSmall(ctx, 0) && (!extra || extra(ctx)); };
   r.add(std::move(rule));
 }
 }  // namespace
@@ -248,6 +407,144 @@ void populateLinalg(Registry& r) {
     Value res = b.convert(b.add(scaled, prod), t);
     return {b.select(b.compare(beta, b.constant(0, c), Cmp::EQ), b.convert(prod, t), res)};
   });
+  // ---- LU family ----
+  // linalg_lu_factor_ex(A, *, pivot=True, check_errors=False) -> (LU, pivots, info)
+  addLU(r, "aten::linalg_lu_factor_ex", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0);
+    LU f = luFactor(b, b.convert(a, accType(a.dtype())));
+    return {b.convert(f.lu, a.dtype()), f.pivots, f.info};
+  }, [](const Context& ctx) { return !ctx.has(1) || ctx.toBool(1); });
+  // _linalg_det(A) -> (det, LU, pivots). Like PyTorch for a contiguous real A, the LU is A^T's (det A^T = det A);
+  // the backward formulas expect exactly that.
+  addLU(r, "aten::_linalg_det", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0);
+    DType t = a.dtype(), c = accType(t);
+    LU f = luFactor(b, mT(b, b.convert(a, c)));
+    int64_t rk = a.rank();
+    Value det = b.reduce(diagOf(b, f.lu), {rk - 2}, ReduceKind::Prod);
+    det = b.mul(det, pivotSign(b, f.pivots, c));
+    return {b.convert(det, t), b.convert(f.lu, t), f.pivots};
+  });
+  // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots)
+  addLU(r, "aten::_linalg_slogdet", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0);
+    DType t = a.dtype(), c = accType(t);
+    LU f = luFactor(b, mT(b, b.convert(a, c)));  // A^T's LU, as PyTorch (see _linalg_det)
+    int64_t rk = a.rank();
+    Value d = diagOf(b, f.lu);
+    Value sign = b.mul(b.reduce(signOf(b, d), {rk - 2}, ReduceKind::Prod), pivotSign(b, f.pivots, c));
+    Value logabs = b.reduce(b.log(b.abs(d)), {rk - 2}, ReduceKind::Sum);
+    return {b.convert(sign, t), b.convert(logabs, t), b.convert(f.lu, t), f.pivots};
+  });
+  // linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False)
+  addLU(r, "aten::linalg_lu_solve", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = ctx.outputs.at(0).dtype, c = accType(t);
+    bool left = !ctx.has(3) || ctx.toBool(3), adjoint = ctx.has(4) && ctx.toBool(4);
+    Value lu = b.convert(ctx.tensor(0), c), rhs = b.convert(ctx.tensor(2), c);
+    if (!left) rhs = mT(b, rhs);  // X A = B  <=>  A^T X^T = B^T
+    auto [lub, rb] = broadcastBatch(b, lu, rhs);
+    Shape pshape(lub.shape().begin(), lub.shape().end() - 2);
+    pshape.push_back(ctx.tensor(1).shape().back());
+    Value piv = b.broadcastTo(ctx.tensor(1), pshape);
+    if (rb.type.numel() == 0) return {b.zeros(ctx.outputs.at(0))};
+    Value x = luSolve(b, lub, piv, rb, left ? adjoint : !adjoint);
+    if (!left) x = mT(b, x);
+    return {b.convert(x, t)};
+  });
+  // _linalg_solve_ex(A, B, *, left=True, check_errors=False) -> (result, LU, pivots, info); B may be a vector.
+  addLU(r, "aten::_linalg_solve_ex", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = ctx.outputs.at(0).dtype, c = accType(t);
+    Value a = b.convert(ctx.tensor(0), c), rhs = b.convert(ctx.tensor(1), c);
+    bool left = !ctx.has(2) || ctx.toBool(2);
+    const Shape& out_shape = ctx.outputs.at(0).shape;
+    bool vec = rhs.rank() == a.rank() - 1 || (rhs.rank() == 1);
+    if (vec) {
+      Shape s = rhs.shape();
+      s.push_back(1);
+      rhs = b.reshape(rhs, s);
+    }
+    if (!left) rhs = mT(b, rhs);
+    Shape lu_shape = ctx.outputs.at(1).shape;
+    a = b.broadcastTo(a, lu_shape);
+    LU f = luFactor(b, a);
+    auto [lub, rb] = broadcastBatch(b, f.lu, rhs);
+    Shape pshape(lub.shape().begin(), lub.shape().end() - 2);
+    pshape.push_back(f.pivots.shape().back());
+    Value x = rb.type.numel() == 0 ? rb : luSolve(b, lub, b.broadcastTo(f.pivots, pshape), rb, !left);
+    if (!left) x = mT(b, x);
+    x = b.reshape(x, out_shape);
+    return {b.convert(x, t), b.convert(f.lu, t), f.pivots, f.info};
+  }, [](const Context& ctx) { return ctx.tensor(1).rank() >= 1; });
+  // linalg_inv_ex(A, *, check_errors=False) -> (inverse, info)
+  addLU(r, "aten::linalg_inv_ex", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a0 = ctx.tensor(0);
+    DType t = a0.dtype(), c = accType(t);
+    Value a = b.convert(a0, c);
+    LU f = luFactor(b, a);
+    if (a.type.numel() == 0) return {a0, f.info};
+    int64_t rk = a.rank();
+    Value eye = b.convert(b.compare(b.iota({DType::S64, a.shape()}, rk - 2), b.iota({DType::S64, a.shape()}, rk - 1),
+                                    Cmp::EQ), c);
+    return {b.convert(luSolve(b, f.lu, f.pivots, eye, false), t), f.info};
+  });
+  // lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True) -> (P, L, U); linalg_lu(A, *, pivot=True)
+  // -> (P, L, U) factors and unpacks.
+  for (bool factor : {false, true}) {
+    Rule rule;
+    rule.op = factor ? "aten::linalg_lu" : "aten::lu_unpack";
+    rule.accepts = [factor](const Context& ctx) {
+      return squareSmall(ctx, 0) && (!factor || !ctx.has(1) || ctx.toBool(1));
+    };
+    rule.fn = [factor](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value lu = ctx.tensor(0), piv;
+      DType t = lu.dtype();
+      if (factor) {
+        LU f = luFactor(b, b.convert(lu, accType(t)));
+        lu = b.convert(f.lu, t);
+        piv = f.pivots;
+      } else {
+        piv = ctx.tensor(1);
+      }
+      int64_t rk = lu.rank(), m = lu.shape()[rk - 2], n = lu.shape()[rk - 1], k = std::min(m, n);
+      bool data = factor || !ctx.has(2) || ctx.toBool(2), pivots = factor || !ctx.has(3) || ctx.toBool(3);
+      std::vector<Value> out(3);
+      if (data) {
+        Shape ls = lu.shape();
+        ls[rk - 1] = k;
+        Value lpart = b.sliceInDim(lu, 0, k, 1, rk - 1);
+        Value rows = b.iota({DType::S64, ls}, rk - 2), cols = b.iota({DType::S64, ls}, rk - 1);
+        Value l = b.select(b.compare(rows, cols, Cmp::GT), lpart,
+                           b.select(b.compare(rows, cols, Cmp::EQ), b.onesLike(lpart), b.zerosLike(lpart)));
+        Value upart = b.sliceInDim(lu, 0, k, 1, rk - 2);
+        Value urows = b.iota({DType::S64, upart.shape()}, rk - 2), ucols = b.iota({DType::S64, upart.shape()}, rk - 1);
+        out[1] = l;
+        out[2] = b.select(b.compare(ucols, urows, Cmp::GE), upart, b.zerosLike(upart));
+      }
+      if (pivots) {
+        // P = the identity with the recorded row swaps applied, transposed (A = P L U).
+        Shape ps(lu.shape().begin(), lu.shape().end() - 2);
+        ps.push_back(m);
+        ps.push_back(m);
+        Value eye = b.convert(b.compare(b.iota({DType::S64, ps}, rk - 2), b.iota({DType::S64, ps}, rk - 1), Cmp::EQ), t);
+        Shape pvs(ps.begin(), ps.end() - 2);
+        pvs.push_back(piv.shape().back());
+        Value perm = applyPivots(b, eye, b.broadcastTo(piv, pvs), false);
+        out[0] = mT(b, perm);
+      }
+      for (size_t i = 0; i < 3; ++i)
+        if (!out[i].valid() || ctx.outputs[i].dtype == DType::Invalid || out[i].shape() != ctx.outputs[i].shape)
+          out[i] = b.zeros(ctx.outputs[i].dtype == DType::Invalid ? TensorType{t, {0}} : ctx.outputs[i]);
+      return out;
+    };
+    r.add(std::move(rule));
+  }
   // _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, bool use_gelu=False)
   addReal(r, "aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;

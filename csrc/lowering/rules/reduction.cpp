@@ -351,6 +351,82 @@ void populateReduction(Registry& r) {
     Value mn = reduceNan(ctx.b, x, dims, ReduceKind::Min), mx = reduceNan(ctx.b, x, dims, ReduceKind::Max);
     return {keepDims(ctx.b, mn, x.shape(), dims, keep), keepDims(ctx.b, mx, x.shape(), dims, keep)};
   });
+  // nansum(self, dim=None, keepdim=False, *, dtype=None): NaNs count as zero.
+  addReal(r, "aten::nansum", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
+    DType out = sumType(ctx, 3, x.dtype());
+    DType acc = accType(out) == DType::Pred ? DType::S64 : accType(out);
+    Value v = b.convert(x, acc);
+    if (isFloat(x.dtype())) v = b.select(isNan(b, v), b.zerosLike(v), v);
+    if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Sum);
+    return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
+  });
+  // histc(self, bins=100, min=0, max=0): min == max means the data's range (widened by 1 if flat).
+  {
+    Rule rule;
+    rule.op = "aten::histc";
+    rule.accepts = floatInput;
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value x0 = ctx.tensor(0);
+      int64_t bins = ctx.has(1) ? ctx.toInt(1) : 100;
+      DType t = x0.dtype(), c = DType::F64;
+      int64_t n = x0.type.numel();
+      Value x = b.reshape(b.convert(x0, c), {n});
+      Value lo = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(0, c);
+      Value hi = ctx.has(3) ? scalarArg(ctx, 3, c) : b.constant(0, c);
+      if (n > 0) {
+        Value same = b.compare(lo, hi, Cmp::EQ);
+        Value finite = b.isFinite(x);
+        Value dmin = b.reduce(b.select(finite, x, b.constantF(INFINITY, c, {n})), {0}, ReduceKind::Min);
+        Value dmax = b.reduce(b.select(finite, x, b.constantF(-INFINITY, c, {n})), {0}, ReduceKind::Max);
+        lo = b.select(same, dmin, lo);
+        hi = b.select(same, dmax, hi);
+      }
+      Value flat = b.compare(lo, hi, Cmp::EQ);
+      lo = b.select(flat, b.sub(lo, b.constant(1, c)), lo);
+      hi = b.select(flat, b.add(hi, b.constant(1, c)), hi);
+      if (n == 0) return {b.zeros({t, {bins}})};
+      Value lob = b.broadcastTo(lo, {n}), hib = b.broadcastTo(hi, {n});
+      Value pos = b.floor(b.div(b.mul(b.sub(x, lob), b.constantF(double(bins), c, {n})), b.sub(hib, lob)));
+      Value idx = b.convert(pos, DType::S64);
+      idx = b.select(b.compare(x, hib, Cmp::EQ), b.constantF(double(bins - 1), DType::S64, {n}), idx);
+      Value in = b.andOp(b.compare(x, lob, Cmp::GE), b.compare(x, hib, Cmp::LE));
+      idx = b.select(in, idx, b.constantF(double(bins), DType::S64, {n}));  // out of range: dropped
+      Value ones = b.convert(in, t);
+      Builder::ScatterDims sd;
+      sd.inserted_window_dims = {0};
+      sd.scatter_dims_to_operand_dims = {0};
+      sd.index_vector_dim = 1;
+      Value hist = b.scatter(b.zeros({t, {bins + 1}}), b.reshape(idx, {n, 1}), ones, sd, ReduceKind::Sum);
+      return {b.sliceInDim(hist, 0, bins, 1, 0)};
+    };
+    r.add(std::move(rule));
+  }
+  // renorm(self, p, dim, maxnorm): each slice along dim rescaled to norm <= maxnorm.
+  {
+    Rule rule;
+    rule.op = "aten::renorm";
+    rule.static_args = {"p"};
+    rule.accepts = floatInput;
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value x = ctx.tensor(0);
+      DType t = x.dtype(), c = accType(t);
+      int64_t d = normDim(ctx, ctx.toInt(2), x.rank());
+      std::vector<int64_t> dims;
+      for (int64_t k = 0; k < x.rank(); ++k)
+        if (k != d) dims.push_back(k);
+      Value nrm = vectorNorm(b, x, ctx.staticDouble(1), dims, c);
+      Value maxnorm = b.broadcastTo(scalarArg(ctx, 3, c), nrm.shape());
+      Value factor = b.select(b.compare(nrm, maxnorm, Cmp::GT),
+                              b.div(maxnorm, b.add(nrm, b.constantF(1e-7, c, nrm.shape()))), b.onesLike(nrm));
+      return {b.convert(b.mul(b.convert(x, c), expandReduced(b, factor, x.shape(), dims)), t)};
+    };
+    r.add(std::move(rule));
+  }
   addReal(r, "aten::count_nonzero.dim_IntList", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);

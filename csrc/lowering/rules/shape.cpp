@@ -295,6 +295,61 @@ std::vector<Value> sortRule(Context& ctx, int64_t dim, bool descending) {
   return {b.convert(res[0], x.dtype()), res[1]};
 }
 
+
+// ---- reflection / replication padding: a static source index per output position along each padded dim ----
+
+// x gathered along `dim` at the constant positions `idx`.
+Value selectAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& idx) {
+  int64_t k = int64_t(idx.size());
+  Shape out = x.shape();
+  out[dim] = k;
+  if (k == 0 || x.type.numel() == 0) return b.zeros({x.dtype(), out});
+  Value ind = b.reshape(b.constantI64s(idx, DType::S64), {k, 1});
+  Builder::GatherDims gd;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != dim) gd.offset_dims.push_back(d < dim ? d : d);
+  // offset dims are the result dims other than the batch (index) dim, which lands at `dim`.
+  gd.offset_dims.clear();
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != dim) gd.offset_dims.push_back(d);
+  gd.collapsed_slice_dims = {dim};
+  gd.start_index_map = {dim};
+  gd.index_vector_dim = 1;
+  std::vector<int64_t> sizes = x.shape();
+  sizes[dim] = 1;
+  return b.gather(x, ind, gd, sizes, out);
+}
+
+// The adjoint of selectAlong: g's slices added into a zero tensor of size n along dim.
+Value scatterAddAlong(Builder& b, Value g, int64_t dim, const std::vector<int64_t>& idx, int64_t n) {
+  Shape out = g.shape();
+  out[dim] = n;
+  int64_t k = int64_t(idx.size());
+  if (k == 0 || numel(out) == 0) return b.zeros({g.dtype(), out});
+  Value ind = b.reshape(b.constantI64s(idx, DType::S64), {k, 1});
+  Builder::ScatterDims sd;
+  for (int64_t d = 0; d < g.rank(); ++d)
+    if (d != dim) sd.update_window_dims.push_back(d);
+  sd.inserted_window_dims = {dim};
+  sd.scatter_dims_to_operand_dims = {dim};
+  sd.index_vector_dim = 1;
+  return b.scatter(b.zeros({g.dtype(), out}), ind, g, sd, ReduceKind::Sum);
+}
+
+std::vector<int64_t> padIndex(int64_t n, int64_t lo, int64_t hi, bool reflect) {
+  std::vector<int64_t> idx;
+  for (int64_t o = 0; o < n + lo + hi; ++o) {
+    int64_t i = o - lo;
+    if (reflect) {
+      if (i < 0) i = -i;
+      if (i >= n) i = 2 * (n - 1) - i;
+    } else {
+      i = std::clamp<int64_t>(i, 0, n - 1);
+    }
+    idx.push_back(i);
+  }
+  return idx;
+}
 }  // namespace
 
 void populateShape(Registry& r) {
@@ -558,6 +613,150 @@ void populateShape(Registry& r) {
     rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).rank() == 1; };
     r.add(std::move(rule));
   }
+  // take(self, index): elements of the flattened self (negative indices wrap).
+  addReal(r, "aten::take", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0), index = ctx.tensor(1);
+    int64_t n = x.type.numel(), k = index.type.numel();
+    if (k == 0 || n == 0) return {b.zeros({x.dtype(), index.shape()})};
+    Value idx = b.reshape(b.convert(index, DType::S64), {k, 1});
+    Value sz = b.constantF(double(n), DType::S64, {k, 1});
+    idx = b.select(b.compare(idx, b.zerosLike(idx), Cmp::LT), b.add(idx, sz), idx);
+    Builder::GatherDims gd;
+    gd.collapsed_slice_dims = {0};
+    gd.start_index_map = {0};
+    gd.index_vector_dim = 1;
+    return {b.reshape(b.gather(b.reshape(x, {n}), idx, gd, {1}, {k}), index.shape())};
+  });
+  // put(self, index, source, accumulate=False): writes source's elements at flat positions of self.
+  addReal(r, "aten::put", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0), index = ctx.tensor(1);
+    int64_t n = x.type.numel(), k = index.type.numel();
+    if (k == 0 || n == 0) return {x};
+    Value src = b.reshape(b.convert(ctx.tensor(2), x.dtype()), {k});
+    Value idx = b.reshape(b.convert(index, DType::S64), {k, 1});
+    Value sz = b.constantF(double(n), DType::S64, {k, 1});
+    idx = b.select(b.compare(idx, b.zerosLike(idx), Cmp::LT), b.add(idx, sz), idx);
+    Builder::ScatterDims sd;
+    sd.inserted_window_dims = {0};
+    sd.scatter_dims_to_operand_dims = {0};
+    sd.index_vector_dim = 1;
+    bool acc = ctx.has(3) && ctx.toBool(3);
+    std::optional<ReduceKind> comb;
+    if (acc) comb = x.dtype() == DType::Pred ? ReduceKind::Or : ReduceKind::Sum;
+    return {b.reshape(b.scatter(b.reshape(x, {n}), idx, src, sd, comb), x.shape())};
+  });
+  // index_reduce(self, dim, index, source, reduce, *, include_self=True): prod / mean / amax / amin.
+  {
+    Rule rule;
+    rule.op = "aten::index_reduce";
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value self = ctx.tensor(0), index = ctx.tensor(2);
+      Value src = b.convert(ctx.tensor(3), self.dtype());
+      const std::string& red = ctx.arg(4).s;
+      bool include_self = !ctx.has(5) || ctx.toBool(5);
+      if (self.rank() == 0) {
+        self = b.reshape(self, {1});
+        src = b.reshape(src, {1});
+      }
+      int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+      ReduceKind kind = red == "prod" ? ReduceKind::Prod : red == "amax" ? ReduceKind::Max
+                        : red == "amin" ? ReduceKind::Min : ReduceKind::Sum;
+      Value base = self;
+      if (!include_self) {
+        Value ident = b.constantF(identityOf(kind, self.dtype()), self.dtype(), src.shape());
+        base = indexScatter(ctx, self, dim, index, ident, std::nullopt);
+      }
+      Value res = indexScatter(ctx, base, dim, index, src, kind);
+      if (red == "mean") {
+        Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
+        Value cnt = indexScatter(ctx, cnt0, dim, index, b.onesLike(src), ReduceKind::Sum);
+        Value safe = b.max(cnt, b.onesLike(cnt));
+        res = isFloat(self.dtype()) ? b.div(res, safe) : b.div(res, safe);
+        // rows nobody indexed keep self
+        res = b.select(b.compare(cnt, b.zerosLike(cnt), Cmp::EQ), self, res);
+      }
+      if (ctx.tensor(0).rank() == 0) res = b.reshape(res, {});
+      return {res};
+    };
+    rule.accepts = [](const Context& ctx) {
+      if (!realDTypes(ctx)) return false;
+      const std::string& red = ctx.arg(4).s;
+      return red == "prod" || red == "mean" || red == "amax" || red == "amin";
+    };
+    r.add(std::move(rule));
+  }
+  // unfold_backward(grad_in, input_sizes, dim, size, step): window gradients summed back into place.
+  addReal(r, "aten::unfold_backward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value g = ctx.tensor(0);
+    Shape sizes = ctx.toInts(1);
+    int64_t rk = int64_t(sizes.size());
+    int64_t dim = normDim(ctx, ctx.toInt(2), rk);
+    int64_t step = ctx.toInt(4);
+    if (rk == 0) return {b.reshape(b.reduce(g, {0}, ReduceKind::Sum), {})};
+    Value zeros = b.zeros({g.dtype(), sizes});
+    if (g.type.numel() == 0) return {zeros};
+    // g: sizes with dim -> windows, plus a trailing window-offset dim.
+    Shape gs = g.shape();
+    Shape s1 = gs;
+    s1.push_back(1);
+    std::vector<Value> parts;
+    for (int64_t k = 0; k < rk; ++k) {
+      Value v = b.iota({DType::S64, gs}, k);
+      if (k == dim)
+        v = b.add(b.mul(v, b.constantF(double(step), DType::S64, gs)), b.iota({DType::S64, gs}, rk));
+      parts.push_back(b.reshape(v, s1));
+    }
+    Builder::ScatterDims sd;
+    for (int64_t k = 0; k < rk; ++k) sd.inserted_window_dims.push_back(k), sd.scatter_dims_to_operand_dims.push_back(k);
+    sd.index_vector_dim = rk + 1;
+    return {b.scatter(zeros, b.concatenate(parts, rk + 1), g, sd, ReduceKind::Sum)};
+  });
+  // reflection_pad{1,2,3}d / replication_pad{1,2,3}d (self, padding) and their backward (grad_output, self, padding):
+  // padding pairs start at the last dimension; negative pads crop.
+  for (bool reflect : {true, false})
+    for (int nd = 1; nd <= 3; ++nd) {
+      std::string base = std::string("aten::") + (reflect ? "reflection_pad" : "replication_pad") + std::to_string(nd) + "d";
+      addReal(r, base, [reflect, nd](Context& ctx) -> std::vector<Value> {
+        Builder& b = ctx.b;
+        Value x = ctx.tensor(0);
+        const auto& pad = ctx.toInts(1);
+        for (int i = 0; i < nd; ++i) {
+          int64_t d = x.rank() - 1 - i;
+          x = selectAlong(b, x, d, padIndex(x.shape()[d], pad[2 * i], pad[2 * i + 1], reflect));
+        }
+        return {x};
+      });
+      addReal(r, base + "_backward", [reflect, nd](Context& ctx) -> std::vector<Value> {
+        Builder& b = ctx.b;
+        Value g = ctx.tensor(0);
+        const Shape& in = ctx.tensor(1).shape();
+        const auto& pad = ctx.toInts(2);
+        for (int i = nd - 1; i >= 0; --i) {
+          int64_t d = g.rank() - 1 - i;
+          g = scatterAddAlong(b, g, d, padIndex(in[d], pad[2 * i], pad[2 * i + 1], reflect), in[d]);
+        }
+        return {g};
+      });
+    }
+  // channel_shuffle(self, groups): (N, g, C/g, ...) -> (N, C/g, g, ...)
+  for (const char* op : {"aten::channel_shuffle", "aten::native_channel_shuffle"})
+    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      Value x = ctx.tensor(0);
+      int64_t g = ctx.toInt(1);
+      if (x.rank() < 2 || x.type.numel() == 0 || g <= 0) return {x};
+      int64_t c = x.shape()[1];
+      Shape s = x.shape();
+      Shape split = {s[0], g, c / g};
+      split.insert(split.end(), s.begin() + 2, s.end());
+      std::vector<int64_t> perm = {0, 2, 1};
+      for (int64_t k = 3; k < int64_t(split.size()); ++k) perm.push_back(k);
+      return {b.reshape(b.transpose(b.reshape(x, split), perm), s)};
+    });
   // masked_scatter(self, mask, source): the k-th true element of the (broadcast) mask takes source's k-th element.
   Rule masked_scatter;
   masked_scatter.op = "aten::masked_scatter";
