@@ -592,15 +592,6 @@ BuildResult buildProgram(const GraphDesc& g, const Signature& sig,
   return res;
 }
 
-// Donating a buffer lets the program update it in place, but makes the launch wait until every earlier use of the
-// buffer is done (about 0.1 ms on the CPU plugin); below this size a copy is cheaper. TORCH_TPU_DONATE_MIN_BYTES.
-size_t donateMinBytes() {
-  static const size_t v = [] {
-    const char* e = std::getenv("TORCH_TPU_DONATE_MIN_BYTES");
-    return e && *e ? static_cast<size_t>(std::strtoull(e, nullptr, 10)) : size_t(1) << 20;
-  }();
-  return v;
-}
 
 // Signature of a contiguous, unaliased call (check / text).
 Signature plainSignature(const GraphDesc& g) {

@@ -179,6 +179,11 @@ inline void putInts(std::string& k, c10::IntArrayRef v) {
               " and ", a.device(), "!");
 }
 
+// A buffer only its storage (and this call) holds, large enough that donating beats copying.
+bool donatable(const runtime::BufferPtr& buf) {
+  return buf.use_count() <= 2 && buf->byteSize() >= donateMinBytes();
+}
+
 void scanTensor(Scan& s, const at::Tensor& t, int stack_index, int list_index = 0) {
   if (!t.defined()) {
     put<uint8_t>(s.key, 'u');
@@ -211,7 +216,7 @@ void scanTensor(Scan& s, const at::Tensor& t, int stack_index, int list_index = 
       s.bdims.push_back({static_cast<int64_t>(st->nbytes / t.element_size())});
       s.btype.push_back(toDType(t.scalar_type()));
     }
-    put<uint8_t>(s.key, buf ? (buf.use_count() <= 2 ? 'D' : 'b') : 'z');
+    put<uint8_t>(s.key, buf ? (donatable(buf) ? 'D' : 'b') : 'z');
     s.buffers.push_back(std::move(buf));
   }
   viewprog::Layout l{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
@@ -586,7 +591,7 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
       int donate = -1;
       auto w = std::find(written.begin(), written.end(), slot);
       // A written storage whose buffer nobody else holds is donated to its new buffer.
-      if (w != written.end() && s.buffers[slot].use_count() <= 2 && newDims(slot) == s.bdims[slot])
+      if (w != written.end() && donatable(s.buffers[slot]) && newDims(slot) == s.bdims[slot])
         donate = static_cast<int>(w - written.begin());
       storage_vals[slot] = b.parameter(bt, donate);
       prog->params.push_back({Src::Storage, slot, s.btype[slot], donate});

@@ -130,7 +130,7 @@ Value pick(Builder& b, Value mask, Value x, int64_t d) {
 
 LU luFactor(Builder& b, Value a) {
   int64_t r = a.rank(), m = a.shape()[r - 2], n = a.shape()[r - 1], k = std::min(m, n);
-  const Shape& s = a.shape();
+  const Shape s = a.shape();
   Shape batch(s.begin(), s.end() - 2);
   std::vector<int64_t> bdims;
   for (int64_t d = 0; d < r - 2; ++d) bdims.push_back(d);
@@ -202,7 +202,7 @@ LU luFactor(Builder& b, Value a) {
 // Applies the row interchanges of `pivots` (1-based) to rhs [..., m, nrhs], forward or in reverse order.
 Value applyPivots(Builder& b, Value rhs, Value pivots, bool reverse) {
   int64_t r = rhs.rank(), k = pivots.shape().back();
-  const Shape& s = rhs.shape();
+  const Shape s = rhs.shape();
   std::vector<int64_t> bdims;
   for (int64_t d = 0; d < r - 2; ++d) bdims.push_back(d);
   Value rows = b.iota({DType::S64, s}, r - 2);

@@ -733,7 +733,7 @@ void populateShape(Registry& r) {
       addReal(r, base + "_backward", [reflect, nd](Context& ctx) -> std::vector<Value> {
         Builder& b = ctx.b;
         Value g = ctx.tensor(0);
-        const Shape& in = ctx.tensor(1).shape();
+        const Shape in = ctx.tensor(1).shape();
         const auto& pad = ctx.toInts(2);
         for (int i = nd - 1; i >= 0; --i) {
           int64_t d = g.rank() - 1 - i;
