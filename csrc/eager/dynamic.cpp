@@ -284,6 +284,22 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> tpu_unique_consecutive(const at::
   return {values, inverse, counts};
 }
 
+// repeat_interleave.Tensor(repeats, *, output_size=None): index k repeated repeats[k] times. The size is the sum of
+// repeats (one host round trip unless output_size is given); position j holds the count of cumulative sums <= j.
+at::Tensor tpu_repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  TORCH_CHECK(repeats.dim() == 1 || repeats.dim() == 0, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  at::Tensor r = repeats.reshape({-1});
+  auto lopts = r.options();
+  if (r.numel() == 0) return at::empty({0}, lopts);
+  at::Tensor cum = at::cumsum(r, 0);
+  int64_t total = output_size.has_value() ? output_size->guard_int(__FILE__, __LINE__)
+                                          : cum.select(0, r.numel() - 1).item<int64_t>();
+  if (total == 0) return at::empty({0}, lopts);
+  return at::searchsorted(cum, at::arange(total, lopts), /*out_int32=*/false, /*right=*/true);
+}
+
 // equal(self, other) -> bool: same sizes and every element equal, computed on the device.
 bool tpu_equal(const at::Tensor& self, const at::Tensor& other) {
   TORCH_CHECK(self.device() == other.device(), "Cannot compare two tensors on different devices. Got: ", self.device(),
@@ -319,6 +335,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(tpu_nonzero));
   m.impl("nonzero.out", TORCH_FN(tpu_nonzero_out));
   m.impl("equal", TORCH_FN(tpu_equal));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(tpu_repeat_interleave));
   m.impl("_unique2", TORCH_FN(tpu_unique2));
   m.impl("_unique", TORCH_FN(tpu_unique));
   m.impl("unique_consecutive", TORCH_FN(tpu_unique_consecutive));

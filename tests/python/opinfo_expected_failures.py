@@ -70,3 +70,70 @@ MODEL_OPS = {
     "full_like", "zeros_like", "ones_like", "flip", "roll", "repeat", "index_put", "take_along_dim",
     "nn.functional.conv_transpose2d", "nn.functional.batch_norm", "nn.functional.rms_norm", "logsumexp",
 }
+
+# ---- remaining failures of the whole op database outside the model ops, by cause ----
+_ALL = ("float32", "bfloat16", "int64", "bool")
+
+
+def _xfail(ops, dtypes, directions, reason):
+    for _op in ops:
+        for _dt in dtypes:
+            for _dir in directions:
+                EXPECTED_FAILURES.setdefault((_op, _dt, _dir), reason)
+
+
+_xfail(["fft.fft", "fft.fft2", "fft.fftn", "fft.ifft2", "fft.ifftn", "fft.rfft", "fft.rfft2", "fft.rfftn",
+        "fft.irfft", "fft.irfft2", "fft.irfftn", "stft", "complex", "chalf", "cfloat", "cdouble", "view_as_complex"],
+       _ALL, ("forward", "backward"),
+       "complex dtypes have no lowering (the rules decline complex tensors; FFTs run on the CPU fallback)")
+_xfail(["fft.hfft", "fft.hfft2", "fft.hfftn", "fft.ifft", "fft.ihfft", "fft.ihfft2", "fft.ihfftn", "polar",
+        "linalg.eig", "linalg.eigvals"], _ALL, ("forward", "backward"),
+       "crashes the process (not run by the sweep): cloning a conjugated complex tensor on tpu recurses through the "
+       "CPU fallback (conjugate fallback -> _to_cpu -> clone -> fallback), a stack overflow; complex support is "
+       "the eager layer's")
+_xfail(["svd", "linalg.svd", "linalg.svdvals", "pinverse", "linalg.pinv", "linalg.pinv.singular",
+        "linalg.pinv.hermitian", "linalg.cond", "linalg.matrix_rank", "linalg.matrix_rank.hermitian",
+        "linalg.eigh", "linalg.eigvalsh"], ("float32", "bfloat16"), ("forward", "backward"),
+       "SVD / symmetric eigendecomposition have no lowering (StableHLO has no such op; an iterative Jacobi solver "
+       "is not implemented): CPU fallback")
+_xfail(["qr", "linalg.qr", "geqrf", "ormqr", "linalg.householder_product", "linalg.lstsq",
+        "linalg.lstsq.grad_oriented", "linalg.ldl_factor", "linalg.ldl_factor_ex", "linalg.ldl_solve"],
+       ("float32", "bfloat16"), ("forward", "backward"),
+       "QR / Householder / LDL factorizations have no lowering (LU and Cholesky do): CPU fallback")
+_xfail(["matrix_exp"], ("float32", "bfloat16"), ("forward", "backward"),
+       "matrix exponential has no lowering: CPU fallback")
+_xfail(["special.airy_ai", "special.bessel_j0", "special.bessel_j1", "special.bessel_y0", "special.bessel_y1",
+        "special.modified_bessel_k0", "special.modified_bessel_k1", "special.scaled_modified_bessel_k0",
+        "special.scaled_modified_bessel_k1", "igamma", "igammac"], _ALL, ("forward", "backward"),
+       "no lowering: PyTorch's Cephes rational approximations are not ported and CHLO has no such op "
+       "(i0/i0e/i1/i1e, polygamma, zeta, erfcx, log_ndtr and the orthogonal polynomials are lowered)")
+_xfail(["_segment_reduce.lengths", "_segment_reduce.offsets"], _ALL, ("forward", "backward"),
+       "segment_reduce has no lowering: CPU fallback")
+_xfail(["histogram", "histogramdd", "bincount"], _ALL, ("forward",),
+       "histogram bin-edge ops and bincount (output size = max value + 1, data dependent) have no device kernel "
+       "(histc is lowered)")
+_xfail(["sparse.mm.reduce", "sparse.sampled_addmm", "to_sparse"], _ALL, ("forward", "backward"),
+       "sparse layouts are not supported on tpu")
+_xfail(["hash_tensor"], _ALL, ("forward",), "hash_tensor returns uint64, a dtype tpu tensors do not support")
+_xfail(["argsort", "msort"], _ALL, ("forward", "backward"),
+       "ties: CPU's unstable sort orders equal elements arbitrarily; the device sort is stable (values match; "
+       "indices, and gradients routed through them, differ on ties)")
+_xfail(["addr"], ("bfloat16",), ("forward",),
+       "one element differs by one bfloat16 ulp: PyTorch CPU's vectorized addr rounds intermediate products in an "
+       "order the lowering only approximates")
+_xfail(["sgn"], ("float32", "bfloat16"), ("backward",),
+       "the gradient of sgn at real inputs is an efficient zero tensor (aten::_efficientzerotensor), which has no "
+       "device kernel")
+_xfail(["gradient"], ("any",), ("forward",),
+       "harness artifact: a torch.gradient sample fails while being moved to the device (meta tensor spacing)")
+EXPECTED_FAILURES.setdefault(("scatter", "any", "error_input"),
+                             "out-of-range index values are not detected (a host round trip per call); the device "
+                             "scatter drops them")
+EXPECTED_FAILURES.setdefault(("narrow_copy", "any", "error_input"),
+                             "narrow_copy with an out-of-range start raises IndexError on tpu (views check it), "
+                             "RuntimeError on CPU")
+
+
+# Known limitation no OpInfo sample reaches: integer division / remainder by zero (//, %, div with rounding_mode,
+# fmod on integer tensors) raises "ZeroDivisionError" on CPU; on tpu it returns XLA's value (x / 0 = -1, x % 0 = x)
+# because detecting it would need a host round trip for every integer division.

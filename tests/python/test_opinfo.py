@@ -18,6 +18,9 @@ CI_OPS = [
     "sum", "mean", "amax", "max", "argmax", "mm", "bmm", "addmm", "matmul", "nn.functional.linear",
     "softmax", "log_softmax", "nn.functional.layer_norm", "nn.functional.embedding", "cat", "index_select",
     "masked_fill", "nn.functional.cross_entropy", "nn.functional.mse_loss", "transpose", "reshape", "expand",
+    # data-dependent sizes, indexing, factories, sorting
+    "nonzero", "masked_select", "masked_scatter", "index_put", "unique", "gather", "scatter_add", "cumsum", "sort",
+    "topk", "tril", "arange", "full", "eye", "linspace", "nn.functional.pad", "linalg.solve",
 ]
 MAX_SAMPLES = int(os.environ.get("TORCH_TPU_OPINFO_SAMPLES", "3"))
 BUDGET_S = float(os.environ.get("TORCH_TPU_OPINFO_BUDGET_S", "60"))

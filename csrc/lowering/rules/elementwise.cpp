@@ -207,6 +207,105 @@ Value zetaCephes(Builder& b, Value x, Value q) {
   return b.select(b.compare(x, one, Cmp::EQ), inf, s);
 }
 
+// Orthogonal polynomials of PyTorch's special_* family, evaluated like PyTorch CPU: the three-term recurrence
+// (unrolled to degree kMaxDegree, the result picked at n = trunc(degree argument)), with PyTorch's special cases
+// and trigonometric forms for high degrees inside (-1, 1).
+constexpr int kMaxDegree = 40;
+enum class Poly { T, U, V, W, H, He, L, P, ST, SU, SV, SW };
+
+Value orthoPoly(Builder& b, Value x, Value n, Poly kind) {
+  Value one = cst(b, 1, x), two = cst(b, 2, x), zero = cst(b, 0, x);
+  auto c = [&](double v) { return cst(b, v, x); };
+  bool shifted = kind == Poly::ST || kind == Poly::SU || kind == Poly::SV || kind == Poly::SW;
+  Value y = shifted ? b.sub(b.add(x, x), one) : x;  // the Chebyshev argument
+  Value q1;
+  switch (kind) {
+    case Poly::T: case Poly::ST: case Poly::He: case Poly::P: q1 = y; break;
+    case Poly::U: case Poly::SU: case Poly::H: q1 = b.add(y, y); break;
+    case Poly::V: case Poly::SV: q1 = b.sub(b.add(y, y), one); break;
+    case Poly::W: case Poly::SW: q1 = b.add(b.add(y, y), one); break;
+    case Poly::L: q1 = b.sub(one, x); break;
+  }
+  Value p = b.onesLike(x), q = q1;
+  Value res = b.select(b.compare(n, zero, Cmp::EQ), one, b.zerosLike(x));
+  res = b.select(b.compare(n, one, Cmp::EQ), q1, res);
+  for (int m = 1; m < kMaxDegree; ++m) {
+    Value r;
+    switch (kind) {
+      case Poly::H: r = b.sub(b.mul(b.add(x, x), q), b.mul(c(2.0 * m), p)); break;
+      case Poly::He: r = b.sub(b.mul(x, q), b.mul(c(m), p)); break;
+      case Poly::L: r = b.div(b.sub(b.mul(b.add(c(2.0 * m), b.sub(one, x)), q), b.mul(c(m), p)), c(m + 1)); break;
+      case Poly::P: r = b.div(b.sub(b.mul(b.mul(c(2.0 * m + 1), x), q), b.mul(c(m), p)), c(m + 1)); break;
+      default: r = b.sub(b.mul(b.add(y, y), q), p); break;
+    }
+    p = q;
+    q = r;
+    res = b.select(b.compare(n, c(m + 1), Cmp::EQ), q, res);
+  }
+  auto eq = [&](Value a, double v) { return b.compare(a, c(v), Cmp::EQ); };
+  Value even = b.compare(b.rem(n, two), zero, Cmp::EQ);
+  Value ay = b.abs(y);
+  Value inside = b.compare(ay, one, Cmp::LT);
+  Value th = b.chlo("acos", y);
+  Value np1 = b.add(n, one), n2p1 = b.add(b.add(n, n), one);
+  auto sgn = [&](Value v) { return b.select(even, v, b.neg(v)); };
+  switch (kind) {
+    case Poly::T: case Poly::ST: {
+      Value trig = b.cos(b.mul(n, th));
+      res = b.select(b.andOp(b.compare(n, c(6), Cmp::GT), inside), trig, res);
+      if (kind == Poly::T) res = b.select(eq(ay, 1), b.select(b.orOp(b.compare(x, zero, Cmp::GT), even), one, b.neg(one)), res);
+      else {
+        res = b.select(eq(x, 0), sgn(one), res);
+        res = b.select(eq(x, 1), one, res);
+      }
+      break;
+    }
+    case Poly::U: case Poly::SU: {
+      Value st = b.sin(th);
+      Value trig = b.select(b.compare(st, zero, Cmp::NE), b.div(b.sin(b.mul(np1, th)), st),
+                            b.div(b.mul(np1, b.cos(b.mul(np1, th))), y));
+      res = b.select(b.andOp(b.compare(n, c(kind == Poly::U ? 8 : 6), Cmp::GT), inside), trig, res);
+      if (kind == Poly::U) res = b.select(eq(ay, 1), b.select(b.orOp(b.compare(x, zero, Cmp::GT), even), np1, b.neg(np1)), res);
+      else {
+        res = b.select(eq(x, 0), sgn(np1), res);
+        res = b.select(eq(x, 1), np1, res);
+      }
+      break;
+    }
+    case Poly::V: case Poly::SV: {
+      Value half = b.div(th, two);
+      Value trig = b.select(b.compare(b.sin(half), one, Cmp::NE), b.div(b.cos(b.mul(b.add(n, c(0.5)), th)), b.cos(half)),
+                            sgn(n2p1));
+      res = b.select(b.andOp(b.compare(n, c(kind == Poly::V ? 8 : 6), Cmp::GT), inside), trig, res);
+      if (kind == Poly::V) res = b.select(eq(ay, 1), b.select(b.compare(x, zero, Cmp::GT), one, sgn(n2p1)), res);
+      else {
+        res = b.select(eq(x, 0), sgn(n2p1), res);
+        res = b.select(eq(x, 1), one, res);
+      }
+      break;
+    }
+    case Poly::W: case Poly::SW: {
+      Value half = b.div(th, two);
+      Value edge = kind == Poly::W ? b.select(b.compare(x, zero, Cmp::GT), n2p1, sgn(one)) : sgn(one);
+      Value trig = b.select(b.compare(b.cos(half), one, Cmp::NE), b.div(b.sin(b.mul(b.add(n, c(0.5)), th)), b.sin(half)),
+                            edge);
+      res = b.select(b.andOp(b.compare(n, c(kind == Poly::W ? 8 : 4), Cmp::GT), inside), trig, res);
+      if (kind == Poly::W) res = b.select(eq(ay, 1), b.select(b.compare(x, zero, Cmp::GT), n2p1, sgn(one)), res);
+      else {
+        res = b.select(eq(x, 0), sgn(one), res);
+        res = b.select(eq(x, 1), n2p1, res);
+      }
+      break;
+    }
+    case Poly::L: res = b.select(eq(b.abs(x), 0), one, res); break;
+    case Poly::P:
+      res = b.select(eq(ay, 1), b.select(b.orOp(b.orOp(b.compare(x, zero, Cmp::GT), eq(n, 0)), even), one, b.neg(one)), res);
+      break;
+    default: break;
+  }
+  return b.select(b.compare(n, zero, Cmp::LT), b.zerosLike(x), res);
+}
+
 // ---- registration helpers ----
 
 // Ops PyTorch rejects for bool operands: declined so that CPU raises PyTorch's own error.
@@ -467,6 +566,41 @@ void populateElementwise(Registry& r) {
     return b.select(b.orOp(isNan(b, x), isNan(b, y)), b.add(x, y), res);
   });
 
+  // gcd / lcm of integers: Euclid's algorithm unrolled (64 steps cover operands below 10^13).
+  auto gcdOp = [](Builder& b, Value x, Value y) {
+    Value a = b.abs(x), c = b.abs(y);
+    Value zero = b.zerosLike(a);
+    for (int i = 0; i < 64; ++i) {
+      Value nz = b.compare(c, zero, Cmp::NE);
+      Value safe = b.select(nz, c, b.onesLike(c));
+      Value rem = b.rem(a, safe);
+      a = b.select(nz, c, a);
+      c = b.select(nz, rem, zero);
+    }
+    return a;
+  };
+  for (const char* op : {"aten::gcd", "aten::lcm"}) {
+    bool lcm = std::string(op) == "aten::lcm";
+    Rule rule;
+    rule.op = op;
+    rule.fn = [gcdOp, lcm](Context& ctx) -> std::vector<Value> {
+      DType t = resultTypeOf(ctx, {0, 1});
+      auto v = operands(ctx, {0, 1}, t);
+      Builder& b = ctx.b;
+      Value g = gcdOp(b, v[0], v[1]);
+      if (!lcm) return {g};
+      Value zero = b.zerosLike(g);
+      Value safe = b.select(b.compare(g, zero, Cmp::EQ), b.onesLike(g), g);
+      Value l = b.abs(b.mul(b.div(v[0], safe), v[1]));
+      return {b.select(b.compare(g, zero, Cmp::EQ), zero, l)};
+    };
+    rule.accepts = [](const Context& ctx) {
+      DType t = resultTypeOf(ctx, {0, 1});
+      return realDTypes(ctx) && shlo::isInteger(t);
+    };
+    r.add(std::move(rule));
+  }
+
   // ---- bitwise / logical ----
   bitwise(r, "aten::bitwise_and.Tensor", [](Builder& b, Value x, Value y) { return b.andOp(x, y); });
   bitwise(r, "aten::bitwise_and.Scalar", [](Builder& b, Value x, Value y) { return b.andOp(x, y); });
@@ -654,7 +788,11 @@ void populateElementwise(Registry& r) {
     Value px = b.mul(x, cst(b, M_PI, x));
     return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, 1, x), b.div(b.sin(px), px));
   });
-  for (const char* name : {"erf", "erfc", "lgamma", "digamma", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+  // digamma(0) is -inf in PyTorch (CHLO gives NaN at every pole)
+  unaryFloat(r, "aten::digamma", [](Builder& b, Value x) {
+    return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, -INFINITY, x), b.chlo("digamma", x));
+  });
+  for (const char* name : {"erf", "erfc", "lgamma", "asin", "acos", "atan", "sinh", "cosh", "asinh",
                            "acosh", "atanh"}) {
     std::string n = name;
     unaryFloat(r, "aten::" + n, [n](Builder& b, Value x) { return b.chlo(n, x); });
@@ -716,7 +854,7 @@ void populateElementwise(Registry& r) {
   }
   for (const char* ov : {"", ".other_scalar", ".self_scalar"}) {
     binary(r, std::string("aten::special_zeta") + ov,
-           [chlo2](Builder& b, Value x, Value q) { return chlo2(b, "zeta", x, q); }, true);
+           [](Builder& b, Value x, Value q) { return zetaCephes(b, x, q); }, true);
     binary(r, std::string("aten::special_xlog1py") + ov, [](Builder& b, Value x, Value y) {
       Value zero = cst(b, 0, x);
       Value res = b.select(b.compare(x, zero, Cmp::EQ), zero, b.mul(x, b.log1p(y)));
@@ -748,6 +886,39 @@ void populateElementwise(Registry& r) {
   };
   unaryFloat(r, "aten::i0", [besselI0](Builder& b, Value x) { return besselI0(b, x, false); });
   unaryFloat(r, "aten::special_i0e", [besselI0](Builder& b, Value x) { return besselI0(b, x, true); });
+  unaryFloat(r, "aten::special_modified_bessel_i0", [besselI0](Builder& b, Value x) { return besselI0(b, x, false); });
+  unaryFloat(r, "aten::special_modified_bessel_i1", [](Builder& b, Value x) {
+    return b.mul(b.chlo("bessel_i1e", x), b.exp(b.abs(x)));
+  });
+  // spherical j0 = sin(x)/x (a Taylor polynomial near 0, as PyTorch)
+  unaryFloat(r, "aten::special_spherical_bessel_j0", [](Builder& b, Value x) {
+    Value x2 = b.mul(x, x);
+    Value series = b.sub(cst(b, 1, x), b.mul(x2, b.sub(cst(b, 1.0 / 6, x), b.mul(x2, b.sub(cst(b, 1.0 / 120, x),
+                                                  b.mul(x2, b.sub(cst(b, 1.0 / 5040, x), b.mul(x2, cst(b, 1.0 / 362880, x)))))))));
+    Value res = b.select(b.compare(b.abs(x), cst(b, 0.5, x), Cmp::LT), series, b.div(b.sin(x), x));
+    return b.select(b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ), b.zerosLike(x), res);
+  });
+  // erfcx(x) = exp(x^2) erfc(x): directly below 4, the asymptotic series above (where erfc underflows).
+  auto erfcx = [](Builder& b, Value x) {
+    Value direct = b.mul(b.exp(b.mul(x, x)), b.chlo("erfc", x));
+    Value big = b.max(x, cst(b, 4, x));
+    Value inv2 = b.div(cst(b, 1, x), b.mul(cst(b, 2, x), b.mul(big, big)));
+    Value sum = b.onesLike(x), term = b.onesLike(x);
+    for (int k = 1; k <= 10; ++k) {
+      term = b.mul(term, b.mul(cst(b, -(2.0 * k - 1), x), inv2));
+      sum = b.add(sum, term);
+    }
+    Value asym = b.div(sum, b.mul(big, cst(b, std::sqrt(M_PI), x)));
+    return b.select(b.compare(x, cst(b, 4, x), Cmp::LT), direct, asym);
+  };
+  unaryFloat(r, "aten::special_erfcx", erfcx);
+  // log_ndtr(x) = log(Phi(x)): log1p(-erfc(x/sqrt2)/2) above -1, log(erfcx(-x/sqrt2)/2) - x^2/2 below.
+  unaryFloat(r, "aten::special_log_ndtr", [erfcx](Builder& b, Value x) {
+    Value t = b.mul(x, cst(b, M_SQRT1_2, x));
+    Value hi = b.log1p(b.neg(b.div(b.chlo("erfc", t), cst(b, 2, x))));
+    Value lo = b.sub(b.log(b.div(erfcx(b, b.neg(t)), cst(b, 2, x))), b.div(b.mul(x, x), cst(b, 2, x)));
+    return b.select(b.compare(x, cst(b, -1, x), Cmp::LT), lo, hi);
+  });
   unaryFloat(r, "aten::special_i1e", [](Builder& b, Value x) { return b.chlo("bessel_i1e", x); });
   unaryFloat(r, "aten::special_i1", [](Builder& b, Value x) {
     return b.mul(b.chlo("bessel_i1e", x), b.exp(b.abs(x)));
@@ -761,6 +932,28 @@ void populateElementwise(Registry& r) {
   unaryFloat(r, "aten::special_ndtri", [](Builder& b, Value p) {
     return b.mul(cst(b, M_SQRT2, p), b.chlo("erf_inv", b.sub(b.mul(cst(b, 2, p), p), cst(b, 1, p))));
   });
+
+  {
+    const std::pair<const char*, Poly> polys[] = {
+        {"chebyshev_polynomial_t", Poly::T}, {"chebyshev_polynomial_u", Poly::U},
+        {"chebyshev_polynomial_v", Poly::V}, {"chebyshev_polynomial_w", Poly::W},
+        {"hermite_polynomial_h", Poly::H}, {"hermite_polynomial_he", Poly::He},
+        {"laguerre_polynomial_l", Poly::L}, {"legendre_polynomial_p", Poly::P},
+        {"shifted_chebyshev_polynomial_t", Poly::ST}, {"shifted_chebyshev_polynomial_u", Poly::SU},
+        {"shifted_chebyshev_polynomial_v", Poly::SV}, {"shifted_chebyshev_polynomial_w", Poly::SW}};
+    for (auto& [name, kind] : polys)
+      for (const char* ov : {"", ".x_scalar", ".n_scalar"}) {
+        Poly k = kind;
+        addEw(r, std::string("aten::special_") + name + ov, [k](Context& ctx) -> std::vector<Value> {
+          Builder& b = ctx.b;
+          DType t = ctx.outputs.at(0).dtype;
+          DType c = isFloat(t) ? accType(t) : DType::F64;
+          auto v = operands(ctx, {0, 1}, c);
+          Value n = isFloat(c) ? truncF(b, v[1]) : v[1];
+          return {b.convert(orthoPoly(b, v[0], n, k), t)};
+        });
+      }
+  }
 
   // ---- activations ----
   unarySame(r, "aten::relu", [](Builder& b, Value x) {

@@ -176,6 +176,11 @@ std::vector<Value> cumRule(Context& ctx, ReduceKind kind) {
 }
 
 
+Value signOp(Builder& b, Value x) {
+  Value zero = b.zerosLike(x);
+  return b.select(b.compare(x, zero, Cmp::GT), b.onesLike(x), b.select(b.compare(x, zero, Cmp::LT), b.neg(b.onesLike(x)), zero));
+}
+
 // ---- prefix (cumulative) ops with indices, and order statistics ----
 
 // x with `dim` moved last: returns {moved, permutation}.
@@ -543,6 +548,122 @@ void populateReduction(Registry& r) {
       return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
     });
   }
+  // _cdist_forward(x1 [..., P, M], x2 [..., R, M], p, compute_mode) -> [..., P, R]: pairwise p-norm distances.
+  {
+    Rule rule;
+    rule.op = "aten::_cdist_forward";
+    rule.static_args = {"p"};
+    rule.accepts = floatInput;
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      const TensorType& ot = ctx.outputs.at(0);
+      DType c = accType(ot.dtype);
+      Value x1 = b.convert(ctx.tensor(0), c), x2 = b.convert(ctx.tensor(1), c);
+      double p = ctx.staticDouble(2);
+      int64_t m = x1.shape().back();
+      Shape big = ot.shape;  // [..., P, R]
+      big.push_back(m);
+      int64_t r = int64_t(ot.shape.size());
+      Shape b1(ot.shape.begin(), ot.shape.end() - 2);
+      Shape s1 = b1, s2 = b1;
+      s1.push_back(x1.shape()[x1.rank() - 2]);
+      s1.push_back(m);
+      s2.push_back(x2.shape()[x2.rank() - 2]);
+      s2.push_back(m);
+      x1 = b.broadcastTo(x1, s1);
+      x2 = b.broadcastTo(x2, s2);
+      std::vector<int64_t> m1, m2;
+      for (int64_t k = 0; k < r - 2; ++k) m1.push_back(k), m2.push_back(k);
+      m1.push_back(r - 2);
+      m1.push_back(r);
+      m2.push_back(r - 1);
+      m2.push_back(r);
+      Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
+      if (m == 0) return {b.zeros(ot)};
+      return {vectorNorm(b, d, p, {r}, ot.dtype)};
+    };
+    r.add(std::move(rule));
+  }
+  // _cdist_backward(grad [..., P, R], x1 [..., P, M], x2 [..., R, M], p, cdist) -> grad of x1.
+  {
+    Rule rule;
+    rule.op = "aten::_cdist_backward";
+    rule.static_args = {"p"};
+    rule.accepts = [](const Context& ctx) { return floatInput(ctx) && std::isfinite(ctx.staticDouble(3)); };
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      const TensorType& ot = ctx.outputs.at(0);  // x1's shape
+      DType c = accType(ot.dtype);
+      Value g = b.convert(ctx.tensor(0), c), x1 = b.convert(ctx.tensor(1), c), x2 = b.convert(ctx.tensor(2), c);
+      Value dist = b.convert(ctx.tensor(4), c);
+      double p = ctx.staticDouble(3);
+      int64_t r = g.rank(), m = x1.shape().back();
+      if (p == 0 || ot.numel() == 0 || g.type.numel() == 0) return {b.zeros(ot)};
+      Shape big = g.shape();
+      big.push_back(m);
+      Shape s1(g.shape().begin(), g.shape().end() - 2), s2 = s1;
+      s1.push_back(x1.shape()[x1.rank() - 2]);
+      s1.push_back(m);
+      s2.push_back(x2.shape()[x2.rank() - 2]);
+      s2.push_back(m);
+      x1 = b.broadcastTo(x1, s1);
+      x2 = b.broadcastTo(x2, s2);
+      std::vector<int64_t> m1, m2, mg;
+      for (int64_t k = 0; k < r - 2; ++k) m1.push_back(k), m2.push_back(k), mg.push_back(k);
+      m1.push_back(r - 2), m1.push_back(r);
+      m2.push_back(r - 1), m2.push_back(r);
+      mg.push_back(r - 2), mg.push_back(r - 1);
+      Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
+      Value gb = b.broadcastInDim(g, big, mg), db = b.broadcastInDim(dist, big, mg);
+      Value zero = b.zerosLike(d);
+      Value term;
+      if (p == 1) {
+        term = b.mul(gb, signOp(b, d));
+      } else if (p == 2) {
+        term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, d), db));
+      } else {
+        Value num = b.mul(signOp(b, d), b.pow(b.abs(d), cst(b, p - 1, d)));
+        term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, num), b.pow(db, cst(b, p - 1, d))));
+      }
+      Value res = b.reduce(term, {r - 1}, ReduceKind::Sum);  // [..., P, M]
+      return {b.convert(b.reshape(res, ot.shape), ot.dtype)};
+    };
+    r.add(std::move(rule));
+  }
+  // mode(self, dim=-1, keepdim=False) -> (values, indices): the smallest most frequent value and the last position
+  // holding it (what PyTorch CPU's sort-and-scan returns for rows of up to 16 elements, where its sort is stable).
+  addReal(r, "aten::mode", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x0 = ctx.tensor(0);
+    bool keep = optBool(ctx, 2);
+    if (x0.rank() == 0) return {x0, b.constantInt(0, DType::S64)};
+    int64_t d = normDim(ctx, ctx.has(1) ? ctx.toInt(1) : -1, x0.rank());
+    Value x = x0.dtype() == DType::Pred ? b.convert(x0, DType::U8) : x0;
+    int64_t n = x.shape()[d];
+    if (n == 0) ctx.fail("mode of an empty dimension");
+    auto [xt, perm] = moveLast(b, x, d);
+    int64_t r = xt.rank();
+    Shape s2 = xt.shape();
+    s2.push_back(n);  // [..., i, j]
+    std::vector<int64_t> mi, mj, keepd;
+    for (int64_t k = 0; k < r - 1; ++k) mi.push_back(k), mj.push_back(k), keepd.push_back(k);
+    mi.push_back(r - 1);
+    mj.push_back(r);
+    keepd.push_back(r - 1);
+    Value xi = b.broadcastInDim(xt, s2, mi), xj = b.broadcastInDim(xt, s2, mj);
+    Value freq = b.reduce(b.convert(b.compare(xi, xj, Cmp::EQ), DType::S64), {r}, ReduceKind::Sum);  // [..., i]
+    Value maxf = b.reduce(freq, {r - 1}, ReduceKind::Max);
+    std::vector<int64_t> bm;
+    for (int64_t k = 0; k < r - 1; ++k) bm.push_back(k);
+    Value best = b.compare(freq, b.broadcastInDim(maxf, freq.shape(), bm), Cmp::EQ);
+    Value big = b.constantF(highest(xt.dtype()), xt.dtype(), xt.shape());
+    Value val = b.reduce(b.select(best, xt, big), {r - 1}, ReduceKind::Min);  // [...]
+    Value at = b.compare(xt, b.broadcastInDim(val, xt.shape(), bm), Cmp::EQ);
+    Value pos = b.iota({DType::S64, xt.shape()}, r - 1);
+    Value idx = b.reduce(b.select(at, pos, b.constantF(-1, DType::S64, xt.shape())), {r - 1}, ReduceKind::Max);
+    val = b.convert(val, x0.dtype());
+    return {keepDims(b, val, x0.shape(), {d}, keep), keepDims(b, idx, x0.shape(), {d}, keep)};
+  });
   addReal(r, "aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); });
   addReal(r, "aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); });
   addReal(r, "aten::trace", [](Context& ctx) -> std::vector<Value> {

@@ -449,14 +449,23 @@ void populateShape(Registry& r) {
         Value ones = b.constantF(1, self.dtype(), index.shape());
         Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
         Value cnt = scatterAlong(ctx, cnt0, dim, index, ones, ReduceKind::Sum);
-        res = b.div(res, b.max(cnt, b.onesLike(cnt)));
+        Value safe = b.max(cnt, b.onesLike(cnt));
+        if (isFloat(self.dtype())) {
+          res = b.div(res, safe);
+        } else {  // integer mean floors (PyTorch divides with rounding_mode="floor")
+          Value q = b.div(res, safe), rm = b.rem(res, safe);
+          Value adj = b.andOp(b.compare(rm, b.zerosLike(rm), Cmp::NE),
+                              b.compare(b.compare(rm, b.zerosLike(rm), Cmp::LT), b.compare(safe, b.zerosLike(safe), Cmp::LT),
+                                        Cmp::NE));
+          res = b.select(adj, b.sub(q, b.onesLike(q)), q);
+        }
       }
       return {res};
     };
     rule.accepts = [](const Context& ctx) {
       if (!realDTypes(ctx)) return false;
       const std::string& red = ctx.arg(4).s;
-      if (red == "mean" && !isFloat(ctx.tensor(0).dtype())) return false;  // integer mean floors; not lowered
+      if (red == "mean" && ctx.tensor(0).dtype() == DType::Pred) return false;
       return red == "sum" || red == "prod" || red == "mean" || red == "amax" || red == "amin";
     };
     r.add(std::move(rule));
