@@ -82,7 +82,11 @@ at::Tensor hostView(const at::Tensor& bytes, const at::Tensor& like) {
 
 void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (hostOnly(src)) {
-    dst.copy_(hostView(hostStorage(src), src));
+    // The storage holds the raw values; conjugate / negative views apply their bit on the host.
+    at::Tensor hv = hostView(hostStorage(src), src);
+    if (src.is_conj()) hv = hv.conj();
+    if (src.is_neg()) hv = hv._neg_view();
+    dst.copy_(hv);
     return;
   }
   at::Tensor d = dense(src);
@@ -157,6 +161,20 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   }
   return self;
 }
+
+}  // namespace
+
+// clone of a tensor no program handles (complex): through the host. PyTorch's conjugate and negative fallbacks
+// materialize views with clone, so this must not go through the CPU fallback (which would clone again).
+at::Tensor hostClone(const at::Tensor& self) {
+  at::Tensor h = at::empty(self.sizes(), self.options().device(at::kCPU));
+  toHost(self, h, false);
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  fromHost(out, h);
+  return out;
+}
+
+namespace {
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   at::Tensor d = dst;

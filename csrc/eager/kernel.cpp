@@ -281,6 +281,13 @@ bool isOtherArg(const c10::Argument& a) {
   }
 }
 
+// Scalar[] (e.g. _foreach_add.ScalarList): numbers, static (in the cache key), passed to rules as a DoubleList.
+bool isScalarListArg(const c10::Argument& a) {
+  auto t = a.real_type();
+  if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
+  return t->kind() == c10::TypeKind::ListType && t->containedType(0)->kind() == c10::TypeKind::NumberType;
+}
+
 bool isFloatArg(const c10::Argument& a) {
   auto t = a.real_type();
   if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
@@ -297,6 +304,13 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
     const int si = static_cast<int>(i);
     if (v.isTensor()) {
       scanTensor(s, v.toTensor(), si);
+    } else if (v.isList() && isScalarListArg(args[i])) {
+      put<uint8_t>(s.key, 'Q');
+      for (const c10::IValue& e : v.toListRef()) {
+        c10::Scalar x = e.toScalar();
+        put<uint8_t>(s.key, x.isFloatingPoint() ? 'f' : x.isBoolean() ? 'b' : 'i');
+        put<double>(s.key, x.toDouble());
+      }
     } else if (v.isTensorList()) {
       put<uint8_t>(s.key, 'L');
       int li = 0;
@@ -653,6 +667,9 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
           a.wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
         }
       }
+    } else if (v.isList() && isScalarListArg(sa)) {
+      a.kind = Arg::Kind::DoubleList;
+      for (const c10::IValue& e : v.toListRef()) a.doubles.push_back(e.toScalar().toDouble());
     } else if (v.isTensorList() ||
                (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList() && !isScalarTypeArg(sa))) {
       a.kind = Arg::Kind::TensorList;
@@ -850,11 +867,20 @@ void launch(const Program& prog, const OpInfo& info, const c10::FunctionSchema& 
 
 // ---------------------------------------------------------------------------------------------------------------
 
+at::Tensor hostClone(const at::Tensor& self);
+
 void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const OpInfo& info = infoFor(op);
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
+  if (info.name == "aten::clone" && (*stack)[base].isTensor() &&
+      !supportedDType((*stack)[base].toTensor().scalar_type())) {
+    at::Tensor out = hostClone((*stack)[base].toTensor());
+    stack->erase(stack->begin() + base, stack->end());
+    stack->push_back(std::move(out));
+    return;
+  }
   for (int attempt = 0; attempt < 2; ++attempt) {
     Scan s;
     scan(info, schema, *stack, base, s);
