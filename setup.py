@@ -19,6 +19,9 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
+        # An installed torch_tpu (an earlier editable install) would be autoloaded by `import torch`, before this
+        # build has produced its extension.
+        os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
         import torch
         import torch.utils.cpp_extension as ce
 
