@@ -66,6 +66,15 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true, c10::DispatchKey::CPU);
 }
 
+void cpuRunForError(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // Raises the CPU kernel's own error, which is the user's error, not a fallback: nothing is counted or warned.
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true, c10::DispatchKey::CPU);
+  // The CPU kernel accepted what PyTorch's meta kernel rejected: the call did run on the CPU.
+  std::lock_guard<std::mutex> g(g_mu);
+  g_counts[opName(op)]++;
+  g_reasons[opName(op)] = "the meta kernel rejected a call the CPU kernel accepts";
+}
+
 std::map<std::string, int64_t> fallbackCounts() {
   std::lock_guard<std::mutex> g(g_mu);
   return g_counts;

@@ -11,6 +11,8 @@
 namespace torch_tpu {
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// PyTorch's meta kernel rejected the call: run it on CPU so the CPU kernel raises its own exception type.
+void cpuRunForError(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // A rule exists but declined this call (reason recorded for fallback_report()).
 void noteLoweringFallback(const std::string& op, const std::string& reason);
 

@@ -900,8 +900,7 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
       if (!prog) continue;  // an out= argument was resized: scan again
       if (prog->error_on_cpu) {
         // Not cached: the CPU kernel raises PyTorch's own error (or, should it accept the call, computes it).
-        noteLoweringFallback(info.name, "the meta kernel rejected the call");
-        cpuFallback(op, stack);
+        cpuRunForError(op, stack);
         return;
       }
       std::lock_guard<std::mutex> g(g_cache_mu);
