@@ -381,14 +381,17 @@ class _SubgraphModule(torch.nn.Module):
         return outs[0] if self.runner.single else tuple(outs)
 
 
-def _make_graph(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None):
+def _make_graph(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None,
+                inference: bool = False):
     d = _describe(gm, name, input_vals)
+    # Inference graphs (no autograd) may keep transposed copies of their weights (see csrc/compile/graph.cpp).
+    d.desc["inference"] = inference
     cg = _C._CompiledGraph(d.desc)
     return d, cg
 
 
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
-                        fullgraph: bool) -> Callable:
+                        fullgraph: bool, inference: bool = False) -> Callable:
     # 1. Ops without a rule, and nodes whose rule cannot lower this call.
     bad: Dict[torch.fx.Node, str] = {}
     for n in gm.graph.nodes:
@@ -397,7 +400,7 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
             bad[n] = why
     if not bad:
         try:
-            d, cg = _make_graph(gm, name, example_inputs)
+            d, cg = _make_graph(gm, name, example_inputs, inference)
         except UnsupportedGraph as e:
             return _eager_graph(gm, name, str(e), fullgraph)
         errors = cg.check()
@@ -414,7 +417,7 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         raise RuntimeError(
             f"torch_tpu: graph {name} has ops without a tpu lowering (fullgraph=True): {', '.join(names)} ({details})")
     log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name, ", ".join(names))
-    return _partitioned(gm, name, set(bad), fullgraph)
+    return _partitioned(gm, name, set(bad), fullgraph, inference)
 
 
 def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool) -> Callable:
@@ -427,7 +430,7 @@ def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool)
     return make_boxed_func(gm)
 
 
-def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool) -> Callable:
+def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool, inference: bool = False) -> Callable:
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import OperatorSupport
     from torch._functorch.aot_autograd import make_boxed_func
@@ -457,7 +460,7 @@ def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool)
                 ph.meta["val"] = v
         sname = f"{name}.{node.target}"
         try:
-            d, cg = _make_graph(sub, sname)
+            d, cg = _make_graph(sub, sname, None, inference)
             errs = cg.check()
             if errs:
                 raise UnsupportedGraph("; ".join(m for _, m in errs))
@@ -604,7 +607,7 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options
 
     def compiler(kind: str) -> Callable:
         def fn(g: torch.fx.GraphModule, ex: Sequence[Any]) -> Callable:
-            return _compile_aten_graph(g, ex, f"g{gid}.{kind}", fullgraph)
+            return _compile_aten_graph(g, ex, f"g{gid}.{kind}", fullgraph, inference=kind == "inference")
 
         return fn
 

@@ -62,6 +62,7 @@ struct GraphDesc {
   std::vector<TensorMeta> output_meta;
   std::vector<std::pair<int, int>> mutations;  // (input index, value index): the input's new contents
   int num_values = 0;
+  bool inference = false;  // an inference graph (no autograd): parameters are expected to stay unchanged
 };
 
 // The rule serving `op` in graphs: the op's own rule, else the rule of its in-place form (random ops are registered
@@ -79,10 +80,12 @@ struct CompileStats {
   int64_t disk_writes = 0;
   double compile_seconds = 0;  // XLA compile (and deserialize) time
   double lower_seconds = 0;    // building programs
+  int64_t packed_weights = 0;  // transposed copies of weights made for inference programs (see packedTranspose)
 };
 CompileStats compileStats();
 void resetCompileStats();
-void clearCompileCache();  // the process cache of executables (the disk cache stays)
+void clearCompileCache();  // the process cache of executables and packed weights (the disk cache stays)
+void clearPackedWeights();  // the transposed weight copies kept for inference programs
 void setCacheDir(const std::string& dir);  // "" disables the disk cache
 std::string cacheDir();
 
@@ -96,6 +99,7 @@ struct CompileEvent {
 };
 
 struct Program;
+struct GraphPlan;
 
 class CompiledGraph {
  public:
@@ -116,6 +120,7 @@ class CompiledGraph {
 
  private:
   GraphDesc desc_;
+  std::unique_ptr<GraphPlan> plan_;
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Program>> programs_;
 };

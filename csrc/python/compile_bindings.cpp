@@ -73,6 +73,7 @@ GraphDesc graphDesc(const py::dict& d) {
   for (auto m : d["output_meta"]) g.output_meta.push_back(meta(m));
   g.mutations = d["mutations"].cast<std::vector<std::pair<int, int>>>();
   g.num_values = d["num_values"].cast<int>();
+  if (d.contains("inference")) g.inference = d["inference"].cast<bool>();
   return g;
 }
 
@@ -89,6 +90,7 @@ py::dict statsDict() {
   d["disk_writes"] = s.disk_writes;
   d["compile_seconds"] = s.compile_seconds;
   d["lower_seconds"] = s.lower_seconds;
+  d["packed_weights"] = s.packed_weights;
   return d;
 }
 

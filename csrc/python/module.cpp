@@ -9,6 +9,7 @@
 #include "eager/kernel.h"
 #include "eager/scalars.h"
 #include "eager/state.h"
+#include "compile/graph.h"
 #include "eager/storage.h"
 
 namespace py = pybind11;
@@ -136,7 +137,10 @@ PYBIND11_MODULE(_C, m) {
     return r;
   });
   m.def("_reset_peak_memory_stats", [](int d) { client().resetPeak(checkDevice(d)); });
-  m.def("_empty_cache", []() { clearScalarCache(); });
+  m.def("_empty_cache", []() {
+    clearScalarCache();
+    compile::clearPackedWeights();
+  });
   m.def("_default_generator", [](int d) {
     d = checkDevice(d);
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(defaultGenerator(d)));

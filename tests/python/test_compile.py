@@ -215,6 +215,53 @@ def test_strided_inputs_read_on_device():
     assert torch_tpu.fallback_counts() == {}
 
 
+def test_inference_reads_packed_weights_and_sees_weight_updates():
+    # On the CPU plugin, inference programs read transposed copies of nn.Linear weights (x @ W.T is slow on
+    # XLA:CPU); a weight written between calls gets a fresh copy, and training graphs never pack.
+    m = seeded(0, MLP, 16, 32, 8)
+    mt = copy.deepcopy(m).to("tpu")
+    c = tpu_compile(mt)
+    x = seeded(1, torch.randn, 4, 16)
+    before = torch_tpu.compile_stats()["packed_weights"]
+    with torch.no_grad():
+        close(c(x.to("tpu")), m(x))
+        packed = torch_tpu.compile_stats()["packed_weights"] - before
+        assert packed == 2  # fc1 and fc2 (fc3 has 8 rows: too small to pack); biases stay as they are
+        close(c(x.to("tpu")), m(x))
+        assert torch_tpu.compile_stats()["packed_weights"] - before == 2  # reused
+        m.fc1.weight.mul_(-2.0)
+        mt.fc1.weight.mul_(-2.0)
+        close(c(x.to("tpu")), m(x))
+        assert torch_tpu.compile_stats()["packed_weights"] - before == 3  # only the written weight
+    torch.tpu.empty_cache()
+    with torch.no_grad():
+        close(c(x.to("tpu")), m(x))
+    # A training step (forward and backward graphs) reads the weights as they are.
+    torch._dynamo.reset()
+    mt.zero_grad()
+    n = torch_tpu.compile_stats()["packed_weights"]
+    tpu_compile(mt)(x.to("tpu")).sum().backward()
+    m(x).sum().backward()
+    close(mt.fc1.weight.grad, m.fc1.weight.grad, atol=1e-4)
+    assert torch_tpu.compile_stats()["packed_weights"] == n
+
+
+def test_broadcast_transcendentals_exact():
+    # cos/sin read by several consumers and broadcast are computed once (materialized): values, NaN and -0.0 as CPU.
+    def f(a, q, k):
+        c, s = a.cos(), a.sin()
+        return q * c + q.flip(-1) * s, k * c - k * s, s
+
+    a = seeded(0, torch.randn, 16, 8) * 4
+    a[0, 0], a[0, 1], a[1, 2] = float("nan"), -0.0, float("inf")
+    q, k = seeded(1, torch.randn, 3, 16, 8), seeded(2, torch.randn, 2, 3, 16, 8)
+    got = tpu_compile(f)(a.to("tpu"), q.to("tpu"), k.to("tpu"))
+    want = f(a, q, k)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, atol=1e-5, rtol=1e-5, equal_nan=True)
+    assert torch.signbit(got[2].cpu()[0, 1])  # sin(-0.0) == -0.0
+
+
 def test_batchnorm_running_stats_written_back():
     m = seeded(0, nn.Sequential, nn.Linear(8, 8), nn.BatchNorm1d(8))
     mt = copy.deepcopy(m).to("tpu")
