@@ -143,7 +143,8 @@ def main() -> None:
     print()
     print(f"load average at the end: {os.getloadavg()}")
     print(f"tpu compile stats: compiles={stats['compiles']} disk_hits={stats['disk_hits']} "
-          f"compile_seconds={stats['compile_seconds']:.2f} lowerings={stats['lowerings']}")
+          f"compile_seconds={stats['compile_seconds']:.2f} lowerings={stats['lowerings']} "
+          f"packed_weights={stats['packed_weights']}")
 
 
 if __name__ == "__main__":

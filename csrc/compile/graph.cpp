@@ -89,7 +89,8 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-// What besides the program text decides the executable: the plugin, its version and attributes, the format.
+// What besides the program text decides the executable: the plugin, its version and attributes, the format, and
+// the compiler options the plugin reads from XLA_FLAGS.
 const std::string& pluginFingerprint() {
   static std::string fp = [] {
     const runtime::PluginInfo& p = client().plugin();
@@ -98,6 +99,7 @@ const std::string& pluginFingerprint() {
     for (const auto& kv : p.attributes) s += "|" + kv.first + "=" + kv.second;
     struct stat st;
     if (::stat(p.path.c_str(), &st) == 0) s += "|" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtime);
+    if (const char* flags = std::getenv("XLA_FLAGS")) s += std::string("|XLA_FLAGS=") + flags;  // compiler options
     return s;
   }();
   return fp;
