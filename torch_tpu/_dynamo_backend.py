@@ -20,7 +20,6 @@ from __future__ import annotations
 import itertools
 import logging
 import operator
-import sys
 import time
 import types
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -640,44 +639,8 @@ def register(registry: Optional[types.ModuleType] = None) -> None:
 _REGISTRY = "torch._dynamo.backends.registry"
 
 
-def _on_registry_import(module: types.ModuleType) -> None:
-    try:
-        register(module)
-    except Exception as e:  # never break dynamo's import over this
-        import warnings
-
-        warnings.warn(f"torch_tpu: could not register the torch.compile backend 'tpu': {e!r}")
-
-
-class _RegistryFinder:
-    """Registers the backend right after dynamo's backend registry module is imported."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != _REGISTRY:
-            return None
-        try:
-            sys.meta_path.remove(self)
-        except ValueError:
-            pass
-        from .api import _PostImportLoader
-
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PostImportLoader(spec.loader, _on_registry_import)
-                return spec
-        return None
-
-
 def _install() -> None:
     r"""Register now if dynamo's registry is loaded, else right after it loads (dynamo is not imported here)."""
-    mod = sys.modules.get(_REGISTRY)
-    if mod is not None:
-        _on_registry_import(mod)
-        return
-    if not any(type(f).__name__ == "_RegistryFinder" for f in sys.meta_path):  # re-import: already there
-        sys.meta_path.insert(0, _RegistryFinder())
+    from .api import _when_imported
+
+    _when_imported(_REGISTRY, register, "the torch.compile backend 'tpu'")

@@ -170,13 +170,18 @@ def register(di: Optional[types.ModuleType] = None) -> Any:
 _DYNAMO_DI = "torch._dynamo.device_interface"
 
 
-def _on_device_interface_import(module: types.ModuleType) -> None:
-    try:
-        register(module)
-    except Exception as e:  # never break dynamo's import over this
-        import warnings
+def _guarded(callback: Any, what: str) -> Any:
+    """``callback(module)`` that warns instead of raising: never break dynamo's import over a registration."""
 
-        warnings.warn(f"torch_tpu: could not register the dynamo device interface for 'tpu': {e!r}")
+    def run(module: types.ModuleType) -> None:
+        try:
+            callback(module)
+        except Exception as e:
+            import warnings
+
+            warnings.warn(f"torch_tpu: could not register {what}: {e!r}")
+
+    return run
 
 
 class _PostImportLoader:
@@ -230,11 +235,20 @@ class _PostImportFinder:
             pass
 
 
+def _when_imported(name: str, callback: Any, what: str) -> None:
+    r"""Run ``callback(module)`` now if module ``name`` is loaded, else right after it loads (without importing it).
+
+    A re-import of torch_tpu does not add a second hook for the same module.
+    """
+    callback = _guarded(callback, what)
+    mod = sys.modules.get(name)
+    if mod is not None:
+        callback(mod)
+        return
+    if not any(type(f).__name__ == "_PostImportFinder" and getattr(f, "_name", None) == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder(name, callback))
+
+
 def _install_dynamo_hook() -> None:
     r"""Register the dynamo interface now if dynamo's registry is loaded, else right after it loads."""
-    mod = sys.modules.get(_DYNAMO_DI)
-    if mod is not None:
-        _on_device_interface_import(mod)
-        return
-    if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _PostImportFinder(_DYNAMO_DI, _on_device_interface_import))
+    _when_imported(_DYNAMO_DI, register, "the dynamo device interface for 'tpu'")
