@@ -517,8 +517,6 @@ bool swapsMatrix(const NodeDesc& n) {
   return false;
 }
 
-// Inputs worth packing: 2-D floating weights of an inference graph, neither written nor returned, read only through
-// a transpose that feeds products as their right operand (mm's mat2, addmm's mat2): nn.Linear after AOTAutograd.
 GraphPlan planGraph(const GraphDesc& g) {
   GraphPlan p;
   const int nin = static_cast<int>(g.inputs.size());
@@ -542,6 +540,7 @@ GraphPlan planGraph(const GraphDesc& g) {
     if (v >= 0 && static_cast<size_t>(v) < nv) is_output[v] = true;
   for (const auto& m : g.mutations) mutated[m.first] = true;
 
+  // Transcendentals read by several consumers, or by one at least twice as large (a broadcast), are materialized.
   static const std::unordered_set<std::string> kTranscendental = {
       "aten::sin", "aten::cos", "aten::tan", "aten::sinh", "aten::cosh", "aten::asin", "aten::acos", "aten::atan",
       "aten::atan2", "aten::exp", "aten::exp2", "aten::expm1", "aten::log", "aten::log2", "aten::log10",
@@ -559,6 +558,9 @@ GraphPlan planGraph(const GraphDesc& g) {
     p.materialize[k] = u.size() > 1 || widest >= 2 * own;
   }
 
+  // Inputs worth packing: 2-D floating weights of an inference graph, neither written nor returned, read only
+  // through a transpose that feeds products as their right operand (mm's and addmm's mat2): nn.Linear after
+  // AOTAutograd.
   if (!g.inference || !packWeightsEnabled()) return p;
   for (int i = 0; i < nin; ++i) {
     const TensorMeta& m = g.inputs[i];
@@ -596,14 +598,15 @@ std::unordered_map<const runtime::Buffer*, PackEntry> g_packs;
 runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::BufferPtr& src) {
   {
     std::lock_guard<std::mutex> lk(g_pack_mu);
-    for (auto it = g_packs.begin(); it != g_packs.end();)
-      it = it->second.src.expired() ? g_packs.erase(it) : std::next(it);
     auto it = g_packs.find(src.get());
-    if (it != g_packs.end()) return storageOf(it->second.packed)->get();  // src is alive: the same buffer
+    // A live entry is src itself (src is alive, so no other buffer has its address); an expired one is stale.
+    if (it != g_packs.end() && !it->second.src.expired()) return storageOf(it->second.packed)->get();
   }
   at::Tensor packed = weight.t().contiguous();  // an eager program, run outside the lock
   {
     std::lock_guard<std::mutex> lk(g_pack_mu);
+    for (auto it = g_packs.begin(); it != g_packs.end();)  // copies of weights written or freed since
+      it = it->second.src.expired() ? g_packs.erase(it) : std::next(it);
     g_packs[src.get()] = PackEntry{src, packed};
   }
   {

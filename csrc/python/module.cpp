@@ -4,12 +4,12 @@
 
 #include <chrono>
 
+#include "compile/graph.h"
 #include "eager/fallback.h"
 #include "eager/generator.h"
 #include "eager/kernel.h"
 #include "eager/scalars.h"
 #include "eager/state.h"
-#include "compile/graph.h"
 #include "eager/storage.h"
 
 namespace py = pybind11;
