@@ -337,24 +337,18 @@ void populateNorm(Registry& r) {
     return res;
   });
   // _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!, momentum, eps)
-  //   -> (out, save_mean, save_invstd, reserve), then the written running statistics.
-  addBn(r, "aten::_batch_norm_with_update", [](Context& ctx) {
+  //   -> (out, save_mean, save_invstd, reserve), then the written running statistics; its functional form returns
+  //   the same values (running_mean_out, running_var_out last).
+  auto withUpdate = [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};
     BnOut o = batchNorm(ctx, ix, true);
     std::vector<Value> res = bnResults(ctx, o);
     res.push_back(emptyOut(ctx, 3));
     appendRunning(ctx, ix, o, res);
     return res;
-  });
-  // _batch_norm_with_update_functional(...) -> (out, save_mean, save_invstd, reserve, running_mean_out, running_var_out)
-  addBn(r, "aten::_batch_norm_with_update_functional", [](Context& ctx) {
-    BnIdx ix{1, 2, 3, 4, -1, 5, 6};
-    BnOut o = batchNorm(ctx, ix, true);
-    std::vector<Value> res = bnResults(ctx, o);
-    res.push_back(emptyOut(ctx, 3));
-    appendRunning(ctx, ix, o, res);
-    return res;
-  });
+  };
+  addBn(r, "aten::_batch_norm_with_update", withUpdate);
+  addBn(r, "aten::_batch_norm_with_update_functional", withUpdate);
   // _batch_norm_no_update(input, weight?, bias?, running_mean?, running_var?, momentum, eps)
   //   -> (out, save_mean, save_invstd, reserve); without running stats it normalizes with batch statistics.
   addBn(r, "aten::_batch_norm_no_update", [](Context& ctx) {
