@@ -12,9 +12,7 @@ warm-up run; text encoders and VAE are not in the step). Also reports the compil
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import tempfile
 import time
 import warnings
@@ -26,18 +24,11 @@ import torch_tpu
 
 def build(d, size, hidden, layers):
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
-    from transformers import CLIPTextConfig, CLIPTextModelWithProjection, CLIPTokenizer, T5Config, T5EncoderModel
+    from transformers import CLIPTextConfig, CLIPTextModelWithProjection, T5Config, T5EncoderModel
 
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for c in "abcdefghijklmnopqrstuvwxyz":
-        vocab[c] = len(vocab)
-        vocab[c + "</w>"] = len(vocab)
-    with open(os.path.join(d, "vocab.json"), "w") as f:
-        json.dump(vocab, f)
-    with open(os.path.join(d, "merges.txt"), "w") as f:
-        f.write("#version: 0.2\n")
-    tok = CLIPTokenizer(os.path.join(d, "vocab.json"), os.path.join(d, "merges.txt"), model_max_length=16,
-                        pad_token="<|endoftext|>")
+    from torch_tpu.testing.hf import char_clip_tokenizer
+
+    tok = char_clip_tokenizer(d)
     clip = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1, vocab_size=60, hidden_size=32, intermediate_size=64,
                 num_attention_heads=4, num_hidden_layers=1, max_position_embeddings=16, projection_dim=32)
     heads = max(1, hidden // 32)

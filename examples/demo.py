@@ -141,22 +141,12 @@ def part_causal_lm(tmp):
 
 
 def _tiny_sd3(d):
-    import json
-    import os
-
     from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, SD3Transformer2DModel, StableDiffusion3Pipeline
-    from transformers import CLIPTextConfig, CLIPTextModelWithProjection, CLIPTokenizer, T5Config, T5EncoderModel
+    from transformers import CLIPTextConfig, CLIPTextModelWithProjection, T5Config, T5EncoderModel
 
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for c in "abcdefghijklmnopqrstuvwxyz":
-        vocab[c] = len(vocab)
-        vocab[c + "</w>"] = len(vocab)
-    with open(os.path.join(d, "vocab.json"), "w") as f:
-        json.dump(vocab, f)
-    with open(os.path.join(d, "merges.txt"), "w") as f:
-        f.write("#version: 0.2\n")
-    tok = CLIPTokenizer(os.path.join(d, "vocab.json"), os.path.join(d, "merges.txt"), model_max_length=16,
-                        pad_token="<|endoftext|>")
+    from torch_tpu.testing.hf import char_clip_tokenizer
+
+    tok = char_clip_tokenizer(d)
     clip = dict(bos_token_id=0, eos_token_id=1, pad_token_id=1, vocab_size=60, hidden_size=32, intermediate_size=37,
                 num_attention_heads=4, num_hidden_layers=1, max_position_embeddings=16, projection_dim=32)
     torch.manual_seed(0)

@@ -14,13 +14,12 @@ Diffusers calls them. The CPU reference uses the same CPU generator, so latents 
 
 from __future__ import annotations
 
-import json
-import os
 
 import pytest
 import torch
 
 import torch_tpu
+from torch_tpu.testing.hf import char_clip_tokenizer
 
 pytest.importorskip("diffusers")
 pytest.importorskip("transformers")
@@ -38,7 +37,6 @@ from transformers import (  # noqa: E402
     CLIPTextConfig,
     CLIPTextModel,
     CLIPTextModelWithProjection,
-    CLIPTokenizer,
     T5Config,
     T5EncoderModel,
 )
@@ -47,19 +45,6 @@ LATENT_ATOL = 1e-4
 IMAGE_ATOL = 1e-4  # images are float arrays in [0, 1]
 SIZE = 16
 PROMPT = "a cat"
-
-
-def _clip_tokenizer(d):
-    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for c in "abcdefghijklmnopqrstuvwxyz":
-        vocab[c] = len(vocab)
-        vocab[c + "</w>"] = len(vocab)
-    with open(os.path.join(d, "vocab.json"), "w") as f:
-        json.dump(vocab, f)
-    with open(os.path.join(d, "merges.txt"), "w") as f:
-        f.write("#version: 0.2\n")
-    return CLIPTokenizer(os.path.join(d, "vocab.json"), os.path.join(d, "merges.txt"), model_max_length=16,
-                         pad_token="<|endoftext|>")
 
 
 def _clip_config(**kw):
@@ -81,7 +66,7 @@ def sd3_pipeline(d):
                         latent_channels=4, down_block_types=("DownEncoderBlock2D",) * 2,
                         up_block_types=("UpDecoderBlock2D",) * 2, norm_num_groups=1, use_quant_conv=False,
                         use_post_quant_conv=False, shift_factor=0.0609, scaling_factor=1.5035)
-    tok = _clip_tokenizer(d)
+    tok = char_clip_tokenizer(d)
     return StableDiffusion3Pipeline(transformer=transformer, text_encoder=te1, text_encoder_2=te2, text_encoder_3=te3,
                                     tokenizer=tok, tokenizer_2=tok, tokenizer_3=tok, vae=vae,
                                     scheduler=FlowMatchEulerDiscreteScheduler())
@@ -99,7 +84,7 @@ def sd_pipeline(d):
     scheduler = DDIMScheduler(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", clip_sample=False,
                               set_alpha_to_one=False, steps_offset=1)
     return StableDiffusionPipeline(unet=unet, vae=vae, text_encoder=CLIPTextModel(_clip_config()),
-                                   tokenizer=_clip_tokenizer(d), scheduler=scheduler, safety_checker=None,
+                                   tokenizer=char_clip_tokenizer(d), scheduler=scheduler, safety_checker=None,
                                    feature_extractor=None, requires_safety_checker=False)
 
 
