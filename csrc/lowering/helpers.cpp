@@ -298,6 +298,27 @@ Value keepDims(Builder& b, Value reduced, const Shape& orig, const std::vector<i
   return b.reshape(reduced, reducedShape(orig, dims, true));
 }
 
+Value takeAlong(Builder& b, Value x, int64_t dim, Value index) {
+  Builder::GatherDims gd;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d != dim) gd.offset_dims.push_back(d);
+  gd.collapsed_slice_dims = {dim};
+  gd.start_index_map = {dim};
+  gd.index_vector_dim = 1;
+  std::vector<int64_t> sizes = x.shape();
+  sizes[size_t(dim)] = 1;
+  Shape out = x.shape();
+  out[size_t(dim)] = index.type.numel();
+  return b.gather(x, b.reshape(index, {index.type.numel()}), gd, sizes, out);
+}
+
+Value takeAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& idx) {
+  Shape out = x.shape();
+  out[size_t(dim)] = int64_t(idx.size());
+  if (idx.empty() || x.type.numel() == 0) return b.zeros({x.dtype(), out});
+  return takeAlong(b, x, dim, b.constantI64s(idx, DType::S64));
+}
+
 Value expandReduced(Builder& b, Value reduced, const Shape& shape, const std::vector<int64_t>& dims) {
   Shape red = reducedShape(shape, dims, false);
   Value r = b.reshape(reduced, red);

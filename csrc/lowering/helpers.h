@@ -90,6 +90,11 @@ Value keepDims(Builder& b, Value reduced, const Shape& orig, const std::vector<i
 // Broadcast a keepdim-shaped (or reduced) value back over `shape` along the reduced dims.
 Value expandReduced(Builder& b, Value reduced, const Shape& shape, const std::vector<int64_t>& dims);
 
+// x's slices at `index` (a 1-D integer tensor) along `dim`: the result has index's length at `dim`.
+Value takeAlong(Builder& b, Value x, int64_t dim, Value index);
+// The same at constant positions (an empty selection gives an empty result).
+Value takeAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& idx);
+
 // Runs `fn` in accType(x.dtype()) (upcasting bf16/f16 to f32) and converts the result back to `out`.
 Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn);
 

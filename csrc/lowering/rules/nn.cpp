@@ -159,18 +159,7 @@ std::vector<Value> indexSelectRule(Context& ctx) {
   int64_t k = index.type.numel();
   Value idx = b.reshape(index, {k});
   if (x.rank() == 0) return {b.reshape(b.broadcastTo(x, {k}), {})};
-  int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
-  Builder::GatherDims gd;
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (d != dim) gd.offset_dims.push_back(d);
-  gd.collapsed_slice_dims = {dim};
-  gd.start_index_map = {dim};
-  gd.index_vector_dim = 1;
-  std::vector<int64_t> sizes = x.shape();
-  sizes[dim] = 1;
-  Shape out = x.shape();
-  out[dim] = k;
-  return {b.gather(x, idx, gd, sizes, out)};
+  return {takeAlong(b, x, normDim(ctx, ctx.toInt(1), x.rank()), idx)};
 }
 
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)

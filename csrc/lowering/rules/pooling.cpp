@@ -358,28 +358,6 @@ Value floatTable(Builder& b, const std::vector<float>& v) {
   return b.bitcastConvert(b.constantI64s(bits, DType::S32), DType::F32);
 }
 
-// x's elements at `idx` along dim.
-Value gatherAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& idx) {
-  Value ix = b.reshape(b.constantI64s(idx, DType::S64), {int64_t(idx.size()), 1});
-  Builder::GatherDims gd;
-  // Result: [n, the other dims...]; the transpose below moves the gathered dim back to `dim`.
-  for (int64_t d = 1; d < x.rank(); ++d) gd.offset_dims.push_back(d);
-  gd.collapsed_slice_dims = {dim};
-  gd.start_index_map = {dim};
-  gd.index_vector_dim = 1;
-  std::vector<int64_t> sizes = x.shape();
-  sizes[size_t(dim)] = 1;
-  Shape out = {int64_t(idx.size())};
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (d != dim) out.push_back(x.shape()[size_t(d)]);
-  Value g = b.gather(x, ix, gd, sizes, out);
-  std::vector<int64_t> perm;
-  for (int64_t d = 1; d <= dim; ++d) perm.push_back(d);
-  perm.push_back(0);
-  for (int64_t d = dim + 1; d < x.rank(); ++d) perm.push_back(d);
-  return b.transpose(g, perm);
-}
-
 // Interpolation matrix [out, in] of the taps (weights summed where taps coincide).
 Value tapMatrix(Builder& b, const Taps& t, Mode mode, int64_t in, DType c) {
   int64_t out = int64_t(t.i0.size());
@@ -427,10 +405,10 @@ std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
     int64_t d = lead + i, in = x.shape()[size_t(d)], out = out_shape[size_t(d)];
     Taps t = taps(mode, in, out, ac, scales[size_t(i)]);
     if (!linear) {
-      y = gatherAlong(b, y, d, t.i0);
+      y = takeAlong(b, y, d, t.i0);
       continue;
     }
-    Value a = gatherAlong(b, y, d, t.i0), a1 = gatherAlong(b, y, d, t.i1);
+    Value a = takeAlong(b, y, d, t.i0), a1 = takeAlong(b, y, d, t.i1);
     std::vector<int64_t> map = {d};
     Value l0 = b.broadcastInDim(b.convert(floatTable(b, t.l0), c), a.shape(), map);
     Value l1 = b.broadcastInDim(b.convert(floatTable(b, t.l1), c), a.shape(), map);

@@ -298,29 +298,7 @@ std::vector<Value> sortRule(Context& ctx, int64_t dim, bool descending) {
 
 // ---- reflection / replication padding: a static source index per output position along each padded dim ----
 
-// x gathered along `dim` at the constant positions `idx`.
-Value selectAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& idx) {
-  int64_t k = int64_t(idx.size());
-  Shape out = x.shape();
-  out[dim] = k;
-  if (k == 0 || x.type.numel() == 0) return b.zeros({x.dtype(), out});
-  Value ind = b.reshape(b.constantI64s(idx, DType::S64), {k, 1});
-  Builder::GatherDims gd;
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (d != dim) gd.offset_dims.push_back(d < dim ? d : d);
-  // offset dims are the result dims other than the batch (index) dim, which lands at `dim`.
-  gd.offset_dims.clear();
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (d != dim) gd.offset_dims.push_back(d);
-  gd.collapsed_slice_dims = {dim};
-  gd.start_index_map = {dim};
-  gd.index_vector_dim = 1;
-  std::vector<int64_t> sizes = x.shape();
-  sizes[dim] = 1;
-  return b.gather(x, ind, gd, sizes, out);
-}
-
-// The adjoint of selectAlong: g's slices added into a zero tensor of size n along dim.
+// The adjoint of takeAlong (constant positions): g's slices added into a zero tensor of size n along dim.
 Value scatterAddAlong(Builder& b, Value g, int64_t dim, const std::vector<int64_t>& idx, int64_t n) {
   Shape out = g.shape();
   out[dim] = n;
@@ -735,7 +713,7 @@ void populateShape(Registry& r) {
         const auto& pad = ctx.toInts(1);
         for (int i = 0; i < nd; ++i) {
           int64_t d = x.rank() - 1 - i;
-          x = selectAlong(b, x, d, padIndex(x.shape()[d], pad[2 * i], pad[2 * i + 1], reflect));
+          x = takeAlong(b, x, d, padIndex(x.shape()[d], pad[2 * i], pad[2 * i + 1], reflect));
         }
         return {x};
       });
