@@ -112,14 +112,29 @@ def fallback_reasons() -> Dict[str, str]:
     return {str(k): str(v) for k, v in dict(fn()).items()} if fn is not None else {}
 
 
+def host_transfer_counts() -> Dict[str, int]:
+    r"""Host round trips nobody asked for, by kind: data of a dtype no device program handles (complex) moved
+    through the host by a clone, ``resolve_conj``, a copy between tpu tensors or a partial write.
+
+    Explicit transfers (``.cpu()``, ``.item()``, printing, ``.to("tpu")``) and the one round trip of an op whose
+    output size depends on the data (``nonzero``, boolean masks) are not counted.
+    """
+    return {str(k): int(v) for k, v in dict(_C._host_transfer_counts()).items()}
+
+
+HOST_TRANSFER_PREFIX = "host_transfer: "
+
+
 def fallback_report(print_report: bool = True, file: Optional[Any] = None) -> Dict[str, int]:
-    r"""Per-op CPU-fallback counts, most frequent first; also printed unless ``print_report=False``.
+    r"""Per-op CPU-fallback counts, most frequent first, then the host round trips (keys starting with
+    ``"host_transfer: "``, see :func:`host_transfer_counts`); also printed unless ``print_report=False``.
 
     Every op listed ran on the host (copying its tpu inputs to CPU and results back): the places to add a
     lowering, or to avoid, for speed. Set ``TORCH_TPU_FALLBACK_STRICT=1`` (or :func:`set_fallback_strict`)
-    to make a fallback an error instead.
+    to make a fallback or a host round trip an error instead.
     """
     counts = dict(sorted(fallback_counts().items(), key=lambda kv: (-kv[1], kv[0])))
+    transfers = dict(sorted(host_transfer_counts().items(), key=lambda kv: (-kv[1], kv[0])))
     if print_report:
         out = file if file is not None else sys.stdout
         if not counts:
@@ -132,6 +147,14 @@ def fallback_report(print_report: bool = True, file: Optional[Any] = None) -> Di
             for op, n in counts.items():
                 why = f"  ({reasons[op]})" if op in reasons else ""
                 print(f"  {op:<{width}}  {n:>{digits}}{why}", file=out)
+        if transfers:
+            width = max(len(k) for k in transfers)
+            digits = len(str(max(transfers.values())))
+            print(f"torch_tpu: {sum(transfers.values())} host round trips (host_transfers)", file=out)
+            for what, n in transfers.items():
+                print(f"  {what:<{width}}  {n:>{digits}}", file=out)
+    for what, n in transfers.items():
+        counts[HOST_TRANSFER_PREFIX + what] = n
     return counts
 
 
@@ -173,6 +196,7 @@ __all__ = [
     "fallback_reasons",
     "fallback_report",
     "fallback_strict",
+    "host_transfer_counts",
     "set_fallback_strict",
     "plugin_info",
     "reset_fallback_counts",

@@ -87,7 +87,6 @@ def _C():
 _plugin_error: Optional[str] = None
 
 _initialized = False
-_in_bad_fork = False
 _init_lock = threading.RLock()
 _tls = threading.local()
 _queued_calls: List[Tuple[Callable[[], None], List[str]]] = []
@@ -100,24 +99,22 @@ def _set_plugin_error(msg: Optional[str]) -> None:
     _plugin_error = msg
 
 
-def _after_fork_in_child() -> None:
-    global _in_bad_fork
-    if _initialized:
-        _in_bad_fork = True
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def _is_in_bad_fork() -> bool:
-    r"""True in a forked child of a process that had initialized the tpu runtime (it cannot be reused)."""
-    return _in_bad_fork
+    r"""True in a child forked from a process whose tpu runtime had started: the runtime cannot be used there.
+
+    The C++ runtime records the fork (a ``pthread_atfork`` handler, which also makes PyTorch call
+    :func:`_lazy_init` again before it creates a tpu tensor); any tpu use in the child raises
+    "cannot re-initialize tpu in a forked subprocess; use the 'spawn' start method". CPU work is unaffected.
+    """
+    try:
+        return bool(_C()._is_in_bad_fork())
+    except Exception:
+        return False
 
 
 def is_initialized() -> bool:
     r"""Whether the tpu runtime has been initialized in this process."""
-    return _initialized and not _in_bad_fork
+    return _initialized and not _is_in_bad_fork()
 
 
 def _unavailable_message() -> str:
@@ -151,14 +148,11 @@ def _lazy_init() -> None:
     global _initialized, _default_generators
     if is_initialized() or getattr(_tls, "initializing", False):
         return
+    if _is_in_bad_fork():  # before the lock: another thread of the parent may have held it at the fork
+        raise RuntimeError(str(_C()._bad_fork_message()))
     with _init_lock:
         if is_initialized():
             return
-        if _in_bad_fork:
-            raise RuntimeError(
-                "Cannot re-initialize the tpu runtime in a forked subprocess. Use the 'spawn' start method "
-                "for multiprocessing."
-            )
         if _plugin_error is not None:
             raise RuntimeError(_plugin_error)
         n = int(_C()._device_count())
@@ -194,7 +188,7 @@ def is_available() -> bool:
 
 def device_count() -> int:
     r"""Number of tpu devices (addressable PJRT devices); 0 if the plugin is missing or fails to load."""
-    if _plugin_error is not None or _in_bad_fork:
+    if _plugin_error is not None or _is_in_bad_fork():
         return 0
     try:
         return int(_C()._device_count())
@@ -402,10 +396,7 @@ class _TpuDeviceProperties:
         self.api_version: str = str(info.get("api_version", ""))
         self.plugin_path: str = str(info.get("path", ""))
         self.attributes: Dict[str, Any] = dict(info.get("attributes", {}) or {})
-        limit = int(stats.get("limit", 0) or 0)
-        if limit <= 0 and self.platform_name.lower() == "cpu":
-            limit = _host_memory()[1]
-        self.total_memory: int = max(limit, 0)
+        self.total_memory: int = max(int(stats.get("total", 0) or 0), 0)
         self.multi_processor_count = 1
 
     def __repr__(self) -> str:
@@ -458,7 +449,7 @@ def memory_stats(device: Device = None) -> Dict[str, Any]:
         "allocated_bytes.all.peak": peak,
         "reserved_bytes.all.current": reserved,
         "reserved_bytes.all.peak": max(reserved, int(raw.get("peak_reserved", peak))),
-        "bytes_limit": limit,
+        "bytes_limit": max(limit, 0),
         "from_plugin": bool(raw.get("from_plugin", False)),
     }
     for k, v in raw.items():
@@ -503,13 +494,14 @@ def empty_cache() -> None:
 
 
 def mem_get_info(device: Device = None) -> Tuple[int, int]:
-    r"""``(free, total)`` bytes of ``device`` (host memory for the CPU plugin when it reports no limit)."""
+    r"""``(free, total)`` bytes of ``device``.
+
+    ``total`` is the device's memory limit: ``TORCH_TPU_MEMORY_LIMIT`` if set, else the plugin's, else (CPU
+    plugin) the host's memory; ``free`` is what is left of it (for the CPU plugin, at most the host's available
+    memory). An allocation larger than what is left raises ``torch.OutOfMemoryError``.
+    """
     raw = _raw_memory_stats(device)
-    limit = int(raw.get("limit", 0) or 0)
-    used = max(int(raw.get("reserved", 0)), int(raw.get("allocated", 0)))
-    if limit > 0:
-        return max(limit - used, 0), limit
-    return _host_memory()
+    return int(raw["free"]), int(raw["total"])
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -54,6 +54,9 @@ class CallContext final : public lowering::Context {
 
   shlo::Value scalar(size_t i, shlo::DType dtype) override;
   shlo::Value rngState() override { return pb_.rngState(); }
+  void check(shlo::Value ok, const std::string& message, shlo::Value value, CheckError error) override {
+    pb_.check(op(), ok, message, value, error == CheckError::Index);
+  }
 
  private:
   ProgramBuilder& pb_;

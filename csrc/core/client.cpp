@@ -31,9 +31,14 @@ const std::string& initError() {
   return g_init_error;
 }
 
+bool inBadFork() { return runtime::Client::inForkedChild(); }
+
 runtime::Client& client() {
   runtime::Client* c = g_client;
-  if (C10_LIKELY(c != nullptr)) return *c;
+  if (C10_LIKELY(c != nullptr)) {
+    TORCH_CHECK(!runtime::Client::inForkedChild(), runtime::kForkedMessage);
+    return *c;
+  }
   std::lock_guard<std::mutex> g(g_client_mu);
   if (g_client) return *g_client;
   if (g_init_tried) TORCH_CHECK(false, g_init_error);
@@ -58,6 +63,7 @@ runtime::Client& client() {
 int currentDevice() { return t_current_device; }
 
 void setCurrentDevice(int d) {
+  TORCH_CHECK(!runtime::Client::inForkedChild(), runtime::kForkedMessage);
   TORCH_CHECK(d >= 0 && d < deviceCount(), "tpu: invalid device index ", d, " (", deviceCount(),
               " devices available)");
   t_current_device = d;

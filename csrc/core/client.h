@@ -18,6 +18,10 @@ const std::string& initError();
 // The client, created on first use from the plugin set by setPlugin (throws c10::Error with the reason otherwise).
 runtime::Client& client();
 
+// True in a child process forked after the client was created: any use of the device there raises
+// runtime::kForkedMessage (a RuntimeError) instead of hanging on plugin threads that did not survive the fork.
+bool inBadFork();
+
 // Current device of this thread.
 int currentDevice();
 void setCurrentDevice(int d);

@@ -1,13 +1,16 @@
 #include "core/program.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "core/client.h"
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/memory.h"
 #include "core/rng.h"
 #include "core/scalars.h"
 
@@ -68,7 +71,7 @@ int Signature::add(const at::Tensor& t, bool writes) {
   } else if (!(sizes == c10::IntArrayRef(bd))) {
     putInts(key, bd);  // the program's parameter has the buffer's shape
   }
-  tensors.push_back({t, slot, identity});
+  tensors.push_back({t, slot, identity, writes});
   return static_cast<int>(tensors.size() - 1);
 }
 
@@ -80,6 +83,21 @@ void Signature::seal() {
     // beats copying.
     donatable[s] = written[s] && buf && buf.use_count() <= 2 && buf->byteSize() >= donateMinBytes();
     put<uint8_t>(key, !buf ? 'z' : donatable[s] ? 'D' : 'b');
+  }
+  overlap_hazard = false;
+  for (size_t i = 0; i < tensors.size() && !overlap_hazard; ++i) {
+    const Entry& w = tensors[i];
+    if (!w.writes) continue;
+    if (!w.t.is_non_overlapping_and_dense() && at::has_internal_overlap(w.t) == at::MemOverlap::Yes) {
+      overlap_hazard = true;
+      break;
+    }
+    for (size_t j = 0; j < tensors.size(); ++j)
+      if (j != i && tensors[j].slot == w.slot &&
+          at::get_overlap_status(w.t, tensors[j].t) == at::MemOverlapStatus::Partial) {
+        overlap_hazard = true;
+        break;
+      }
   }
 }
 
@@ -167,15 +185,49 @@ Value ProgramBuilder::rngState() {
   return p;
 }
 
+void ProgramBuilder::check(const std::string& op, Value ok, const std::string& message, Value value,
+                           bool index_error) {
+  if (!deviceChecks()) return;
+  TORCH_INTERNAL_ASSERT(ok.valid() && ok.dtype() == DType::Pred, "tpu: a device-side check needs a pred value");
+  std::vector<int64_t> all(ok.rank());
+  for (int64_t d = 0; d < ok.rank(); ++d) all[d] = d;
+  Value holds = ok.rank() == 0 ? ok : b.reduce(ok, all, shlo::ReduceKind::And);
+  Value bad;
+  if (value.valid()) {
+    // One offending value: the largest of those where the check fails.
+    Value v = b.convert(value, DType::S64);
+    if (v.shape() != ok.shape()) v = b.broadcastTo(v, ok.shape());
+    Value lowest = b.broadcastTo(b.constantInt(std::numeric_limits<int64_t>::min(), DType::S64), ok.shape());
+    v = b.select(ok, lowest, v);
+    bad = ok.rank() == 0 ? v : b.reduce(v, all, shlo::ReduceKind::Max);
+  } else {
+    bad = b.constantInt(0, DType::S64);
+  }
+  check_fail_.push_back(b.notOp(holds));
+  check_value_.push_back(bad);
+  check_sites_.push_back({op, message, index_error});
+}
+
 std::string ProgramBuilder::finish(const std::vector<Value>& results, std::vector<Program::Result> result_types,
                                    Program& prog) {
   std::vector<Value> outs;
-  outs.reserve(written_.size() + results.size());
+  outs.reserve(written_.size() + results.size() + 1);
   for (int slot : written_) {
     TORCH_INTERNAL_ASSERT(new_bufs_[slot].valid(), "tpu: a program declares a write it never makes");
     outs.push_back(new_bufs_[slot]);
   }
   outs.insert(outs.end(), results.begin(), results.end());
+  prog.checks = nullptr;
+  if (!check_sites_.empty()) {
+    // [site, value]: site 0 when every check holds, else 1 + the first failing check.
+    Value site = b.constantInt(0, DType::S64), value = b.constantInt(0, DType::S64);
+    for (size_t k = check_sites_.size(); k-- > 0;) {
+      site = b.select(check_fail_[k], b.constantInt(static_cast<int64_t>(k + 1), DType::S64), site);
+      value = b.select(check_fail_[k], check_value_[k], value);
+    }
+    outs.push_back(b.concatenate({b.reshape(site, {1}), b.reshape(value, {1})}, 0));
+    prog.checks = std::make_shared<const std::vector<CheckSite>>(std::move(check_sites_));
+  }
   prog.params = params_;
   prog.donated = donated_;
   prog.any_donation = std::find(donated_.begin(), donated_.end(), true) != donated_.end();
@@ -211,6 +263,15 @@ std::vector<at::Tensor> Program::launch(Signature& sig, HostFn host, const std::
     }
     raw.push_back(held.back().get());
   }
+  // The new buffers must fit (core/memory.h); donated inputs become outputs in place, and a written storage that has
+  // no buffer yet turns its reservation into its buffer.
+  int64_t need = exe->outputBytes();
+  if (any_donation)
+    for (size_t i = 0; i < raw.size(); ++i)
+      if (donated[i]) need -= static_cast<int64_t>(raw[i]->byteSize());
+  for (int slot : written_slots)
+    if (!sig.buffers[slot] && sig.storages[slot]->reserved) need -= static_cast<int64_t>(sig.storages[slot]->nbytes);
+  checkLaunchMemory(sig.device, need);
   std::vector<runtime::BufferPtr> outs = exe->execute(sig.device, raw, any_donation ? donated : std::vector<bool>{});
   // The plugin keeps its inputs alive until the execution finishes; drop our references now.
   held.clear();
@@ -220,7 +281,11 @@ std::vector<at::Tensor> Program::launch(Signature& sig, HostFn host, const std::
   std::vector<at::Tensor> fresh;
   fresh.reserve(results.size());
   for (const Result& r : results) fresh.push_back(wrapBuffer(std::move(outs[o++]), r.dtype, r.sizes, sig.device));
-  if (launchBlocking()) client().synchronize(sig.device);
+  if (checks) addPendingCheck(sig.device, std::move(outs[o++]), checks);
+  if (launchBlocking()) {
+    client().synchronize(sig.device);
+    raisePendingChecks(sig.device);
+  }
   return fresh;
 }
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checks.h"
 #include "core/storage.h"
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
@@ -53,6 +54,7 @@ class Signature {
     at::Tensor t;
     int slot;       // storage slot
     bool identity;  // the tensor is its storage's whole buffer in row-major order, same dtype
+    bool writes;    // the call may write this tensor
   };
   int device = -1;
   std::string key;                           // cache key: callers append their own facts around add()
@@ -63,11 +65,15 @@ class Signature {
   std::vector<shlo::DType> btype;            // buffer element type
   std::vector<uint8_t> written;              // per slot: the call may write it
   std::vector<uint8_t> donatable;            // per slot: written, and nobody else holds the buffer (see seal)
+  // A written tensor overlaps itself (a stride-0 dimension) or partially overlaps another tensor of the call: PyTorch
+  // rejects such writes for most ops (at::assert_no_internal_overlap / assert_no_partial_overlap); see seal.
+  bool overlap_hazard = false;
 
   // Adds a tpu tensor (on the signature's device; the first tensor decides it) and appends its key bytes. `writes`:
   // the call may write the tensor's storage. Returns the tensor's index.
   int add(const at::Tensor& t, bool writes);
-  // Appends the per-storage facts (has a buffer; for written storages, donatable) once every tensor is added.
+  // Appends the per-storage facts (has a buffer; for written storages, donatable) once every tensor is added, and
+  // sets overlap_hazard.
   void seal();
 
   viewprog::Layout layout(int ti) const;
@@ -97,6 +103,7 @@ struct Program {
     std::vector<int64_t> sizes;
   };
   std::vector<Result> results;      // then the fresh results
+  CheckSites checks;                // then, when set, the flag of the program's device-side checks (core/checks.h)
 
   using HostFn = c10::function_ref<runtime::BufferPtr(const Param&)>;
   // Runs the program on sig.device with sig's buffers; `host` supplies Host parameters, `gen` the random keys (the
@@ -123,9 +130,13 @@ class ProgramBuilder {
   shlo::Value hostParam(const shlo::TensorType& t, int index);
   // A random key input for stablehlo.rng_bit_generator.
   shlo::Value rngState();
+  // A device-side check of op `op` (lowering::Context::check): finish() folds every check into one flag output.
+  // A no-op when device checks are off (TORCH_TPU_DEVICE_CHECKS=0).
+  void check(const std::string& op, shlo::Value ok, const std::string& message, shlo::Value value, bool index_error);
 
   // Finishes the program: outputs are the written storages' new buffers, then `results` (whose torch types are
-  // given in `result_types`). Returns the program text; `prog` receives params and output bookkeeping.
+  // given in `result_types`), then the flag of the checks if any. Returns the program text; `prog` receives params
+  // and output bookkeeping.
   std::string finish(const std::vector<shlo::Value>& results, std::vector<Program::Result> result_types,
                      Program& prog);
 
@@ -139,6 +150,8 @@ class ProgramBuilder {
   std::vector<shlo::Value> storage_vals_, offsets_, reads_, new_bufs_;
   std::vector<Param> params_;
   std::vector<bool> donated_;
+  std::vector<shlo::Value> check_fail_, check_value_;  // per check: 0-d pred (it fails), 0-d s64 (a bad value)
+  std::vector<CheckSite> check_sites_;
 };
 
 }  // namespace torch_tpu::core

@@ -7,20 +7,37 @@
 
 #include "core/client.h"
 #include "core/dtype.h"
+#include "core/memory.h"
 
 namespace torch_tpu {
 
 namespace {
 
-void deleteStorage(void* ctx) { delete static_cast<TpuStorage*>(ctx); }
+void deleteStorage(void* ctx) {
+  auto* s = static_cast<TpuStorage*>(ctx);
+  if (s->reserved) s->unreserve();
+  delete s;
+}
+
+c10::DataPtr dataPtrOf(TpuStorage* s) {
+  // The address is the TpuStorage itself: unique per storage, never dereferenced.
+  return {s, s, &deleteStorage, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s->device))};
+}
 
 struct TpuAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
+    const int device = currentDevice();
+    if (nbytes > 0) {
+      // The allocating call fails when the device cannot hold the tensor (core/memory.h), although the buffer is
+      // made lazily; the bytes count as allocated from now on.
+      core::checkAllocation(device, static_cast<int64_t>(nbytes));
+      client().reserve(device, static_cast<int64_t>(nbytes));
+    }
     auto* s = new TpuStorage();
-    s->device = currentDevice();
+    s->device = device;
     s->nbytes = nbytes;
-    // The address is the TpuStorage itself: unique per storage, never dereferenced.
-    return {s, s, &deleteStorage, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s->device))};
+    s->reserved = nbytes > 0;
+    return dataPtrOf(s);
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -45,6 +62,21 @@ TpuStorage* storageOf(const c10::Storage& s) {
 
 TpuStorage* storageOf(const at::Tensor& t) { return storageOf(t.storage()); }
 
+void TpuStorage::unreserve() noexcept {
+  reserved = false;
+  try {
+    client().reserve(device, -static_cast<int64_t>(nbytes));
+  } catch (...) {
+  }
+}
+
+void TpuStorage::resize(size_t n) {
+  std::lock_guard<std::mutex> g(mu);
+  if (reserved && n > nbytes) core::checkAllocation(device, static_cast<int64_t>(n - nbytes));
+  if (reserved) client().reserve(device, static_cast<int64_t>(n) - static_cast<int64_t>(nbytes));
+  nbytes = n;
+}
+
 runtime::BufferPtr bufferOf(const at::Tensor& t) {
   TpuStorage* s = storageOf(t);
   std::lock_guard<std::mutex> g(s->mu);
@@ -54,18 +86,18 @@ runtime::BufferPtr bufferOf(const at::Tensor& t) {
     std::vector<char> zeros(s->nbytes, 0);
     s->buffer = client().fromHost(zeros.data(), static_cast<runtime::ElementType>(toDType(t.scalar_type())),
                                   {n}, s->device);
+    if (s->reserved) s->unreserve();
   }
   return s->buffer;
 }
 
 at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device) {
   size_t nbytes = buffer->byteSize();
-  c10::DataPtr dp;
-  {
-    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-    dp = g_allocator.allocate(nbytes);
-  }
-  static_cast<TpuStorage*>(dp.get_context())->buffer = std::move(buffer);
+  auto* s = new TpuStorage();  // holds its buffer from the start: nothing to reserve
+  s->device = device;
+  s->nbytes = nbytes;
+  s->buffer = std::move(buffer);
+  c10::DataPtr dp = dataPtrOf(s);
   auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes, std::move(dp),
                                                         &g_allocator, /*resizable=*/true);
   auto t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(storage)),

@@ -6,6 +6,9 @@
 // share the StorageImpl, so a write into any view replaces the buffer every alias sees. The buffer keeps the shape
 // of the tensor that produced it; readers reshape/slice/gather it inside their programs.
 //
+// Until its first buffer, a storage's bytes are *reserved* in the device's memory accounting (core/memory.h), so
+// memory_allocated() counts a tensor from its allocation; the reservation ends when the storage gets a buffer.
+//
 // Thread-safety: `buffer` is read and replaced under `mu` (autograd runs backward ops on its own thread).
 #pragma once
 
@@ -23,6 +26,7 @@ struct TpuStorage {
   runtime::BufferPtr buffer;  // null until first written
   int device = 0;
   size_t nbytes = 0;
+  bool reserved = false;      // nbytes are reserved in the accounting (no buffer yet); guarded by mu
 
   runtime::BufferPtr get() {
     std::lock_guard<std::mutex> g(mu);
@@ -31,7 +35,13 @@ struct TpuStorage {
   void set(runtime::BufferPtr b) {
     std::lock_guard<std::mutex> g(mu);
     buffer = std::move(b);
+    if (reserved) unreserve();
   }
+  // Ends the reservation (called with mu held, or by the deleter).
+  void unreserve() noexcept;
+  // The storage grows or shrinks to `n` bytes (resize_); a reservation follows (raises torch.OutOfMemoryError when
+  // the growth does not fit).
+  void resize(size_t n);
 };
 
 // The allocator registered for the PrivateUse1 device type.

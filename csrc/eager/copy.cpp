@@ -7,10 +7,12 @@
 #include <deque>
 #include <mutex>
 
+#include "core/checks.h"
 #include "core/client.h"
 #include "core/dtype.h"
 #include "core/storage.h"
 #include "eager/copy.h"
+#include "eager/fallback.h"
 #include "eager/kernel.h"
 #include "stablehlo/viewprog.h"
 
@@ -84,6 +86,8 @@ at::Tensor hostView(const at::Tensor& bytes, const at::Tensor& like) {
 }
 
 void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  // A synchronization point: device-side checks failed so far on this device raise here (core/checks.h).
+  if (!non_blocking) core::raisePendingChecks(src.device().index());
   if (hostOnly(src)) {
     // The storage holds the raw values; conjugate / negative views apply their bit on the host.
     at::Tensor hv = hostView(hostStorage(src), src);
@@ -111,8 +115,12 @@ void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   dst.copy_(tmp);
 }
 
+// A tensor that is its storage's whole buffer as is (no conjugate or negative bit): its buffer can be shared.
+bool wholeBuffer(const at::Tensor& t) { return coversStorage(t) && !t.is_conj() && !t.is_neg(); }
+
 void fromHost(const at::Tensor& self, const at::Tensor& src) {
   if (hostOnly(self) && !coversStorage(self)) {
+    noteHostTransfer("partial write into a storage of dtype " + std::string(c10::toString(self.scalar_type())));
     at::Tensor bytes = hostStorage(self);
     hostView(bytes, self).copy_(src);
     TpuStorage* st = storageOf(self);
@@ -138,6 +146,14 @@ void fromHost(const at::Tensor& self, const at::Tensor& src) {
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
   if (self.is_privateuseone() && src.is_privateuseone() && (hostOnly(self) || hostOnly(src))) {
+    if (self.device() == src.device() && self.scalar_type() == src.scalar_type() && self.sizes() == src.sizes() &&
+        wholeBuffer(self) && wholeBuffer(src)) {
+      // Whole storage to whole storage: buffers are immutable, so the destination shares the source's.
+      storageOf(self)->set(bufferOf(src));
+      return self;
+    }
+    noteHostTransfer("copy_ between tpu tensors of dtype " + std::string(c10::toString(src.scalar_type())) + " to " +
+                     c10::toString(self.scalar_type()));
     at::Tensor h = at::empty(src.sizes(), src.options().device(at::kCPU));
     toHost(src, h, false);
     fromHost(self, h);
@@ -170,6 +186,14 @@ at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
 // clone of a tensor no program handles (complex): through the host. PyTorch's conjugate and negative fallbacks
 // materialize views with clone, so this must not go through the CPU fallback (which would clone again).
 at::Tensor hostClone(const at::Tensor& self) {
+  if (wholeBuffer(self)) {
+    // Buffers are immutable: the clone shares its source's buffer (none yet: both read as zeros).
+    runtime::BufferPtr b = storageOf(self)->get();
+    if (!b) return at::empty(self.sizes(), self.options());
+    return wrapBuffer(std::move(b), self.scalar_type(), self.sizes(), self.device().index());
+  }
+  noteHostTransfer(std::string(self.is_conj() ? "resolve_conj" : self.is_neg() ? "resolve_neg" : "clone") +
+                   " of a tensor of dtype " + c10::toString(self.scalar_type()));
   at::Tensor h = at::empty(self.sizes(), self.options().device(at::kCPU));
   toHost(self, h, false);
   at::Tensor out = at::empty(self.sizes(), self.options());

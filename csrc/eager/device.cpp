@@ -5,6 +5,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 
+#include "core/checks.h"
 #include "core/client.h"
 #include "core/rng.h"
 #include "eager/device.h"
@@ -41,8 +42,12 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return static_cast<c10::DeviceIndex>(torch_tpu::deviceCount());
   }
   bool queryStream(const c10::Stream&) const override { return false; }
-  void synchronizeStream(const c10::Stream& s) const override { client().synchronize(s.device_index()); }
-  void synchronizeDevice(const c10::DeviceIndex d) const override { client().synchronize(d < 0 ? currentDevice() : d); }
+  void synchronizeStream(const c10::Stream& s) const override { synchronizeDevice(s.device_index()); }
+  void synchronizeDevice(const c10::DeviceIndex d) const override {
+    const int dev = d < 0 ? currentDevice() : d;
+    client().synchronize(dev);
+    core::raisePendingChecks(dev);
+  }
   // Events mark the device's queue. Programs on one device are ordered by their data dependencies, so `block`
   // needs no work; waiting on an event waits for everything launched on its device so far.
   struct Event {
@@ -59,7 +64,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   void synchronizeEvent(void* event) const override {
     auto* e = static_cast<Event*>(event);
-    if (e && e->device >= 0) client().synchronize(e->device);
+    if (e && e->device >= 0) synchronizeDevice(static_cast<c10::DeviceIndex>(e->device));
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override { delete static_cast<Event*>(event); }
 };

@@ -174,7 +174,18 @@ c10::List<std::optional<at::Tensor>> onDevice(const at::Tensor& self, const c10:
   return out;
 }
 
+// Index tensors must be integers or masks (IndexError, as on CPU).
+void checkIndexTypes(const c10::List<std::optional<at::Tensor>>& indices) {
+  for (const std::optional<at::Tensor>& o : indices) {
+    if (!o.has_value() || !o->defined()) continue;
+    const at::ScalarType t = o->scalar_type();
+    TORCH_CHECK_INDEX(t == at::kLong || t == at::kInt || t == at::kByte || t == at::kBool,
+                      "tensors used as indices must be long, int, byte or bool tensors");
+  }
+}
+
 at::Tensor tpu_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  checkIndexTypes(indices);
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()) || hasMask(indices),
                     "too many indices for tensor of dimension ", self.dim(), " (got ", indices.size(), ")");
   if (!hasMask(indices)) return at::_unsafe_index(self, onDevice(self, indices));
@@ -200,6 +211,7 @@ at::Tensor tpu_index(const at::Tensor& self, const c10::List<std::optional<at::T
 
 at::Tensor tpu_index_put(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                      const at::Tensor& values, bool accumulate) {
+  checkIndexTypes(indices);
   if (!hasMask(indices) || loneMaskOneValue(indices, values))
     return at::_unsafe_index_put(self, onDevice(self, indices), values, accumulate);
   TORCH_CHECK(!hasZeroDimMask(indices), "tpu: index_put with a 0-d boolean index is not supported");

@@ -15,6 +15,7 @@ namespace {
 std::mutex g_mu;
 std::map<std::string, int64_t> g_counts;
 std::map<std::string, std::string> g_reasons;
+std::map<std::string, int64_t> g_transfers;
 std::atomic<int> g_strict{-1};
 
 std::string opName(const c10::OperatorHandle& op) {
@@ -75,6 +76,18 @@ void cpuRunForError(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   g_reasons[opName(op)] = "the meta kernel rejected a call the CPU kernel accepts";
 }
 
+void noteHostTransfer(const std::string& what) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!fallbackStrict(), "tpu: ", what,
+                              " goes through the host, and TORCH_TPU_FALLBACK_STRICT=1 forbids host round trips");
+  std::lock_guard<std::mutex> g(g_mu);
+  g_transfers[what]++;
+}
+
+std::map<std::string, int64_t> hostTransferCounts() {
+  std::lock_guard<std::mutex> g(g_mu);
+  return g_transfers;
+}
+
 std::map<std::string, int64_t> fallbackCounts() {
   std::lock_guard<std::mutex> g(g_mu);
   return g_counts;
@@ -88,6 +101,7 @@ std::map<std::string, std::string> fallbackReasons() {
 void resetFallbackCounts() {
   std::lock_guard<std::mutex> g(g_mu);
   g_counts.clear();
+  g_transfers.clear();
 }
 
 namespace {

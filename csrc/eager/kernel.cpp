@@ -28,6 +28,7 @@
 #include "core/scalars.h"
 #include "eager/copy.h"
 #include "eager/fallback.h"
+#include "eager/overlap.h"
 
 namespace torch_tpu {
 
@@ -485,6 +486,9 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
   std::vector<Value> results;
   try {
     results = lowering::lower(rule, ctx);
+  } catch (const lowering::InvalidCall&) {
+    prog->error_on_cpu = true;  // the CPU kernel raises PyTorch's error
+    return prog;
   } catch (const lowering::LoweringError& e) {
     return fallback(e.what());
   } catch (const shlo::BuildError& e) {
@@ -574,6 +578,7 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   for (int attempt = 0; attempt < 2; ++attempt) {
     Call c;
     scan(info, schema, *stack, base, c);
+    if (C10_UNLIKELY(c.sig.overlap_hazard)) checkWriteOverlap(op, *stack, base);
     g_stats.requests++;
     std::shared_ptr<Program> prog;
     {

@@ -15,8 +15,12 @@
 
 #include "core/client.h"
 #include "core/dtype.h"
+#include "core/executables.h"
+#include "core/memory.h"
 #include "core/storage.h"
+#include "eager/fallback.h"
 #include "eager/views.h"
+#include "stablehlo/builder.h"
 
 namespace torch_tpu {
 
@@ -55,18 +59,43 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
 
 }  // namespace
 
-// Grows (or shrinks) a storage, keeping its bytes. Rare (resize_ beyond capacity): done through the host.
+namespace {
+
+// A buffer of `n` elements holding `old`'s elements first and zeros after (or its first n): a device program.
+runtime::BufferPtr resizedBuffer(const runtime::BufferPtr& old, int64_t n, int device) {
+  shlo::Builder b;
+  const shlo::DType t = shlo::DType(old->type());
+  const int64_t m = old->numElements();
+  shlo::Value flat = b.reshape(b.parameter(shlo::TensorType{t, old->dims()}), {m});
+  shlo::Value out = n >= m ? b.pad(flat, b.zeros(shlo::TensorType{t, {}}), {0}, {n - m}, {0})
+                           : b.slice(flat, {0}, {n}, {1});
+  runtime::ExecutablePtr exe = core::executableFor(b.finish({out}), core::ExecutableCaches{true, false}).exe;
+  return exe->execute(device, {old.get()})[0];
+}
+
+}  // namespace
+
+// Grows (or shrinks) a storage, keeping its bytes (resize_ beyond capacity, untyped_storage().resize_()): a device
+// program pads or slices the buffer; dtypes no program handles (complex) go through the host, counted.
 void resizeStorageBytes(const c10::Storage& storage, size_t newsize) {
   TpuStorage* s = storageOf(storage);
   runtime::BufferPtr old = s->get();
   if (old) {
-    std::vector<char> bytes(std::max(newsize, old->byteSize()), 0);
-    old->toHost(bytes.data(), old->byteSize());
-    size_t item = runtime::elementSize(old->type());
-    bytes.resize(newsize / item * item);
-    s->set(client().fromHost(bytes.data(), old->type(), {static_cast<int64_t>(newsize / item)}, s->device));
+    const size_t item = runtime::elementSize(old->type());
+    const int64_t n = static_cast<int64_t>(newsize / item);
+    if (newsize > old->byteSize()) core::checkAllocation(s->device, static_cast<int64_t>(newsize));
+    const at::ScalarType st = toScalarType(shlo::DType(old->type()));
+    if (supportedDType(st)) {
+      s->set(resizedBuffer(old, n, s->device));
+    } else {
+      noteHostTransfer(std::string("resize_ of a storage of dtype ") + c10::toString(st));
+      std::vector<char> bytes(std::max(newsize, old->byteSize()), 0);
+      old->toHost(bytes.data(), old->byteSize());
+      bytes.resize(newsize / item * item);
+      s->set(client().fromHost(bytes.data(), old->type(), {n}, s->device));
+    }
   }
-  s->nbytes = newsize;
+  s->resize(newsize);
   storage.unsafeGetStorageImpl()->set_nbytes(newsize);
 }
 

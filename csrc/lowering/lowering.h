@@ -98,6 +98,15 @@ class Context {
   // (seed, offset). Each call of a random op gets a different state; the same manual_seed replays it.
   virtual Value rngState() = 0;
 
+  // A device-side check (index bounds, integer division by zero): the call is valid only if every element of `ok`
+  // (pred) holds. Otherwise the op raises `message` (an IndexError, or a RuntimeError for CheckError::Runtime),
+  // reported the way CUDA reports device-side asserts: at the caller's next synchronization, at once under
+  // TORCH_TPU_LAUNCH_BLOCKING=1. "{}" in `message` stands for `value` (an integer Value of ok's shape) at a failing
+  // element. Contexts that run no program ignore checks (the default).
+  enum class CheckError : uint8_t { Index, Runtime };
+  virtual void check(Value ok, const std::string& message, Value value = Value(),
+                     CheckError error = CheckError::Index) {}
+
   const std::string& op() const { return op_; }
   const Arg& arg(size_t i) const;
   const Arg& arg(const std::string& name) const;  // by schema name
@@ -121,6 +130,13 @@ class Context {
 class LoweringError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// The call is invalid: PyTorch's CPU kernel rejects it where its meta kernel does not (operands of different
+// dtypes for a matrix product). Eager mode lets the CPU kernel raise its own error; a graph runs the node eagerly.
+class InvalidCall : public LoweringError {
+ public:
+  using LoweringError::LoweringError;
 };
 
 using RuleFn = std::function<std::vector<Value>(Context&)>;

@@ -1,11 +1,15 @@
 // torch_tpu._C: the Python bindings. Importing the module registers the device's kernels with PyTorch.
+#include <pthread.h>
 #include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/device_lazy_init.h>
 #include <torch/extension.h>
 
 #include <chrono>
 
 #include "compile/plan.h"
+#include "core/checks.h"
 #include "core/client.h"
+#include "core/memory.h"
 #include "core/rng.h"
 #include "core/scalars.h"
 #include "core/storage.h"
@@ -45,6 +49,7 @@ void synchronize(int d) {
   py::gil_scoped_release nogil;
   client().synchronize(d);
   awaitPendingCopies(d);
+  core::raisePendingChecks(d);
 }
 
 // Marks every execution launched so far on a device; used by torch.tpu.Event / Stream.
@@ -65,6 +70,7 @@ struct Marker {
       py::gil_scoped_release nogil;
       client().synchronize(device);
       awaitPendingCopies(device);
+      core::raisePendingChecks(device);
     }
     done = true;
     done_time = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -78,9 +84,20 @@ struct Marker {
   py::object time() const { return done ? py::object(py::float_(done_time)) : py::none(); }
 };
 
+// In a child forked after the runtime started, PyTorch must ask torch.tpu._lazy_init again before creating a tpu
+// tensor (it raises there, as torch.cuda does), instead of treating the device as initialized.
+void afterForkInChild() {
+  if (runtime::Client::initialized()) torch::utils::set_requires_device_init(at::kPrivateUse1, true);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
+  static const bool atfork = [] {
+    ::pthread_atfork(nullptr, nullptr, &afterForkInChild);
+    return true;
+  }();
+  (void)atfork;
   registerHooks();
   registerLoweringKernels();
   bindCompile(m);
@@ -103,6 +120,8 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_device_count", []() { return deviceCount(); });
+  m.def("_is_in_bad_fork", []() { return inBadFork(); });
+  m.def("_bad_fork_message", []() { return std::string(runtime::kForkedMessage); });
   m.def("_init_error", []() -> py::object {
     deviceCount();
     const std::string& e = initError();
@@ -114,25 +133,16 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", &synchronize, py::arg("device") = -1);
   m.def("_device_kind", [](int d) { return client().deviceKind(checkDevice(d)); });
   m.def("_memory_stats", [](int d) {
-    d = checkDevice(d);
+    core::MemoryInfo mi = core::memoryInfo(checkDevice(d));
     py::dict r;
-    auto& c = client();
-    auto ms = c.memoryStats(d);
-    if (ms) {
-      r["allocated"] = ms->bytes_in_use;
-      r["peak_allocated"] = ms->peak_bytes_in_use;
-      r["reserved"] = ms->bytes_in_use;
-      r["limit"] = ms->bytes_limit;
-      r["from_plugin"] = true;
-    } else {
-      // Device scalars cached for reuse are reserved by the backend, not allocated by tensors.
-      int64_t cached = scalarCacheBytes(d);
-      r["allocated"] = c.liveBytes(d) - cached;
-      r["peak_allocated"] = std::max<int64_t>(c.peakLiveBytes(d) - cached, 0);
-      r["reserved"] = c.liveBytes(d);
-      r["limit"] = int64_t(-1);
-      r["from_plugin"] = false;
-    }
+    r["allocated"] = mi.allocated;
+    r["peak_allocated"] = mi.peak;
+    r["reserved"] = mi.reserved;
+    r["limit"] = mi.limit;
+    r["limit_source"] = mi.limit_source;
+    r["free"] = mi.free;
+    r["total"] = mi.total;
+    r["from_plugin"] = mi.from_plugin;
     return r;
   });
   m.def("_reset_peak_memory_stats", [](int d) { client().resetPeak(checkDevice(d)); });
@@ -157,6 +167,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_cache", &clearKernelCache);
   m.def("_fallback_counts", []() { return fallbackCounts(); });
   m.def("_fallback_reasons", []() { return fallbackReasons(); });
+  m.def("_host_transfer_counts", []() { return hostTransferCounts(); });
+  m.def("_pending_device_checks", []() { return core::pendingCheckCount(); });
   m.def("_reset_fallback_counts", &resetFallbackCounts);
   m.def("_set_fallback_strict", &setFallbackStrict);
   m.def("_fallback_strict", &fallbackStrict);

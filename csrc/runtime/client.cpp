@@ -2,6 +2,7 @@
 // live-bytes accounting. The process-wide client is created once under g_init_mu and then published through an
 // atomic pointer; it is never destroyed (see runtime.h). All methods are thread-safe.
 #include <dlfcn.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -152,6 +153,12 @@ Client::Client() : impl_(new Impl) {}
 Client::~Client() = default;  // never runs: the process-wide client is leaked on purpose
 
 bool Client::initialized() { return g_client.load(std::memory_order_acquire) != nullptr; }
+
+bool Client::inForkedChild() { return detail::g_forked; }
+
+namespace {
+void markForkedChild() { detail::g_forked = true; }
+}  // namespace
 
 Client& Client::get() {
   Client* c = g_client.load(std::memory_order_acquire);
@@ -313,6 +320,11 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
 
   Client* c = client;  // leaked on purpose
   g_client.store(c, std::memory_order_release);
+  static const bool atfork = [] {
+    ::pthread_atfork(nullptr, nullptr, &markForkedChild);
+    return true;
+  }();
+  (void)atfork;
   return *c;
 }
 
@@ -368,7 +380,10 @@ BufferPtr Client::fromHost(const void* data, ElementType type, const std::vector
   a->num_dims = dims.size();
   a->host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall;
   a->device = d;
-  TPU_PJRT(PJRT_Client_BufferFromHostBuffer, a.get());
+  int64_t bytes = static_cast<int64_t>(elementSize(type));
+  for (int64_t e : dims) bytes *= e;
+  detail::checkAlloc(TPU_PJRT_FN(PJRT_Client_BufferFromHostBuffer)(a.get()), "PJRT_Client_BufferFromHostBuffer", bytes,
+                     device);
   // With kImmutableOnlyDuringCall the plugin is done with `data` on return; the event is only released.
   detail::destroyEvent(a->done_with_host_buffer);
   return std::make_shared<Buffer>(a->buffer, type, dims, device);
@@ -409,11 +424,13 @@ BufferPtr Client::copyToDevice(const Buffer& src, int device) {
   detail::Args<PJRT_Buffer_CopyToDevice_Args> a;
   a->buffer = src.raw();
   a->dst_device = d;
-  TPU_PJRT(PJRT_Buffer_CopyToDevice, a.get());
+  detail::checkAlloc(TPU_PJRT_FN(PJRT_Buffer_CopyToDevice)(a.get()), "PJRT_Buffer_CopyToDevice",
+                     static_cast<int64_t>(src.byteSize()), device);
   return std::make_shared<Buffer>(a->dst_buffer, src.type(), src.dims(), device);
 }
 
 void Client::synchronize(int device) {
+  if (detail::g_forked) detail::throwForked("Client::synchronize");
   impl_->device(device);
   Impl::DeviceState& s = impl_->state[device];
   std::vector<PJRT_Event*> events;
@@ -430,7 +447,19 @@ void Client::synchronize(int device) {
     }
     detail::destroyEvent(ev);
   }
+  if (first && first->code() == kErrorResourceExhausted) detail::throwOutOfMemory(*first, 0, device);
   if (first) throw *first;
+}
+
+void Client::reserve(int device, int64_t delta) {
+  impl_->device(device);
+  impl_->state[device].reserved.fetch_add(delta, std::memory_order_relaxed);
+  impl_->addLive(device, delta);
+}
+
+int64_t Client::reservedBytes(int device) const {
+  impl_->device(device);
+  return impl_->state[device].reserved.load(std::memory_order_relaxed);
 }
 
 int64_t Client::liveBytes(int device) const {

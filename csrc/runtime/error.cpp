@@ -53,6 +53,11 @@ namespace detail {
 
 const PJRT_Api* g_api = nullptr;
 bool g_padded = true;
+bool g_forked = false;
+
+void throwForked(const char* /*fn*/) {
+  throw Error(kForkedMessage, kErrorFailedPrecondition);
+}
 
 // Error_Destroy / Error_Message / Error_GetCode are slots 0-2, present in every PJRT_Api.
 static void destroyError(PJRT_Error* err) {
@@ -86,6 +91,23 @@ void check(PJRT_Error* err, const char* fn) {
   if (err != nullptr) throw toError(err, fn);
 }
 
+namespace {
+OutOfMemoryHook g_oom_hook = nullptr;
+}  // namespace
+
+void throwOutOfMemory(const Error& e, int64_t requested, int device) {
+  OutOfMemory oom(e.what(), requested, device);
+  if (g_oom_hook != nullptr) g_oom_hook(oom);
+  throw oom;
+}
+
+void checkAlloc(PJRT_Error* err, const char* fn, int64_t requested, int device) {
+  if (err == nullptr) return;
+  Error e = toError(err, fn);
+  if (e.code() == kErrorResourceExhausted) throwOutOfMemory(e, requested, device);
+  throw e;
+}
+
 int consumeErrorCode(PJRT_Error* err) {
   if (err == nullptr) return 0;
   return toError(err, "").code();
@@ -114,6 +136,8 @@ void awaitEvent(PJRT_Event* ev, const char* what) {
 }
 
 }  // namespace detail
+
+void setOutOfMemoryHook(OutOfMemoryHook hook) { detail::g_oom_hook = hook; }
 
 // ---------------------------------------------------------------------------------------------------- Event
 

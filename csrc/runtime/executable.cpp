@@ -64,6 +64,9 @@ Executable::Executable(PJRT_LoadedExecutable* exe) : exe_(exe) {
       for (size_t i = 0; i < num_outputs_; ++i) {
         out_dims_.emplace_back(d, d + a->dim_sizes[i]);
         d += a->dim_sizes[i];
+        int64_t n = static_cast<int64_t>(elementSize(out_types_[i]));
+        for (int64_t e : out_dims_.back()) n *= e;
+        out_bytes_ += n;
       }
     }
   } catch (...) {
@@ -125,7 +128,8 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
   a->output_lists = &out_list;
   a->device_complete_events = &done;
   a->execute_device = dev;
-  TPU_PJRT(PJRT_LoadedExecutable_Execute, a.get());
+  detail::checkAlloc(TPU_PJRT_FN(PJRT_LoadedExecutable_Execute)(a.get()), "PJRT_LoadedExecutable_Execute", out_bytes_,
+                     device);
 
   std::vector<BufferPtr> outs;
   outs.reserve(num_outputs_);

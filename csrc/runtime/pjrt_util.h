@@ -28,6 +28,10 @@ namespace detail {
 
 extern const PJRT_Api* g_api;
 extern bool g_padded;  // struct_size = sizeof(Args<T>) (true) or sizeof(T) (false)
+// Set in a child forked after the client was created (pthread_atfork): the plugin's threads did not survive the fork,
+// so every PJRT call would hang or abort there; slot() refuses them all instead.
+extern bool g_forked;
+[[noreturn]] void throwForked(const char* fn);
 
 constexpr size_t kArgsPad = 256;
 
@@ -47,6 +51,9 @@ struct Args {
 void check(PJRT_Error* err, const char* fn);
 // Same, but returns the Error instead of throwing (err must be non-null).
 Error toError(PJRT_Error* err, const char* fn);
+// Like check(), but a RESOURCE_EXHAUSTED error becomes OutOfMemory(requested, device) (through the hook).
+void checkAlloc(PJRT_Error* err, const char* fn, int64_t requested, int device);
+[[noreturn]] void throwOutOfMemory(const Error& e, int64_t requested, int device);
 // Returns the error code of `err` and destroys it.
 int consumeErrorCode(PJRT_Error* err);
 
@@ -56,6 +63,7 @@ template <class F>
 inline F* slot(size_t offset, const char* name) {
   const PJRT_Api* api = g_api;
   if (api == nullptr) throw Error(std::string(name) + ": PJRT plugin not loaded", kErrorFailedPrecondition);
+  if (g_forked) throwForked(name);
   if (offset + sizeof(void*) > api->struct_size) throwTooOld(name);
   F* f = *reinterpret_cast<F* const*>(reinterpret_cast<const char*>(api) + offset);
   if (f == nullptr) throwTooOld(name);
@@ -89,6 +97,7 @@ struct Client::Impl {
   struct DeviceState {
     std::atomic<int64_t> live{0};
     std::atomic<int64_t> peak{0};
+    std::atomic<int64_t> reserved{0};  // part of `live`: Client::reserve
     std::mutex mu;                     // guards pending
     std::vector<PJRT_Event*> pending;  // completion events of executions launched on this device
     size_t prune_at = 64;              // sweep completed events when pending reaches this size (amortized)

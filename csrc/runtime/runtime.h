@@ -45,9 +45,15 @@ const char* elementTypeName(ElementType t);  // "f32", "bf16", "pred", "s64", ..
 // Error codes are PJRT_Error_Code values (absl status codes). Codes used by this layer itself:
 constexpr int kErrorInvalidArgument = 3;
 constexpr int kErrorNotFound = 5;
+constexpr int kErrorResourceExhausted = 8;
 constexpr int kErrorFailedPrecondition = 9;
 constexpr int kErrorUnimplemented = 12;
 constexpr int kErrorInternal = 13;
+
+// What every use of the runtime raises in a process forked after the client was created.
+constexpr const char* kForkedMessage =
+    "cannot re-initialize tpu in a forked subprocess; use the 'spawn' start method (torch.multiprocessing / "
+    "multiprocessing.get_context('spawn'), DataLoader(multiprocessing_context='spawn'))";
 
 class Error : public std::runtime_error {
  public:
@@ -57,6 +63,23 @@ class Error : public std::runtime_error {
  private:
   int code_;
 };
+
+// The plugin could not allocate (RESOURCE_EXHAUSTED) a buffer upload, an execution's outputs or a device copy.
+class OutOfMemory : public Error {
+ public:
+  OutOfMemory(std::string msg, int64_t requested, int device)
+      : Error(std::move(msg), kErrorResourceExhausted), requested_(requested), device_(device) {}
+  int64_t requested() const { return requested_; }  // bytes asked for (0 if unknown)
+  int device() const { return device_; }
+
+ private:
+  int64_t requested_;
+  int device_;
+};
+// Called with every OutOfMemory before it is thrown; a hook that throws replaces it (the torch layers turn it into
+// torch.OutOfMemoryError). Not thread-safe to set while the runtime is in use: set it once at start-up.
+using OutOfMemoryHook = void (*)(const OutOfMemory&);
+void setOutOfMemoryHook(OutOfMemoryHook hook);
 
 struct PluginInfo {
   std::string path;
@@ -142,6 +165,7 @@ class Executable {
   Executable& operator=(const Executable&) = delete;
 
   size_t numOutputs() const { return num_outputs_; }
+  int64_t outputBytes() const { return out_bytes_; }  // dense bytes of all outputs
   ElementType outputType(size_t i) const { return out_types_.at(i); }
   const std::vector<int64_t>& outputDims(size_t i) const { return out_dims_.at(i); }
 
@@ -159,6 +183,7 @@ class Executable {
   size_t num_outputs_ = 0;
   std::vector<ElementType> out_types_;
   std::vector<std::vector<int64_t>> out_dims_;
+  int64_t out_bytes_ = 0;
 };
 using ExecutablePtr = std::shared_ptr<Executable>;
 
@@ -172,6 +197,9 @@ class Client {
   static Client& init(const std::string& plugin_path, const std::vector<CreateOption>& options = {});
   static Client& get();  // the process-wide client; throws Error if init was not called
   static bool initialized();
+  // True in a child forked after the client was created: the plugin cannot be used there (every call throws an
+  // Error with kForkedMessage instead of hanging on threads that did not survive the fork).
+  static bool inForkedChild();
   // $TORCH_TPU_PJRT_PLUGIN if set, else "" (callers decide on a default).
   static std::string pluginPathFromEnv();
 
@@ -191,7 +219,10 @@ class Client {
   // Waits until every execution launched so far on `device` has finished; throws the first execution error.
   void synchronize(int device);
 
-  // Accounting done by this layer: bytes of live Buffers per device and the peak since the last resetPeak.
+  // Accounting done by this layer: bytes of live Buffers per device, plus the bytes callers reserve for buffers
+  // they will create (reserve: lazily materialized tensor storages), and the peak since the last resetPeak.
+  void reserve(int device, int64_t delta);
+  int64_t reservedBytes(int device) const;
   int64_t liveBytes(int device) const;
   int64_t peakLiveBytes(int device) const;
   void resetPeak(int device);

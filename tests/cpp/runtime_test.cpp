@@ -11,6 +11,8 @@
 #include <vector>
 
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "pjrt_c_api.h"
 #include "runtime/runtime.h"
@@ -447,6 +449,46 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
     CHECK(bad == 0);
     c.synchronize(0);
     c.synchronize(1);
+  });
+
+  // --- 7b. reservations count in the live bytes and their peak
+  run("reserve: counted in live bytes", [&] {
+    c.synchronize(0);
+    int64_t live = c.liveBytes(0);
+    c.reserve(0, 1 << 20);
+    CHECK(c.liveBytes(0) == live + (1 << 20));
+    CHECK(c.reservedBytes(0) >= (1 << 20));
+    CHECK(c.peakLiveBytes(0) >= live + (1 << 20));
+    c.reserve(0, -(1 << 20));
+    CHECK(c.liveBytes(0) == live);
+  });
+
+  // --- 7c. a child forked after the client started cannot use the plugin: every call throws, nothing hangs
+  run("forked child: every call throws instead of hanging", [&] {
+    float v[4] = {1, 2, 3, 4};
+    BufferPtr x = c.fromHost(v, ElementType::F32, {4}, 0);
+    ExecutablePtr e = c.compile(kAdd4);
+    CHECK(!Client::inForkedChild());
+    pid_t pid = fork();
+    if (pid == 0) {
+      int bad = 0;
+      std::string msg;
+      if (!Client::inForkedChild()) bad |= 1;
+      if (!throwsError([&] { c.fromHost(v, ElementType::F32, {4}, 0); }, &msg)) bad |= 2;
+      if (msg.find("cannot re-initialize tpu in a forked subprocess") == std::string::npos) bad |= 4;
+      if (!throwsError([&] { readF32(*x); })) bad |= 8;
+      if (!throwsError([&] { e->execute(0, {x.get(), x.get()}); })) bad |= 16;
+      if (!throwsError([&] { c.synchronize(0); })) bad |= 32;
+      x.reset();  // destroying a buffer in the child touches nothing
+      _exit(bad);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    std::printf("  child exit status %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK(!Client::inForkedChild());
+    CHECK(readF32(*x)[3] == 4.0f);  // the parent is unaffected
   });
 
   // --- 8. latency

@@ -72,3 +72,64 @@ def test_error_does_not_poison_later_ops():
     with pytest.raises(RuntimeError):
         a + torch.ones(4, device="tpu")
     torch.testing.assert_close((a + 1).cpu(), torch.full((2, 3), 2.0))
+
+
+# ---- semantics that silently differed from CPU ----
+
+def _both(fn):
+    """The exception fn raises on CPU and on tpu (the tpu result synchronized: some checks run on the device)."""
+    out = []
+    for d in ("cpu", "tpu"):
+        try:
+            r = fn(d)
+            if isinstance(r, torch.Tensor):
+                r.cpu()
+            out.append(None)
+        except Exception as e:  # noqa: BLE001
+            out.append(e)
+    return out
+
+
+@pytest.mark.parametrize("case", [
+    "mm_mixed_dtypes", "matmul_mixed", "addmm_bias_dtype", "bmm_mixed", "overlap_add_", "overlap_copy_",
+    "overlap_mul_out", "internal_overlap_add_", "int_div_zero", "int_remainder_zero", "float_index",
+    "float_index_put"])
+def test_raises_like_cpu(case):
+    def b(d):
+        return torch.arange(5.0, device=d)
+
+    cases = {
+        "mm_mixed_dtypes": lambda d: torch.mm(torch.ones(2, 2, dtype=torch.long, device=d), torch.ones(2, 2, device=d)),
+        "matmul_mixed": lambda d: torch.ones(2, 2, device=d) @ torch.ones(2, 2, dtype=torch.float64, device=d),
+        "addmm_bias_dtype": lambda d: torch.addmm(torch.ones(2, dtype=torch.float64, device=d),
+                                                  torch.ones(2, 2, device=d), torch.ones(2, 2, device=d)),
+        "bmm_mixed": lambda d: torch.bmm(torch.ones(1, 2, 2, device=d), torch.ones(1, 2, 2, dtype=torch.half, device=d)),
+        "overlap_add_": lambda d: (lambda x: x[1:].add_(x[:-1]))(b(d)),
+        "overlap_copy_": lambda d: (lambda x: x[1:].copy_(x[:-1]))(b(d)),
+        "overlap_mul_out": lambda d: (lambda x: torch.mul(x[:-1], 2, out=x[1:]))(b(d)),
+        "internal_overlap_add_": lambda d: torch.zeros(3, device=d).expand(2, 3).add_(1),
+        "int_div_zero": lambda d: torch.tensor([1, 2], device=d) // torch.tensor([0, 1], device=d),
+        "int_remainder_zero": lambda d: torch.tensor([1, 2], device=d) % 0,
+        "float_index": lambda d: torch.ones(3, device=d)[torch.tensor([1.0], device=d)],
+        "float_index_put": lambda d: torch.ones(3, device=d).index_put_((torch.tensor([1.0], device=d),),
+                                                                        torch.tensor([2.0], device=d)),
+    }
+    cpu, tpu = _both(cases[case])
+    assert cpu is not None, "does not fail on CPU"
+    assert tpu is not None, "tpu computed an answer where CPU raises"
+    assert type(tpu) is type(cpu), f"cpu: {cpu!r}\ntpu: {tpu!r}"
+    assert str(tpu).startswith(str(cpu).splitlines()[0][:40]), f"cpu: {cpu}\ntpu: {tpu}"
+
+
+def test_overlap_that_cpu_allows_still_works():
+    x = torch.arange(6.0)
+    t = x.to("tpu")
+    x.add_(x)  # full overlap is fine
+    t.add_(t)
+    torch.testing.assert_close(t.cpu(), x)
+    z = torch.zeros(3, device="tpu").expand(2, 3)
+    z.fill_(2.0)  # fill_ accepts a self-overlapping tensor on CPU too
+    torch.testing.assert_close(z.cpu(), torch.full((2, 3), 2.0))
+    # index_copy_ accepts a source partially overlapping the destination on CPU: no error here either
+    t[1:].index_copy_(0, torch.tensor([0, 1], device="tpu"), t[:2])
+    t.cpu()

@@ -58,3 +58,72 @@ def test_view_ops_never_fall_back():
     t.t().reshape(-1)[3:].unsqueeze(0).expand(2, -1).select(0, 1).narrow(0, 1, 4).view(2, 2).diagonal()
     t.unfold(1, 2, 2).permute(2, 0, 1).squeeze()
     assert torch_tpu._C._fallback_counts() == {}
+
+
+# ---- host round trips nobody asked for: counted in fallback_report() (host_transfers), forbidden in strict mode ----
+
+def _transfers():
+    return torch_tpu.host_transfer_counts()
+
+
+def test_complex_host_round_trips_are_counted():
+    z = torch.tensor([1 + 2j, 3 - 1j, -2 + 0.5j, 4j])
+    t = z.to("tpu")
+    torch_tpu.reset_fallback_counts()
+    # whole-storage clone and copy share the (immutable) buffer: no transfer at all
+    torch.testing.assert_close(t.clone().cpu(), z)
+    u = torch.empty_like(t)
+    u.copy_(t)
+    torch.testing.assert_close(u.cpu(), z)
+    assert _transfers() == {}
+    # conjugate views, partial copies and partial writes move data through the host: counted
+    torch.testing.assert_close(t.conj().clone().cpu(), z.conj())
+    torch.testing.assert_close(t.conj().resolve_conj().cpu(), z.conj())
+    u[1:3].copy_(t[:2])
+    t2 = t.clone()
+    t2[0] = 7 + 7j
+    want = z.clone()
+    want[1:3] = z[:2]
+    torch.testing.assert_close(u.cpu(), want)
+    assert t2.cpu()[0] == 7 + 7j
+    counts = _transfers()
+    assert sum(v for k, v in counts.items() if k.startswith(("clone", "resolve_conj"))) >= 2, counts
+    assert any(k.startswith("copy_ between tpu tensors") for k in counts), counts
+    assert any(k.startswith("partial write into a storage of dtype ComplexFloat") for k in counts), counts
+    report = torch_tpu.fallback_report(print_report=False)
+    assert any(k.startswith(torch_tpu.HOST_TRANSFER_PREFIX) for k in report), report
+
+
+def test_resize_growth_runs_on_the_device():
+    torch_tpu.reset_fallback_counts()
+    x = torch.arange(6.0, device="tpu")
+    x.resize_(4, 5)
+    torch.testing.assert_close(x.view(-1)[:6].cpu(), torch.arange(6.0))
+    y = torch.arange(6.0, device="tpu")
+    y.untyped_storage().resize_(4 * 3)
+    torch.testing.assert_close(y[:3].cpu(), torch.arange(3.0))
+    assert _transfers() == {}
+    assert torch_tpu._C._fallback_counts() == {}
+
+
+def test_strict_mode_forbids_host_round_trips(run_python):
+    run_python(
+        """
+        import torch, torch_tpu
+        t = torch.tensor([1 + 2j, 3 - 1j]).to("tpu")
+        t.clone().cpu()  # shares the buffer: allowed
+        for name, fn in [("conj clone", lambda: t.conj().clone()),
+                         ("resolve_conj", lambda: t.conj().resolve_conj()),
+                         ("partial copy_", lambda: t[:1].copy_(t[1:])),
+                         ("partial write", lambda: t.__setitem__(0, 5j)),
+                         ("complex resize_", lambda: t.clone().resize_(8))]:
+            try:
+                fn()
+            except NotImplementedError as e:
+                assert "TORCH_TPU_FALLBACK_STRICT=1 forbids host round trips" in str(e), (name, e)
+            else:
+                raise AssertionError(name + " ran through the host in strict mode")
+        print("OK")
+        """,
+        env={"TORCH_TPU_FALLBACK_STRICT": "1"},
+    )

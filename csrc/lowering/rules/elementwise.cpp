@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lowering/bounds.h"
 #include "lowering/families.h"
 #include "lowering/helpers.h"
 
@@ -379,6 +380,18 @@ void binary(Registry& r, const std::string& op, Fn2 fn, bool float_result = fals
   });
 }
 
+// Integer division and remainder of args (0, 1): an integer divisor of zero raises "ZeroDivisionError" like the CPU
+// kernels (a device-side check).
+void binaryIntDiv(Registry& r, const std::string& op, Fn2 fn) {
+  addEw(r, op, [fn](Context& ctx) -> std::vector<Value> {
+    DType t = resultTypeOf(ctx, {0, 1});
+    DType c = computeType(t);
+    auto v = operands(ctx, {0, 1}, c);
+    checkNonZeroDivisor(ctx, v[1]);
+    return {ctx.b.convert(fn(ctx.b, v[0], v[1]), t)};
+  });
+}
+
 // Arithmetic with alpha (add/sub/rsub): fn(a, b) with b already scaled by alpha (args 0, 1, alpha 2).
 void binaryAlpha(Registry& r, const std::string& op, bool reversed, bool subtract) {
   addEw(r, op, [reversed, subtract](Context& ctx) -> std::vector<Value> {
@@ -467,6 +480,7 @@ void populateElementwise(Registry& r) {
     else if (mode != "trunc" && mode != "floor") ctx.fail("unknown rounding_mode '" + mode + "'");
     DType c = t == DType::Pred ? DType::S64 : computeType(t);
     auto v = operands(ctx, {0, 1}, c);
+    if (!mode.empty()) checkNonZeroDivisor(ctx, v[1]);
     Value q = mode.empty() ? b.div(v[0], v[1]) : mode == "trunc" ? divTrunc(b, v[0], v[1]) : divFloor(b, v[0], v[1]);
     return {b.convert(q, t)};
   };
@@ -476,15 +490,15 @@ void populateElementwise(Registry& r) {
     if (x.dtype() == DType::Pred) return b.convert(divFloor(b, b.convert(x, DType::S64), b.convert(y, DType::S64)), DType::Pred);
     return divFloor(b, x, y);
   };
-  binary(r, "aten::floor_divide", floordiv);
-  binary(r, "aten::floor_divide.Scalar", floordiv);
+  binaryIntDiv(r, "aten::floor_divide", floordiv);
+  binaryIntDiv(r, "aten::floor_divide.Scalar", floordiv);
   Fn2 remainder = [](Builder& b, Value x, Value y) { return remainderOp(b, x, y); };
-  binary(r, "aten::remainder.Tensor", remainder);
-  binary(r, "aten::remainder.Scalar", remainder);
-  binary(r, "aten::remainder.Scalar_Tensor", remainder);
+  binaryIntDiv(r, "aten::remainder.Tensor", remainder);
+  binaryIntDiv(r, "aten::remainder.Scalar", remainder);
+  binaryIntDiv(r, "aten::remainder.Scalar_Tensor", remainder);
   Fn2 fmod = [](Builder& b, Value x, Value y) { return b.rem(x, y); };
-  binary(r, "aten::fmod.Tensor", fmod);
-  binary(r, "aten::fmod.Scalar", fmod);
+  binaryIntDiv(r, "aten::fmod.Tensor", fmod);
+  binaryIntDiv(r, "aten::fmod.Scalar", fmod);
   Fn2 pow = [](Builder& b, Value x, Value y) {
     if (x.dtype() == DType::Pred) return b.convert(powOp(b, b.convert(x, DType::S64), b.convert(y, DType::S64)), DType::Pred);
     return powOp(b, x, y);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 
 #include "lowering/families.h"
 #include "lowering/helpers.h"
@@ -45,10 +46,21 @@ Value epilogue(Context& ctx, Value prod, size_t self_i, size_t beta_i, size_t al
   return c == DType::Pred ? b.orOp(res, self) : b.add(res, self);
 }
 
+// Matrix products take operands of one dtype (and a bias tensor of that dtype): the CPU kernels reject others.
+void sameDTypes(const Context& ctx, std::initializer_list<size_t> operands, int self_i = -1) {
+  DType t = ctx.tensor(*operands.begin()).dtype();
+  for (size_t i : operands)
+    if (ctx.tensor(i).dtype() != t) throw InvalidCall(ctx.op() + ": operands of different dtypes");
+  if (self_i >= 0 && ctx.arg(size_t(self_i)).kind == Arg::Kind::Tensor && !ctx.arg(size_t(self_i)).wrapped_number &&
+      ctx.tensor(size_t(self_i)).dtype() != t)
+    throw InvalidCall(ctx.op() + ": operands of different dtypes");
+}
+
 std::vector<Value> mmLike(Context& ctx, size_t lhs_i, size_t rhs_i, int64_t nbatch, int64_t lc, int64_t rc,
                           int self_i = -1, size_t beta_i = 0, size_t alpha_i = 0) {
   Builder& b = ctx.b;
   Value lhs = ctx.tensor(lhs_i), rhs = ctx.tensor(rhs_i);
+  sameDTypes(ctx, {lhs_i, rhs_i}, self_i);
   DType out = lhs.dtype();
   DType acc = accType(out);
   Value p = product(b, lhs, rhs, nbatch, lc, rc, acc);
@@ -285,6 +297,7 @@ void populateLinalg(Registry& r) {
   addReal(r, "aten::addbmm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value lhs = ctx.tensor(1), rhs = ctx.tensor(2);
+    sameDTypes(ctx, {1, 2}, 0);
     DType out = lhs.dtype();
     DType acc = accType(out);
     Value l = lhs, rr = rhs;

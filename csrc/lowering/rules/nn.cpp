@@ -5,6 +5,7 @@
 // Half-precision inputs compute in f32 (accType) and round once at the end, like PyTorch CPU's kernels.
 #include <cmath>
 
+#include "lowering/bounds.h"
 #include "lowering/families.h"
 #include "lowering/helpers.h"
 
@@ -158,8 +159,11 @@ std::vector<Value> indexSelectRule(Context& ctx) {
   Value x = ctx.tensor(0), index = ctx.tensor(2);
   int64_t k = index.type.numel();
   Value idx = b.reshape(index, {k});
+  const int64_t dim = x.rank() == 0 ? 0 : normDim(ctx, ctx.toInt(1), x.rank());
+  const int64_t size = x.rank() == 0 ? 1 : x.shape()[dim];
+  checkIndexRange(ctx, idx, size, false, outOfRangeInSelf(dim, size));  // bounds check
   if (x.rank() == 0) return {b.reshape(b.broadcastTo(x, {k}), {})};
-  return {takeAlong(b, x, normDim(ctx, ctx.toInt(1), x.rank()), idx)};
+  return {takeAlong(b, x, dim, idx)};
 }
 
 // embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
@@ -238,6 +242,11 @@ std::vector<Value> nllForwardRule(Context& ctx) {
   DType c = accType(self.dtype());
   Value x = b.convert(self, c);
   NllParts p = nllParts(ctx, x, target, 2, ignore_index, c);
+  // bounds check: every target names a class, except those equal to ignore_index
+  Value ignored = b.compare(b.convert(target, DType::S64),
+                            b.broadcastTo(b.constantInt(ignore_index, DType::S64), target.shape()), Cmp::EQ);
+  checkIndexRange(ctx, target, self.shape()[p.class_dim], false, "Target {} is out of bounds.",
+                  Context::CheckError::Index, ignored);
   Value picked = b.reduce(b.select(p.onehot, x, b.zerosLike(x)), {p.class_dim}, ReduceKind::Sum);
   Value loss = b.select(b.compare(p.w, b.zerosLike(p.w), Cmp::NE), b.neg(b.mul(picked, p.w)), b.zerosLike(p.w));
   std::vector<int64_t> all = range(0, loss.rank());
@@ -452,7 +461,10 @@ void populateNN(Registry& r) {
   addReal(r, "aten::native_layer_norm_backward", layerNormBackwardRule);
   // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
   addReal(r, "aten::embedding", [](Context& ctx) -> std::vector<Value> {
-    return {takeRows(ctx.b, ctx.tensor(0), ctx.tensor(1))};
+    const Value weight = ctx.tensor(0);
+    if (weight.rank() > 0)
+      checkIndexRange(ctx, ctx.tensor(1), weight.shape()[0], false, outOfRangeInSelf(0, weight.shape()[0]));
+    return {takeRows(ctx.b, weight, ctx.tensor(1))};
   });
   addReal(r, "aten::embedding_dense_backward", embeddingBackwardRule);
   addReal(r, "aten::index_select", indexSelectRule);

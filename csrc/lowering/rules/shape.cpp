@@ -9,6 +9,7 @@
 #include <limits>
 #include <optional>
 
+#include "lowering/bounds.h"
 #include "lowering/families.h"
 #include "lowering/helpers.h"
 
@@ -89,6 +90,8 @@ std::vector<Value> scatterRule(Context& ctx, bool value_form, std::optional<Redu
     return {*combiner == ReduceKind::Sum ? b.add(self, v) : b.mul(self, v)};
   }
   int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+  checkIndexRange(ctx, index, self.shape()[dim], false, outOfBoundsMessage(dim, self.shape()[dim]),
+                  Context::CheckError::Runtime);  // bounds check
   Value upd = value_form ? b.broadcastTo(scalarArg(ctx, 3, self.dtype()), index.shape())
                          : b.convert(corner(b, ctx.tensor(3), index.shape()), self.dtype());
   return {scatterAlong(ctx, self, dim, index, upd, combiner)};
@@ -134,6 +137,7 @@ AdvIndex advIndex(Context& ctx, Value self, const std::vector<Value>& tensors) {
   for (size_t k = 0; k < idx.size(); ++k) {
     Value v = b.convert(idx[k], DType::S64);
     int64_t size = self.shape()[a.dims[k]];
+    checkIndexRange(ctx, v, size, true, outOfBoundsMessage(a.dims[k], size));  // bounds check
     Value sz = b.broadcastTo(b.constantInt(size, DType::S64), v.shape());
     v = b.select(b.compare(v, b.zerosLike(v), Cmp::LT), b.add(v, sz), v);
     parts.push_back(b.reshape(b.broadcastTo(v, a.bshape), s1));
@@ -387,9 +391,14 @@ void populateShape(Registry& r) {
   addReal(r, "aten::gather", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), index = ctx.tensor(2);
-    if (x.rank() == 0) return {b.broadcastTo(x, index.shape())};
+    if (x.rank() == 0) {
+      checkIndexRange(ctx, index, 1, false, outOfBoundsMessage(0, 1), Context::CheckError::Runtime);  // bounds check
+      return {b.broadcastTo(x, index.shape())};
+    }
     int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
     if (index.type.numel() == 0) return {b.zeros({x.dtype(), index.shape()})};
+    checkIndexRange(ctx, index, x.shape()[dim], false, outOfBoundsMessage(dim, x.shape()[dim]),
+                    Context::CheckError::Runtime);  // bounds check
     Builder::GatherDims gd;
     gd.collapsed_slice_dims = range(0, x.rank());
     gd.start_index_map = range(0, x.rank());
@@ -413,6 +422,8 @@ void populateShape(Registry& r) {
       Value self = ctx.tensor(0), index = ctx.tensor(2);
       if (self.rank() == 0) ctx.fail("0-d scatter_reduce is not lowered");
       int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+      checkIndexRange(ctx, index, self.shape()[dim], false, outOfBoundsMessage(dim, self.shape()[dim]),
+                      Context::CheckError::Runtime);  // bounds check
       const std::string& red = ctx.arg(4).s;
       bool include_self = !ctx.has(5) || ctx.toBool(5);
       Value src = b.convert(corner(b, ctx.tensor(3), index.shape()), self.dtype());
@@ -457,6 +468,7 @@ void populateShape(Registry& r) {
     if (self.rank() == 0) src = b.reshape(src, {1});
     if (ctx.has(4)) src = b.mul(src, operand(ctx, 4, self.dtype(), src.shape()));
     if (self.rank() == 0) return {b.add(self, b.reshape(src, {}))};
+    checkIndexRange(ctx, ctx.tensor(2), self.shape()[dim], false, outOfRangeInSelf(dim, self.shape()[dim]));
     return {indexScatter(ctx, self, dim, ctx.tensor(2), src, ReduceKind::Sum)};
   });
   addReal(r, "aten::index_copy", [](Context& ctx) -> std::vector<Value> {
@@ -464,6 +476,8 @@ void populateShape(Registry& r) {
     Value self = ctx.tensor(0);
     if (self.rank() == 0) return {b.reshape(b.convert(ctx.tensor(3), self.dtype()), {})};
     int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+    checkIndexRange(ctx, ctx.tensor(2), self.shape()[dim], false,
+                    "index_copy_(): " + outOfBoundsMessage(dim, self.shape()[dim]));  // bounds check
     return {indexScatter(ctx, self, dim, ctx.tensor(2), b.convert(ctx.tensor(3), self.dtype()), std::nullopt)};
   });
   auto indexFill = [](Context& ctx) -> std::vector<Value> {
@@ -471,6 +485,7 @@ void populateShape(Registry& r) {
     Value self = ctx.tensor(0), index = ctx.tensor(2);
     if (self.rank() == 0) return {index.type.numel() ? scalarArg(ctx, 3, self.dtype()) : self};
     int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+    checkIndexRange(ctx, index, self.shape()[dim], true, outOfBoundsMessage(dim, self.shape()[dim]));  // bounds check
     Shape us = self.shape();
     us[dim] = index.type.numel();
     Value upd = b.broadcastTo(scalarArg(ctx, 3, self.dtype()), us);
@@ -605,6 +620,7 @@ void populateShape(Registry& r) {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), index = ctx.tensor(1);
     int64_t n = x.type.numel(), k = index.type.numel();
+    checkIndexRange(ctx, index, n, true, takeMessage(n));  // bounds check
     if (k == 0 || n == 0) return {b.zeros({x.dtype(), index.shape()})};
     Value idx = b.reshape(b.convert(index, DType::S64), {k, 1});
     Value sz = b.constantF(double(n), DType::S64, {k, 1});
@@ -620,6 +636,7 @@ void populateShape(Registry& r) {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), index = ctx.tensor(1);
     int64_t n = x.type.numel(), k = index.type.numel();
+    checkIndexRange(ctx, index, n, true, takeMessage(n));  // bounds check
     if (k == 0 || n == 0) return {x};
     Value src = b.reshape(b.convert(ctx.tensor(2), x.dtype()), {k});
     Value idx = b.reshape(b.convert(index, DType::S64), {k, 1});
@@ -649,6 +666,7 @@ void populateShape(Registry& r) {
         src = b.reshape(src, {1});
       }
       int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+      checkIndexRange(ctx, index, self.shape()[dim], false, outOfRangeInSelf(dim, self.shape()[dim]));
       ReduceKind kind = red == "prod" ? ReduceKind::Prod : red == "amax" ? ReduceKind::Max
                         : red == "amin" ? ReduceKind::Min : ReduceKind::Sum;
       Value base = self;

@@ -1,0 +1,194 @@
+#include "core/memory.h"
+
+#include <c10/util/Exception.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "core/client.h"
+#include "core/scalars.h"
+
+namespace torch_tpu::core {
+
+namespace {
+
+// TORCH_TPU_MEMORY_LIMIT: "123456", "512M", "8GiB", "1.5G" (powers of 1024). -1 when unset or unreadable.
+int64_t envLimit() {
+  const char* e = std::getenv("TORCH_TPU_MEMORY_LIMIT");
+  if (!e || !*e) return -1;
+  char* end = nullptr;
+  double v = std::strtod(e, &end);
+  if (end == e || v < 0) return -1;
+  while (*end == ' ') ++end;
+  double scale = 1;
+  switch (std::toupper(static_cast<unsigned char>(*end))) {
+    case 'K': scale = 1024.0; break;
+    case 'M': scale = 1024.0 * 1024; break;
+    case 'G': scale = 1024.0 * 1024 * 1024; break;
+    case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+    default: break;
+  }
+  return static_cast<int64_t>(v * scale);
+}
+
+int64_t hostTotal() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : -1;
+}
+
+// MemAvailable from /proc/meminfo (-1 if unknown).
+int64_t hostAvailable() {
+  FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (std::fgets(line, sizeof(line), f)) {
+    if (std::strncmp(line, "MemAvailable:", 13) == 0) {
+      kb = std::strtoll(line + 13, nullptr, 10);
+      break;
+    }
+  }
+  std::fclose(f);
+  return kb < 0 ? -1 : kb * 1024;
+}
+
+struct Limits {
+  std::vector<int64_t> limit;
+  std::vector<std::string> source;
+  bool host_backed = false;  // the CPU plugin: device memory is host memory
+  bool explicit_limit = false;
+};
+
+const Limits& limits() {
+  static std::once_flag once;
+  static Limits l;
+  std::call_once(once, [] {
+    runtime::Client& c = client();
+    std::string platform = c.plugin().platform_name;
+    std::transform(platform.begin(), platform.end(), platform.begin(), ::tolower);
+    l.host_backed = platform == "cpu";
+    const int64_t env = envLimit();
+    l.explicit_limit = env >= 0;
+    for (int d = 0; d < c.deviceCount(); ++d) {
+      int64_t lim = -1;
+      std::string src;
+      if (env >= 0) {
+        lim = env;
+        src = "TORCH_TPU_MEMORY_LIMIT";
+      } else {
+        std::optional<runtime::MemoryStats> ms;
+        try {
+          ms = c.memoryStats(d);
+        } catch (...) {
+        }
+        if (ms && ms->bytes_limit > 0) {
+          lim = ms->bytes_limit;
+          src = "the plugin's bytes_limit";
+        } else if (l.host_backed) {
+          lim = hostTotal();
+          src = "the host's memory";
+        }
+      }
+      l.limit.push_back(lim);
+      l.source.push_back(src);
+    }
+  });
+  return l;
+}
+
+std::string human(int64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0) std::snprintf(buf, sizeof(buf), "%lld bytes", static_cast<long long>(bytes));
+  else std::snprintf(buf, sizeof(buf), "%.2f %s", v, units[u]);
+  return buf;
+}
+
+[[noreturn]] void raiseOutOfMemory(int device, int64_t bytes, const std::string& why) {
+  TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory. Tried to allocate ", human(bytes), " (", bytes,
+                   " bytes) on tpu:", device, ": ", why,
+                   ". Free tensors you no longer need or use smaller batches; TORCH_TPU_MEMORY_LIMIT sets the limit.");
+}
+
+void inUseMessage(std::string& why, int device, int64_t used, int64_t limit, const std::string& source) {
+  why = human(used) + " already in use of a limit of " + human(limit) + " (" + source + ")";
+}
+
+// A plugin RESOURCE_EXHAUSTED: torch.OutOfMemoryError.
+void pluginOutOfMemory(const runtime::OutOfMemory& e) {
+  raiseOutOfMemory(e.device(), e.requested(), std::string("the plugin refused: ") + e.what());
+}
+
+const bool g_hook = [] {
+  runtime::setOutOfMemoryHook(&pluginOutOfMemory);
+  return true;
+}();
+
+}  // namespace
+
+void checkLaunchMemory(int device, int64_t bytes) {
+  const Limits& l = limits();
+  if (device < 0 || device >= static_cast<int>(l.limit.size())) return;
+  const int64_t limit = l.limit[device];
+  if (limit < 0) return;
+  const int64_t used = client().liveBytes(device);
+  if (used + bytes <= limit) return;
+  std::string why;
+  inUseMessage(why, device, used, limit, l.source[device]);
+  raiseOutOfMemory(device, bytes, why);
+}
+
+void checkAllocation(int device, int64_t bytes) {
+  if (bytes <= 0) return;
+  checkLaunchMemory(device, bytes);
+  const Limits& l = limits();
+  if (l.host_backed && !l.explicit_limit && bytes >= (int64_t(64) << 20)) {
+    const int64_t avail = hostAvailable();
+    if (avail >= 0 && bytes > avail)
+      raiseOutOfMemory(device, bytes, "the host (the CPU plugin's memory) has " + human(avail) + " available");
+  }
+}
+
+MemoryInfo memoryInfo(int device) {
+  runtime::Client& c = client();
+  MemoryInfo m;
+  const int64_t cached = scalarCacheBytes(device);
+  std::optional<runtime::MemoryStats> ms = c.memoryStats(device);
+  if (ms) {
+    m.from_plugin = true;
+    m.allocated = ms->bytes_in_use + c.reservedBytes(device);
+    m.peak = std::max(ms->peak_bytes_in_use + c.reservedBytes(device), m.allocated);
+    m.reserved = m.allocated;
+  } else {
+    m.allocated = std::max<int64_t>(c.liveBytes(device) - cached, 0);
+    m.peak = std::max<int64_t>(c.peakLiveBytes(device) - cached, 0);
+    m.reserved = c.liveBytes(device);
+  }
+  const Limits& l = limits();
+  if (device >= 0 && device < static_cast<int>(l.limit.size())) {
+    m.limit = l.limit[device];
+    m.limit_source = l.source[device];
+  }
+  m.total = m.limit > 0 ? m.limit : std::max<int64_t>(hostTotal(), 0);
+  m.free = std::max<int64_t>(m.total - m.reserved, 0);
+  if (l.host_backed) {
+    const int64_t avail = hostAvailable();
+    if (avail >= 0) m.free = std::min(m.free, avail);
+  }
+  return m;
+}
+
+}  // namespace torch_tpu::core
