@@ -173,6 +173,21 @@ def reset_fallback_counts() -> None:
     _C._reset_fallback_counts()
 
 
+def device_checks() -> bool:
+    r"""Whether device programs check their data (index bounds, integer division by zero) like the CPU kernels.
+
+    A violation raises the CPU kernel's exception at the next synchronization (``.cpu()``, ``.item()``, printing,
+    ``torch.tpu.synchronize()``), or at the failing call under ``TORCH_TPU_LAUNCH_BLOCKING=1``. On by default;
+    ``TORCH_TPU_DEVICE_CHECKS=0`` or :func:`set_device_checks` turns them off.
+    """
+    return bool(_C._device_checks())
+
+
+def set_device_checks(enabled: bool = True) -> None:
+    r"""Turn the device-side checks on or off (off: out-of-range indices are clamped or dropped silently)."""
+    _C._set_device_checks(bool(enabled))
+
+
 def cache_stats() -> Dict[str, Any]:
     r"""Compilation cache counters: requests, hits, compiles, compile_seconds."""
     return dict(_C._cache_stats())
@@ -195,8 +210,10 @@ __all__ = [
     "fallback_counts",
     "fallback_reasons",
     "fallback_report",
+    "device_checks",
     "fallback_strict",
     "host_transfer_counts",
+    "set_device_checks",
     "set_fallback_strict",
     "plugin_info",
     "reset_fallback_counts",

@@ -93,13 +93,16 @@ void sweep(DeviceChecks& d, int device) {
 
 }  // namespace
 
-bool deviceChecks() {
-  static const bool v = [] {
-    const char* e = std::getenv("TORCH_TPU_DEVICE_CHECKS");
-    return !(e && *e && std::strcmp(e, "0") == 0);
-  }();
-  return v;
-}
+namespace {
+std::atomic<bool> g_checks{[] {
+  const char* e = std::getenv("TORCH_TPU_DEVICE_CHECKS");
+  return !(e && *e && std::strcmp(e, "0") == 0);
+}()};
+}  // namespace
+
+bool deviceChecks() { return g_checks.load(std::memory_order_relaxed); }
+
+void setDeviceChecks(bool on) { g_checks.store(on); }
 
 void addPendingCheck(int device, runtime::BufferPtr flag, CheckSites sites) {
   std::lock_guard<std::mutex> g(g_mu);

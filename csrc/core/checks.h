@@ -9,8 +9,8 @@
 // pending flags, forgets them, and raises the first violation as the exception the CPU kernel raises (IndexError,
 // or RuntimeError), naming the op.
 //
-// TORCH_TPU_DEVICE_CHECKS=0 turns the checks off (programs get no flag output; out-of-range indices are then
-// clamped or dropped silently, as XLA does).
+// TORCH_TPU_DEVICE_CHECKS=0 (or torch_tpu.set_device_checks(False)) turns the checks off: programs get no flag
+// output, and out-of-range indices are then clamped or dropped silently, as XLA does.
 #pragma once
 
 #include <memory>
@@ -29,8 +29,10 @@ struct CheckSite {
 };
 using CheckSites = std::shared_ptr<const std::vector<CheckSite>>;
 
-// TORCH_TPU_DEVICE_CHECKS (default on).
+// Whether programs carry device-side checks: TORCH_TPU_DEVICE_CHECKS (default on), or setDeviceChecks. The setting
+// is part of every call's cache key (Signature::seal), so switching it takes effect at once.
 bool deviceChecks();
+void setDeviceChecks(bool on);
 
 // The flag of a launched program on `device`, checked at the next synchronization.
 void addPendingCheck(int device, runtime::BufferPtr flag, CheckSites sites);

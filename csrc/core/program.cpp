@@ -76,7 +76,7 @@ int Signature::add(const at::Tensor& t, bool writes) {
 }
 
 void Signature::seal() {
-  put<uint8_t>(key, '|');
+  put<uint8_t>(key, deviceChecks() ? '|' : '!');  // programs with or without device-side checks
   for (size_t s = 0; s < storages.size(); ++s) {
     const runtime::BufferPtr& buf = buffers[s];
     // Donated when nobody but the storage (and this call) holds the buffer, and it is large enough that donating

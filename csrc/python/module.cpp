@@ -169,6 +169,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_reasons", []() { return fallbackReasons(); });
   m.def("_host_transfer_counts", []() { return hostTransferCounts(); });
   m.def("_pending_device_checks", []() { return core::pendingCheckCount(); });
+  m.def("_set_device_checks", &core::setDeviceChecks);
+  m.def("_device_checks", &core::deviceChecks);
   m.def("_reset_fallback_counts", &resetFallbackCounts);
   m.def("_set_fallback_strict", &setFallbackStrict);
   m.def("_fallback_strict", &fallbackStrict);

@@ -120,8 +120,9 @@ def test_valid_indices_still_work():
     logits, target = torch.randn(4, 5), torch.tensor([0, -100, 4, 2])
     torch.testing.assert_close(F.cross_entropy(logits.to("tpu"), target.to("tpu")).cpu(),
                                F.cross_entropy(logits, target), rtol=1e-5, atol=1e-5)  # ignore_index respected
-    torch.testing.assert_close(F.cross_entropy(logits.to("tpu"), target.to("tpu"), ignore_index=4).cpu(),
-                               F.cross_entropy(logits, target, ignore_index=4), rtol=1e-5, atol=1e-5)
+    target = torch.tensor([0, 7, 4, 2])
+    torch.testing.assert_close(F.cross_entropy(logits.to("tpu"), target.to("tpu"), ignore_index=7).cpu(),
+                               F.cross_entropy(logits, target, ignore_index=7), rtol=1e-5, atol=1e-5)
     assert torch_tpu._C._pending_device_checks() == 0
 
 
@@ -190,3 +191,17 @@ def test_checks_can_be_turned_off(run_python):
         """,
         env={"TORCH_TPU_DEVICE_CHECKS": "0"},
     )
+
+
+def test_switching_checks_at_runtime():
+    x = torch.arange(3.0, device="tpu")
+    bad = torch.tensor([5], device="tpu")
+    assert torch_tpu.device_checks()
+    try:
+        torch_tpu.set_device_checks(False)
+        x[bad].cpu()  # the program without a flag: clamped, no error
+        assert torch_tpu._C._pending_device_checks() == 0
+    finally:
+        torch_tpu.set_device_checks(True)
+    with pytest.raises(IndexError):
+        x[bad].cpu()  # the same call signature gets its checked program back
