@@ -9,8 +9,11 @@
 // pending flags, forgets them, and raises the first violation as the exception the CPU kernel raises (IndexError,
 // or RuntimeError), naming the op.
 //
-// TORCH_TPU_DEVICE_CHECKS=0 (or torch_tpu.set_device_checks(False)) turns the checks off: programs get no flag
-// output, and out-of-range indices are then clamped or dropped silently, as XLA does.
+// Cost: a flag read is a device-to-host transfer (tens of microseconds on the CPU plugin), so flags are not read
+// one by one. Every program's sites are registered once under a process-wide id range; pending flags are combined
+// on the device by a small fold program (into one flag holding the global site id of the first violation) when 256
+// are pending and at a synchronization point, which then reads a single flag. Nothing blocks between
+// synchronizations, and memory stays bounded however long a program runs without one.
 #pragma once
 
 #include <memory>
@@ -27,7 +30,14 @@ struct CheckSite {
   std::string message;  // "{}" stands for the offending value
   bool index_error;     // IndexError, else RuntimeError
 };
-using CheckSites = std::shared_ptr<const std::vector<CheckSite>>;
+// The checks of one program, registered process-wide: site k of the program is global site base + k + 1.
+struct SiteTable {
+  std::vector<CheckSite> sites;
+  int64_t base = 0;
+};
+using CheckSites = std::shared_ptr<const SiteTable>;
+// Registers the checks of a new program (kept for the life of the process, like the program's executable).
+CheckSites registerCheckSites(std::vector<CheckSite> sites);
 
 // Whether programs carry device-side checks: TORCH_TPU_DEVICE_CHECKS (default on), or setDeviceChecks. The setting
 // is part of every call's cache key (Signature::seal), so switching it takes effect at once.
@@ -40,6 +50,23 @@ void addPendingCheck(int device, runtime::BufferPtr flag, CheckSites sites);
 // Reads the pending flags of `device` (-1: every device), forgets them and raises the first violation. Cheap when
 // nothing is pending.
 void raisePendingChecks(int device);
+
+// The same in two halves, so that reading the flags overlaps the caller's own device-to-host transfer: start() takes
+// the pending flags and starts reading them; finish() waits and raises the first violation.
+class PendingChecks {
+ public:
+  static PendingChecks start(int device);
+  void finish();
+  PendingChecks() = default;
+  PendingChecks(PendingChecks&&) = default;
+  PendingChecks& operator=(PendingChecks&&) = default;
+  ~PendingChecks();  // waits for reads still in flight (their host memory is ours)
+
+  struct Read;
+
+ private:
+  std::vector<std::shared_ptr<Read>> reads_;
+};
 
 // Number of flags not yet read (tests, diagnostics).
 int64_t pendingCheckCount();

@@ -226,7 +226,7 @@ std::string ProgramBuilder::finish(const std::vector<Value>& results, std::vecto
       value = b.select(check_fail_[k], check_value_[k], value);
     }
     outs.push_back(b.concatenate({b.reshape(site, {1}), b.reshape(value, {1})}, 0));
-    prog.checks = std::make_shared<const std::vector<CheckSite>>(std::move(check_sites_));
+    prog.checks = registerCheckSites(std::move(check_sites_));
   }
   prog.params = params_;
   prog.donated = donated_;

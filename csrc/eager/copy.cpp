@@ -85,9 +85,18 @@ at::Tensor hostView(const at::Tensor& bytes, const at::Tensor& like) {
   return bytes.view(like.scalar_type()).as_strided(like.sizes(), like.strides(), like.storage_offset());
 }
 
+void toHostData(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
+
 void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
-  // A synchronization point: device-side checks failed so far on this device raise here (core/checks.h).
-  if (!non_blocking) core::raisePendingChecks(src.device().index());
+  // A synchronization point: device-side checks failed so far on this device raise here (core/checks.h), after the
+  // transfer, which the flag read overlaps.
+  core::PendingChecks checks;
+  if (!non_blocking) checks = core::PendingChecks::start(src.device().index());
+  toHostData(src, dst, non_blocking);
+  checks.finish();
+}
+
+void toHostData(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   if (hostOnly(src)) {
     // The storage holds the raw values; conjugate / negative views apply their bit on the host.
     at::Tensor hv = hostView(hostStorage(src), src);
