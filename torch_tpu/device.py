@@ -7,7 +7,6 @@ that needs the runtime) runs :func:`_lazy_init`.
 
 from __future__ import annotations
 
-import os
 import threading
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -360,25 +359,6 @@ def initial_seed() -> int:
 # ---------------------------------------------------------------------------------------------------------
 # Device properties and memory
 # ---------------------------------------------------------------------------------------------------------
-
-
-def _host_memory() -> Tuple[int, int]:
-    """(available, total) host memory in bytes (0, 0 if unknown)."""
-    try:
-        page = os.sysconf("SC_PAGE_SIZE")
-        total = os.sysconf("SC_PHYS_PAGES") * page
-        avail = os.sysconf("SC_AVPHYS_PAGES") * page
-        try:
-            with open("/proc/meminfo") as f:
-                for line in f:
-                    if line.startswith("MemAvailable:"):
-                        avail = int(line.split()[1]) * 1024
-                        break
-        except OSError:
-            pass
-        return int(avail), int(total)
-    except (ValueError, OSError, AttributeError):
-        return 0, 0
 
 
 class _TpuDeviceProperties:

@@ -84,7 +84,7 @@ void Signature::seal() {
     donatable[s] = written[s] && buf && buf.use_count() <= 2 && buf->byteSize() >= donateMinBytes();
     put<uint8_t>(key, !buf ? 'z' : donatable[s] ? 'D' : 'b');
   }
-  overlap_hazard = false;
+  overlap_hazard = write_alias = false;
   for (size_t i = 0; i < tensors.size() && !overlap_hazard; ++i) {
     const Entry& w = tensors[i];
     if (!w.writes) continue;
@@ -92,12 +92,15 @@ void Signature::seal() {
       overlap_hazard = true;
       break;
     }
-    for (size_t j = 0; j < tensors.size(); ++j)
-      if (j != i && tensors[j].slot == w.slot &&
-          at::get_overlap_status(w.t, tensors[j].t) == at::MemOverlapStatus::Partial) {
+    for (size_t j = 0; j < tensors.size(); ++j) {
+      if (j == i || tensors[j].slot != w.slot) continue;
+      const at::MemOverlapStatus st = at::get_overlap_status(w.t, tensors[j].t);
+      if (st == at::MemOverlapStatus::Partial) {
         overlap_hazard = true;
         break;
       }
+      if (st != at::MemOverlapStatus::No) write_alias = true;
+    }
   }
 }
 

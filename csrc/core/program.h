@@ -68,6 +68,9 @@ class Signature {
   // A written tensor overlaps itself (a stride-0 dimension) or partially overlaps another tensor of the call: PyTorch
   // rejects such writes for most ops (at::assert_no_internal_overlap / assert_no_partial_overlap); see seal.
   bool overlap_hazard = false;
+  // A written tensor shares memory with another tensor of the call (any overlap, the same tensor included): out=
+  // forms of gather, take, cat, ... reject even that.
+  bool write_alias = false;
 
   // Adds a tpu tensor (on the signature's device; the first tensor decides it) and appends its key bytes. `writes`:
   // the call may write the tensor's storage. Returns the tensor's index.

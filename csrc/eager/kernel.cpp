@@ -578,7 +578,8 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   for (int attempt = 0; attempt < 2; ++attempt) {
     Call c;
     scan(info, schema, *stack, base, c);
-    if (C10_UNLIKELY(c.sig.overlap_hazard)) checkWriteOverlap(op, *stack, base);
+    if (C10_UNLIKELY(c.sig.overlap_hazard || (c.sig.write_alias && info.op.variant == core::Variant::Out)))
+      checkWriteOverlap(op, *stack, base);
     g_stats.requests++;
     std::shared_ptr<Program> prog;
     {
@@ -594,7 +595,9 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
       prog = buildProgram(op, info, *stack, base, c, needs_resize);
       if (!prog) continue;  // an out= argument was resized: scan again
       if (prog->error_on_cpu) {
-        // Not cached: the CPU kernel raises PyTorch's own error (or, should it accept the call, computes it).
+        // Not cached: the CPU kernel raises PyTorch's own error (or, should it accept the call, computes it). An
+        // overlap error is found on host twins that alias as the tpu tensors do (the fallback copies lose that).
+        checkWriteOverlap(op, *stack, base);
         cpuRunForError(op, stack);
         return;
       }

@@ -5,22 +5,6 @@ op key is OpInfo name[.variant]; dtype is e.g. "float32" or "any" for error inpu
 """
 
 EXPECTED_FAILURES = {
-    ("index_select", "any", "error_input"):
-        "index_select(x, d, i, out=x) is not rejected: PyTorch's meta kernel for index_select.out has no overlap "
-        "check (the CPU kernel does); the device computes a correct result instead of raising",
-    ("cat", "any", "error_input"):
-        "cat(..., out=t) with t overlapping an input, or t with internal overlap, is not rejected: PyTorch's meta "
-        "kernel for cat.out has no overlap checks (the CPU kernel does)",
-    ("gather", "any", "error_input"):
-        "out-of-range index values are not detected (checking them needs a host round trip per call; the device "
-        "gather clamps), and gather(..., out=t) with t overlapping the input is not rejected: PyTorch's meta kernel "
-        "for gather.out has no overlap check",
-    ("scatter_add", "any", "error_input"):
-        "out-of-range index values are not detected (checking them needs a host round trip per call; the device "
-        "scatter drops them)",
-    ("take", "any", "error_input"):
-        "out-of-range index values are not detected (checking them needs a host round trip per call; the device "
-        "gather clamps them)",
     ("aminmax", "any", "error_input"):
         "aminmax(..., out=(a, b)) with a wrong out dtype is not rejected: PyTorch's meta kernel for aminmax.out "
         "does not check out dtypes (the CPU kernel does); the device converts instead",

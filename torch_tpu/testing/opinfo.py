@@ -254,9 +254,11 @@ def run_error_inputs(op, expected_failures=None) -> List[CaseResult]:
     results = []
     try:
         errs = list(op.error_inputs("cpu"))
+        # a second, untouched copy for the device: the CPU call may resize out= arguments and their aliases
+        fresh = list(op.error_inputs("cpu"))
     except Exception:  # noqa: BLE001
         return results
-    for i, ei in enumerate(errs):
+    for i, (ei, ei_dev) in enumerate(zip(errs, fresh)):
         s = ei.sample_input
         args = (s.input,) + tuple(s.args)
         try:
@@ -268,11 +270,13 @@ def run_error_inputs(op, expected_failures=None) -> List[CaseResult]:
             cpu_type = type(e)
         if cpu_type is None:
             continue
-        targs, tkwargs = _to((args, s.kwargs), "tpu")
+        sd = ei_dev.sample_input
+        targs, tkwargs = _to(((sd.input,) + tuple(sd.args), sd.kwargs), "tpu")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 op.op(*targs, **tkwargs)
+                torch.tpu.synchronize()  # device-side checks (index bounds) raise at a synchronization point
             tpu_type = None
         except Exception as e:  # noqa: BLE001
             tpu_type = type(e)
