@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "stablehlo/attrs.h"
 #include "stablehlo/builder.h"
 #include "stablehlo/literals.h"
 
@@ -41,15 +42,6 @@ void checkDimsUnique(const char* op, const std::vector<int64_t>& dims, int64_t r
 void checkShape(const char* op, const Shape& s);  // no negative sizes
 bool contains(const std::vector<int64_t>& v, int64_t x);
 
-// ---- attribute text ----
-
-void appendArray(std::string& s, const std::vector<int64_t>& v);  // "array<i64: 0, 1>"
-void appendList(std::string& s, const std::vector<int64_t>& v);   // "[0, 1]"
-// "dense<[[0, 0], [1, 1]]> : tensor<2x2xi64>"
-void appendPadding(std::string& s, const std::vector<std::pair<int64_t, int64_t>>& p);
-// "comparison_direction = #stablehlo<comparison_direction LT>, compare_type = #stablehlo<comparison_type FLOAT>"
-void appendCmpAttrs(std::string& s, Cmp c, DType t);
-
 }  // namespace detail
 
 // One module's text under construction. Values are numbered as they are emitted; a parameter is "%argN", a
@@ -70,10 +62,34 @@ struct Builder::Impl {
 
   Impl();
 
-  void appendRef(std::string& s, int id) const;
+  void appendRef(std::string& s, int id) const {
+    const Slot& sl = slots[static_cast<size_t>(id)];
+    if (sl.sub == -2) {
+      s += "%arg";
+      detail::appendInt(s, sl.num);
+    } else {
+      s += '%';
+      detail::appendInt(s, sl.num);
+      if (sl.sub >= 0) {
+        s += '#';
+        detail::appendInt(s, sl.sub);
+      }
+    }
+  }
   // Throws unless v was produced by this (unfinished) builder with the type it carries.
-  void check(const char* op, const Value& v) const;
-  Value newValue(const TensorType& t, int32_t num, int32_t sub);
+  void check(const char* op, const Value& v) const {
+    if (finished || v.id < 0 || static_cast<size_t>(v.id) >= slots.size() || v.type != types[static_cast<size_t>(v.id)])
+      badValue(op, v);
+  }
+  [[noreturn]] void badValue(const char* op, const Value& v) const;  // check()'s error
+  Value newValue(const TensorType& t, int32_t num, int32_t sub) {
+    Value v;
+    v.id = static_cast<int>(slots.size());
+    v.type = t;
+    slots.push_back({num, sub});
+    types.push_back(t);
+    return v;
+  }
 
   // Emits `%N = "name"(ops) REGIONS {ATTRS} : (types) -> result(s)`; returns the result values.
   std::vector<Value> emitMulti(const char* name, const Value* ops, size_t nops, std::string_view regions,

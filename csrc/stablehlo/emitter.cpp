@@ -73,74 +73,6 @@ void checkShape(const char* op, const Shape& s) {
 
 bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-// ---------------------------------------------------------------- attribute text
-
-void appendArray(std::string& s, const std::vector<int64_t>& v) {
-  s += "array<i64";
-  for (size_t i = 0; i < v.size(); ++i) {
-    s += i ? ", " : ": ";
-    appendInt(s, v[i]);
-  }
-  s += '>';
-}
-
-void appendList(std::string& s, const std::vector<int64_t>& v) {
-  s += '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) s += ", ";
-    appendInt(s, v[i]);
-  }
-  s += ']';
-}
-
-void appendPadding(std::string& s, const std::vector<std::pair<int64_t, int64_t>>& p) {
-  if (p.empty()) {
-    s += "dense<> : tensor<0x2xi64>";
-    return;
-  }
-  s += "dense<[";
-  for (size_t i = 0; i < p.size(); ++i) {
-    if (i) s += ", ";
-    s += '[';
-    appendInt(s, p[i].first);
-    s += ", ";
-    appendInt(s, p[i].second);
-    s += ']';
-  }
-  s += "]> : tensor<";
-  appendInt(s, static_cast<int64_t>(p.size()));
-  s += "x2xi64>";
-}
-
-namespace {
-
-const char* cmpName(Cmp c) {
-  switch (c) {
-    case Cmp::EQ: return "EQ";
-    case Cmp::NE: return "NE";
-    case Cmp::LT: return "LT";
-    case Cmp::LE: return "LE";
-    case Cmp::GT: return "GT";
-    case Cmp::GE: return "GE";
-  }
-  return "EQ";
-}
-const char* cmpType(DType t) {
-  if (isFloat(t) || isComplex(t)) return "FLOAT";
-  if (t == DType::Pred || (isInteger(t) && !isSigned(t))) return "UNSIGNED";
-  return "SIGNED";
-}
-
-}  // namespace
-
-void appendCmpAttrs(std::string& s, Cmp c, DType t) {
-  s += "comparison_direction = #stablehlo<comparison_direction ";
-  s += cmpName(c);
-  s += ">, compare_type = #stablehlo<comparison_type ";
-  s += cmpType(t);
-  s += '>';
-}
-
 }  // namespace detail
 
 using namespace detail;
@@ -169,37 +101,12 @@ Builder::Impl::Impl() {
   types.reserve(32);
 }
 
-void Builder::Impl::appendRef(std::string& s, int id) const {
-  const Slot& sl = slots[static_cast<size_t>(id)];
-  if (sl.sub == -2) {
-    s += "%arg";
-    appendInt(s, sl.num);
-  } else {
-    s += '%';
-    appendInt(s, sl.num);
-    if (sl.sub >= 0) {
-      s += '#';
-      appendInt(s, sl.sub);
-    }
-  }
-}
-
-void Builder::Impl::check(const char* op, const Value& v) const {
+void Builder::Impl::badValue(const char* op, const Value& v) const {
   if (finished) fail(op, "the builder was already finished");
   if (v.id < 0 || static_cast<size_t>(v.id) >= slots.size())
     fail(op, "invalid Value (id " + std::to_string(v.id) + ") - not produced by this builder");
-  if (v.type != types[static_cast<size_t>(v.id)])
-    fail(op, "Value %" + std::to_string(v.id) + " carries type " + v.type.str() + " but was created as " +
-                 types[static_cast<size_t>(v.id)].str());
-}
-
-Value Builder::Impl::newValue(const TensorType& t, int32_t num, int32_t sub) {
-  Value v;
-  v.id = static_cast<int>(slots.size());
-  v.type = t;
-  slots.push_back({num, sub});
-  types.push_back(t);
-  return v;
+  fail(op, "Value %" + std::to_string(v.id) + " carries type " + v.type.str() + " but was created as " +
+               types[static_cast<size_t>(v.id)].str());
 }
 
 std::vector<Value> Builder::Impl::emitMulti(const char* name, const Value* ops, size_t nops, std::string_view regions,
@@ -290,13 +197,7 @@ Value Builder::Impl::emit(const char* name, std::initializer_list<Value> ops, st
 }
 
 Value Builder::Impl::constantLiteral(const std::string& lit, const TensorType& t) {
-  std::string attrs;
-  attrs.reserve(40 + lit.size());
-  attrs += "value = dense<";
-  attrs += lit;
-  attrs += "> : ";
-  appendType(attrs, t);
-  return emit("stablehlo.constant", {}, attrs, t);
+  return emit("stablehlo.constant", {}, Attrs().dense("value", lit, t), t);
 }
 
 // ------------------------------------------------------------ regions
@@ -350,9 +251,7 @@ std::string Builder::Impl::Region::op(const char* name,
 }
 
 std::string Builder::Impl::Region::cmp(std::string_view a, std::string_view b, DType t, Cmp c) {
-  std::string attrs;
-  appendCmpAttrs(attrs, c, t);
-  return op("stablehlo.compare", {{a, t}, {b, t}}, DType::Pred, attrs);
+  return op("stablehlo.compare", {{a, t}, {b, t}}, DType::Pred, Attrs().comparison(c, t));
 }
 
 std::string Builder::Impl::Region::finish(std::initializer_list<std::pair<std::string_view, DType>> vals) {
@@ -448,9 +347,9 @@ std::string Builder::finish(const std::vector<Value>& results) {
     s += ": ";
     appendType(s, I.params[i]);
     if (I.donate[i] >= 0) {
-      s += " {tf.aliasing_output = ";
-      appendInt(s, I.donate[i]);
-      s += " : i32}";
+      s += " {";
+      s += Attrs().i32("tf.aliasing_output", I.donate[i]).str();
+      s += '}';
     }
   }
   s += ") -> (";

@@ -53,10 +53,7 @@ Value Builder::iota(const TensorType& t, int64_t dim) {
   if (dim < 0 || dim >= t.rank())
     fail("iota", "iota_dimension " + std::to_string(dim) + " out of range for " + t.str());
   if (t.dtype == DType::Pred || t.dtype == DType::Invalid) fail("iota", "needs a numeric dtype, got " + t.str());
-  std::string attrs = "iota_dimension = ";
-  appendInt(attrs, dim);
-  attrs += " : i64";
-  return impl_->emit("stablehlo.iota", {}, attrs, t);
+  return impl_->emit("stablehlo.iota", {}, Attrs().i64("iota_dimension", dim), t);
 }
 
 Value Builder::scalarLike(double v, const Value& like) { return constantF(v, like.dtype(), like.shape()); }

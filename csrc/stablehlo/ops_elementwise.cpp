@@ -106,10 +106,8 @@ Value Builder::compare(Value a, Value b, Cmp dir) {
   requireSameType("compare", a, b);
   if (isComplex(a.dtype()) && dir != Cmp::EQ && dir != Cmp::NE)
     fail("compare", "complex operands only support EQ/NE");
-  std::string attrs;
-  attrs.reserve(120);
-  appendCmpAttrs(attrs, dir, a.dtype());
-  return impl_->emit("stablehlo.compare", {a, b}, attrs, TensorType{DType::Pred, a.shape()});
+  return impl_->emit("stablehlo.compare", {a, b}, Attrs().comparison(dir, a.dtype()),
+                     TensorType{DType::Pred, a.shape()});
 }
 
 Value Builder::select(Value pred, Value on_true, Value on_false) {

@@ -52,30 +52,17 @@ Value Builder::gather(Value operand, Value indices, const GatherDims& d, const s
   for (size_t i = 0; i < rr; ++i) expect[i] = contains(od, static_cast<int64_t>(i)) ? offs[oi++] : batch[bi++];
   if (expect != result_shape)
     fail("gather", "result shape " + shapeStr(result_shape) + " does not match the computed " + shapeStr(expect));
-  std::string attrs;
-  attrs.reserve(256);
-  attrs += "dimension_numbers = #stablehlo.gather<offset_dims = ";
-  appendList(attrs, d.offset_dims);
-  if (!d.collapsed_slice_dims.empty()) {
-    attrs += ", collapsed_slice_dims = ";
-    appendList(attrs, d.collapsed_slice_dims);
-  }
-  if (!d.operand_batching_dims.empty()) {
-    attrs += ", operand_batching_dims = ";
-    appendList(attrs, d.operand_batching_dims);
-  }
-  if (!d.start_indices_batching_dims.empty()) {
-    attrs += ", start_indices_batching_dims = ";
-    appendList(attrs, d.start_indices_batching_dims);
-  }
-  attrs += ", start_index_map = ";
-  appendList(attrs, d.start_index_map);
-  attrs += ", index_vector_dim = ";
-  appendInt(attrs, d.index_vector_dim);
-  attrs += ">, indices_are_sorted = ";
-  attrs += indices_are_sorted ? "true" : "false";
-  attrs += ", slice_sizes = ";
-  appendArray(attrs, slice_sizes);
+  Attrs dn;
+  dn.list("offset_dims", d.offset_dims)
+      .listIfAny("collapsed_slice_dims", d.collapsed_slice_dims)
+      .listIfAny("operand_batching_dims", d.operand_batching_dims)
+      .listIfAny("start_indices_batching_dims", d.start_indices_batching_dims)
+      .list("start_index_map", d.start_index_map)
+      .integer("index_vector_dim", d.index_vector_dim);
+  Attrs attrs;
+  attrs.nested("dimension_numbers", "#stablehlo.gather<", dn)
+      .boolean("indices_are_sorted", indices_are_sorted)
+      .array("slice_sizes", slice_sizes);
   return impl_->emit("stablehlo.gather", {operand, indices}, attrs, TensorType{operand.dtype(), result_shape});
 }
 
@@ -116,30 +103,17 @@ Value Builder::scatter(Value operand, Value indices, Value updates, const Scatte
     std::string b = r.arg(t);
     region = r.finish({{b, t}});
   }
-  std::string attrs;
-  attrs.reserve(256);
-  attrs += "indices_are_sorted = ";
-  attrs += indices_are_sorted ? "true" : "false";
-  attrs += ", scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = ";
-  appendList(attrs, d.update_window_dims);
-  if (!d.inserted_window_dims.empty()) {
-    attrs += ", inserted_window_dims = ";
-    appendList(attrs, d.inserted_window_dims);
-  }
-  if (!d.input_batching_dims.empty()) {
-    attrs += ", input_batching_dims = ";
-    appendList(attrs, d.input_batching_dims);
-  }
-  if (!d.scatter_indices_batching_dims.empty()) {
-    attrs += ", scatter_indices_batching_dims = ";
-    appendList(attrs, d.scatter_indices_batching_dims);
-  }
-  attrs += ", scatter_dims_to_operand_dims = ";
-  appendList(attrs, d.scatter_dims_to_operand_dims);
-  attrs += ", index_vector_dim = ";
-  appendInt(attrs, d.index_vector_dim);
-  attrs += ">, unique_indices = ";
-  attrs += unique_indices ? "true" : "false";
+  Attrs dn;
+  dn.list("update_window_dims", d.update_window_dims)
+      .listIfAny("inserted_window_dims", d.inserted_window_dims)
+      .listIfAny("input_batching_dims", d.input_batching_dims)
+      .listIfAny("scatter_indices_batching_dims", d.scatter_indices_batching_dims)
+      .list("scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims)
+      .integer("index_vector_dim", d.index_vector_dim);
+  Attrs attrs;
+  attrs.boolean("indices_are_sorted", indices_are_sorted)
+      .nested("scatter_dimension_numbers", "#stablehlo.scatter<", dn)
+      .boolean("unique_indices", unique_indices);
   return impl_->emit("stablehlo.scatter", {operand, indices, updates}, attrs, operand.type, region);
 }
 
@@ -192,10 +166,8 @@ std::vector<Value> Builder::sort(const std::vector<Value>& operands, int64_t dim
     res = before;
   }
   std::string region = r.finish({{res, DType::Pred}});
-  std::string attrs = "dimension = ";
-  appendInt(attrs, dim);
-  attrs += " : i64, is_stable = ";
-  attrs += stable ? "true" : "false";
+  Attrs attrs;
+  attrs.i64("dimension", dim).boolean("is_stable", stable);
   std::vector<TensorType> res_types;
   res_types.reserve(operands.size());
   for (const Value& v : operands) res_types.push_back(v.type);

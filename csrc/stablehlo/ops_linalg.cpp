@@ -32,23 +32,13 @@ Value Builder::dotGeneral(Value lhs, Value rhs, const std::vector<int64_t>& lb, 
     if (!contains(lall, i)) out.push_back(lhs.shape()[static_cast<size_t>(i)]);
   for (int64_t i = 0; i < rhs.rank(); ++i)
     if (!contains(rall, i)) out.push_back(rhs.shape()[static_cast<size_t>(i)]);
-  std::string attrs;
-  attrs.reserve(160);
-  attrs += "dot_dimension_numbers = #stablehlo.dot<";
-  bool first = true;
-  auto field = [&](const char* name, const std::vector<int64_t>& v) {
-    if (v.empty()) return;
-    if (!first) attrs += ", ";
-    first = false;
-    attrs += name;
-    attrs += " = ";
-    appendList(attrs, v);
-  };
-  field("lhs_batching_dimensions", lb);
-  field("rhs_batching_dimensions", rb);
-  field("lhs_contracting_dimensions", lc);
-  field("rhs_contracting_dimensions", rc);
-  attrs += '>';
+  Attrs dn;
+  dn.listIfAny("lhs_batching_dimensions", lb)
+      .listIfAny("rhs_batching_dimensions", rb)
+      .listIfAny("lhs_contracting_dimensions", lc)
+      .listIfAny("rhs_contracting_dimensions", rc);
+  Attrs attrs;
+  attrs.nested("dot_dimension_numbers", "#stablehlo.dot<", dn);
   return impl_->emit("stablehlo.dot_general", {lhs, rhs}, attrs,
                      TensorType{result == DType::Invalid ? lhs.dtype() : result, out});
 }
@@ -100,38 +90,24 @@ Value Builder::convolution(Value lhs, Value rhs, const ConvDims& d, const std::v
   if (expect != result_shape)
     fail("convolution", "result shape " + shapeStr(result_shape) + " does not match the computed " +
                             shapeStr(expect) + " (input " + lhs.type.str() + ", kernel " + rhs.type.str() + ")");
-  std::string attrs;
-  attrs.reserve(400);
-  attrs += "batch_group_count = ";
-  appendInt(attrs, batch_group_count);
-  attrs += " : i64, dimension_numbers = #stablehlo.conv<raw input_batch_dimension = ";
-  appendInt(attrs, d.input_batch);
-  attrs += ", input_feature_dimension = ";
-  appendInt(attrs, d.input_feature);
-  attrs += ", input_spatial_dimensions = ";
-  appendList(attrs, d.input_spatial);
-  attrs += ", kernel_input_feature_dimension = ";
-  appendInt(attrs, d.kernel_input_feature);
-  attrs += ", kernel_output_feature_dimension = ";
-  appendInt(attrs, d.kernel_output_feature);
-  attrs += ", kernel_spatial_dimensions = ";
-  appendList(attrs, d.kernel_spatial);
-  attrs += ", output_batch_dimension = ";
-  appendInt(attrs, d.output_batch);
-  attrs += ", output_feature_dimension = ";
-  appendInt(attrs, d.output_feature);
-  attrs += ", output_spatial_dimensions = ";
-  appendList(attrs, d.output_spatial);
-  attrs += ">, feature_group_count = ";
-  appendInt(attrs, feature_group_count);
-  attrs += " : i64, lhs_dilation = ";
-  appendArray(attrs, ld);
-  attrs += ", padding = ";
-  appendPadding(attrs, padding);
-  attrs += ", rhs_dilation = ";
-  appendArray(attrs, rd);
-  attrs += ", window_strides = ";
-  appendArray(attrs, strides);
+  Attrs dn;  // the "raw" form lists every dimension number by name
+  dn.integer("input_batch_dimension", d.input_batch)
+      .integer("input_feature_dimension", d.input_feature)
+      .list("input_spatial_dimensions", d.input_spatial)
+      .integer("kernel_input_feature_dimension", d.kernel_input_feature)
+      .integer("kernel_output_feature_dimension", d.kernel_output_feature)
+      .list("kernel_spatial_dimensions", d.kernel_spatial)
+      .integer("output_batch_dimension", d.output_batch)
+      .integer("output_feature_dimension", d.output_feature)
+      .list("output_spatial_dimensions", d.output_spatial);
+  Attrs attrs;
+  attrs.i64("batch_group_count", batch_group_count)
+      .nested("dimension_numbers", "#stablehlo.conv<raw ", dn)
+      .i64("feature_group_count", feature_group_count)
+      .array("lhs_dilation", ld)
+      .padding("padding", padding)
+      .array("rhs_dilation", rd)
+      .array("window_strides", strides);
   return impl_->emit("stablehlo.convolution", {lhs, rhs}, attrs,
                      TensorType{result == DType::Invalid ? lhs.dtype() : result, result_shape});
 }

@@ -14,7 +14,7 @@ std::vector<Value> Builder::rngBitGenerator(Value state, const TensorType& t) {
     fail("rngBitGenerator", "output must be an integer (usually unsigned) type, got " + t.str());
   TensorType res[2] = {state.type, t};
   return impl_->emitMulti("stablehlo.rng_bit_generator", &state, 1, {},
-                          "rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>", res, 2);
+                          Attrs().enumeration("rng_algorithm", "rng_algorithm", "THREE_FRY"), res, 2);
 }
 
 }  // namespace torch_tpu::shlo

@@ -49,9 +49,8 @@ Value Builder::reduce(Value a, const std::vector<int64_t>& dims, ReduceKind kind
   Shape out;
   for (int64_t i = 0; i < a.rank(); ++i)
     if (!contains(dims, i)) out.push_back(a.shape()[static_cast<size_t>(i)]);
-  std::string attrs = "dimensions = ";
-  appendArray(attrs, sorted);
-  return impl_->emit("stablehlo.reduce", {a, init}, attrs, TensorType{a.dtype(), out}, region);
+  return impl_->emit("stablehlo.reduce", {a, init}, Attrs().array("dimensions", sorted), TensorType{a.dtype(), out},
+                     region);
 }
 
 std::vector<Value> Builder::argReduce(Value a, Value indices, int64_t dim, bool is_max) {
@@ -90,11 +89,9 @@ std::vector<Value> Builder::argReduce(Value a, Value indices, int64_t dim, bool 
   Shape out;
   for (int64_t i = 0; i < a.rank(); ++i)
     if (i != dim) out.push_back(a.shape()[static_cast<size_t>(i)]);
-  std::string attrs = "dimensions = ";
-  appendArray(attrs, {dim});
   Value ops[4] = {a, indices, vinit, iinit};
   TensorType res[2] = {TensorType{vt, out}, TensorType{it, out}};
-  return impl_->emitMulti("stablehlo.reduce", ops, 4, region, attrs, res, 2);
+  return impl_->emitMulti("stablehlo.reduce", ops, 4, region, Attrs().array("dimensions", {dim}), res, 2);
 }
 
 Value Builder::reduceWindow(Value a, Value init, ReduceKind kind, const std::vector<int64_t>& window,
@@ -121,17 +118,12 @@ Value Builder::reduceWindow(Value a, Value init, ReduceKind kind, const std::vec
     out[i] = padded < eff ? 0 : (padded - eff) / strides[i] + 1;
   }
   std::string region = impl_->combinerRegion("reduceWindow", kind, a.dtype());
-  std::string attrs;
-  attrs += "window_dimensions = ";
-  appendArray(attrs, window);
-  attrs += ", window_strides = ";
-  appendArray(attrs, strides);
-  attrs += ", base_dilations = ";
-  appendArray(attrs, bd);
-  attrs += ", window_dilations = ";
-  appendArray(attrs, wd);
-  attrs += ", padding = ";
-  appendPadding(attrs, padding);
+  Attrs attrs;
+  attrs.array("window_dimensions", window)
+      .array("window_strides", strides)
+      .array("base_dilations", bd)
+      .array("window_dilations", wd)
+      .padding("padding", padding);
   return impl_->emit("stablehlo.reduce_window", {a, init}, attrs, TensorType{a.dtype(), out}, region);
 }
 

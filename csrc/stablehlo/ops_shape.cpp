@@ -33,9 +33,8 @@ Value Builder::broadcastInDim(Value a, const Shape& shape, const std::vector<int
                                  std::to_string(src) + ") cannot broadcast to result " + shapeStr(shape) +
                                  " dimension " + std::to_string(dims[i]));
   }
-  std::string attrs = "broadcast_dimensions = ";
-  appendArray(attrs, dims);
-  return impl_->emit("stablehlo.broadcast_in_dim", {a}, attrs, TensorType{a.dtype(), shape});
+  return impl_->emit("stablehlo.broadcast_in_dim", {a}, Attrs().array("broadcast_dimensions", dims),
+                     TensorType{a.dtype(), shape});
 }
 
 Value Builder::broadcastTo(Value a, const Shape& shape) {
@@ -65,9 +64,7 @@ Value Builder::transpose(Value a, const std::vector<int64_t>& perm) {
     out[i] = a.shape()[static_cast<size_t>(perm[i])];
   }
   if (identity) return a;
-  std::string attrs = "permutation = ";
-  appendArray(attrs, perm);
-  return impl_->emit("stablehlo.transpose", {a}, attrs, TensorType{a.dtype(), out});
+  return impl_->emit("stablehlo.transpose", {a}, Attrs().array("permutation", perm), TensorType{a.dtype(), out});
 }
 
 Value Builder::slice(Value a, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
@@ -86,14 +83,8 @@ Value Builder::slice(Value a, const std::vector<int64_t>& start, const std::vect
                         dimsStr(start) + ", limit " + dimsStr(limit) + ", operand " + a.type.str());
     out[i] = (limit[i] - start[i] + strides[i] - 1) / strides[i];
   }
-  std::string attrs;
-  attrs.reserve(96);
-  attrs += "start_indices = ";
-  appendArray(attrs, start);
-  attrs += ", limit_indices = ";
-  appendArray(attrs, limit);
-  attrs += ", strides = ";
-  appendArray(attrs, strides);
+  Attrs attrs;
+  attrs.array("start_indices", start).array("limit_indices", limit).array("strides", strides);
   return impl_->emit("stablehlo.slice", {a}, attrs, TensorType{a.dtype(), out});
 }
 
@@ -137,9 +128,8 @@ Value Builder::dynamicSlice(Value a, const std::vector<Value>& starts_in, const 
   ops.reserve(starts_in.size() + 1);
   ops.push_back(a);
   for (const Value& s : unifyStarts(*this, "dynamicSlice", starts_in)) ops.push_back(s);
-  std::string attrs = "slice_sizes = ";
-  appendArray(attrs, sizes);
-  return impl_->emitVec("stablehlo.dynamic_slice", ops, attrs, TensorType{a.dtype(), sizes});
+  return impl_->emitVec("stablehlo.dynamic_slice", ops, Attrs().array("slice_sizes", sizes),
+                        TensorType{a.dtype(), sizes});
 }
 
 Value Builder::dynamicUpdateSlice(Value a, Value update, const std::vector<Value>& starts_in) {
@@ -177,10 +167,7 @@ Value Builder::concatenate(const std::vector<Value>& vals, int64_t dim) {
                               " outside dimension " + std::to_string(dim));
     out[static_cast<size_t>(dim)] += v.shape()[static_cast<size_t>(dim)];
   }
-  std::string attrs = "dimension = ";
-  appendInt(attrs, dim);
-  attrs += " : i64";
-  return impl_->emitVec("stablehlo.concatenate", vals, attrs, TensorType{f.dtype(), out});
+  return impl_->emitVec("stablehlo.concatenate", vals, Attrs().i64("dimension", dim), TensorType{f.dtype(), out});
 }
 
 Value Builder::pad(Value a, Value pad_value, const std::vector<int64_t>& low, const std::vector<int64_t>& high,
@@ -201,13 +188,8 @@ Value Builder::pad(Value a, Value pad_value, const std::vector<int64_t>& low, co
     out[i] = low[i] + high[i] + d + std::max<int64_t>(d - 1, 0) * interior[i];
     if (out[i] < 0) fail("pad", "negative padding makes dimension " + std::to_string(i) + " negative");
   }
-  std::string attrs;
-  attrs += "edge_padding_low = ";
-  appendArray(attrs, low);
-  attrs += ", edge_padding_high = ";
-  appendArray(attrs, high);
-  attrs += ", interior_padding = ";
-  appendArray(attrs, interior);
+  Attrs attrs;
+  attrs.array("edge_padding_low", low).array("edge_padding_high", high).array("interior_padding", interior);
   return impl_->emit("stablehlo.pad", {a, pad_value}, attrs, TensorType{a.dtype(), out});
 }
 
@@ -215,9 +197,7 @@ Value Builder::reverse(Value a, const std::vector<int64_t>& dims) {
   impl_->check("reverse", a);
   checkDimsUnique("reverse", dims, a.rank(), "dimensions");
   if (dims.empty()) return a;
-  std::string attrs = "dimensions = ";
-  appendArray(attrs, dims);
-  return impl_->emit("stablehlo.reverse", {a}, attrs, a.type);
+  return impl_->emit("stablehlo.reverse", {a}, Attrs().array("dimensions", dims), a.type);
 }
 
 }  // namespace torch_tpu::shlo
