@@ -346,13 +346,4 @@ bool realDTypes(const Context& ctx) {
   return true;
 }
 
-void addReal(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> static_args) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.static_args = std::move(static_args);
-  rule.accepts = realDTypes;
-  r.add(std::move(rule));
-}
-
 }  // namespace torch_tpu::lowering

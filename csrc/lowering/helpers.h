@@ -102,7 +102,4 @@ Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& f
 // (no complex, no Invalid inputs). Used as the default `accepts` of most rules.
 bool realDTypes(const Context& ctx);
 
-// Registration convenience: adds a rule that declines complex inputs/outputs.
-void addReal(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> static_args = {});
-
 }  // namespace torch_tpu::lowering

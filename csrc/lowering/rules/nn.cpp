@@ -444,24 +444,26 @@ std::vector<Value> pixelShuffleRule(Context& ctx, bool unshuffle) {
 }  // namespace
 
 void populateNN(Registry& r) {
-  addReal(r, "aten::_softmax", [](Context& ctx) { return softmaxRule(ctx, false); });
-  addReal(r, "aten::_log_softmax", [](Context& ctx) { return softmaxRule(ctx, true); });
-  addReal(r, "aten::_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, false); });
-  addReal(r, "aten::_log_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, true); });
-  addReal(r, "aten::native_layer_norm", layerNormRule);
-  addReal(r, "aten::native_layer_norm_backward", layerNormBackwardRule);
+  r.add("aten::_softmax", [](Context& ctx) { return softmaxRule(ctx, false); }).accepts(realDTypes);
+  r.add("aten::_log_softmax", [](Context& ctx) { return softmaxRule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, false); })
+      .accepts(realDTypes);
+  r.add("aten::_log_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, true); })
+      .accepts(realDTypes);
+  r.add("aten::native_layer_norm", layerNormRule).accepts(realDTypes);
+  r.add("aten::native_layer_norm_backward", layerNormBackwardRule).accepts(realDTypes);
   // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
-  addReal(r, "aten::embedding", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::embedding", [](Context& ctx) -> std::vector<Value> {
     return {takeRows(ctx.b, ctx.tensor(0), ctx.tensor(1))};
-  });
-  addReal(r, "aten::embedding_dense_backward", embeddingBackwardRule);
-  addReal(r, "aten::index_select", indexSelectRule);
-  addReal(r, "aten::nll_loss_forward", nllForwardRule);
-  addReal(r, "aten::nll_loss2d_forward", nllForwardRule);
-  addReal(r, "aten::nll_loss_backward", nllBackwardRule);
-  addReal(r, "aten::nll_loss2d_backward", nllBackwardRule);
+  }).accepts(realDTypes);
+  r.add("aten::embedding_dense_backward", embeddingBackwardRule).accepts(realDTypes);
+  r.add("aten::index_select", indexSelectRule).accepts(realDTypes);
+  r.add("aten::nll_loss_forward", nllForwardRule).accepts(realDTypes);
+  r.add("aten::nll_loss2d_forward", nllForwardRule).accepts(realDTypes);
+  r.add("aten::nll_loss_backward", nllBackwardRule).accepts(realDTypes);
+  r.add("aten::nll_loss2d_backward", nllBackwardRule).accepts(realDTypes);
   // mse_loss(self, target, reduction=mean)
-  addReal(r, "aten::mse_loss", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::mse_loss", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), t = ctx.tensor(1);
     DType out = promote(x.dtype(), t.dtype());
@@ -469,9 +471,9 @@ void populateNN(Registry& r) {
     Shape shape = broadcastShapes({x.shape(), t.shape()});
     Value d = b.sub(b.broadcastTo(b.convert(x, c), shape), b.broadcastTo(b.convert(t, c), shape));
     return {b.convert(reduceLoss(b, b.mul(d, d), ctx.toInt(2)), out)};
-  });
+  }).accepts(realDTypes);
   // mse_loss_backward(grad_output, self, target, reduction)
-  addReal(r, "aten::mse_loss_backward", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::mse_loss_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0), x = ctx.tensor(1), t = ctx.tensor(2);
     DType out = promote(x.dtype(), t.dtype());
@@ -481,18 +483,19 @@ void populateNN(Registry& r) {
     double norm = ctx.toInt(3) == kMean ? 2.0 / double(numel(shape)) : 2.0;
     Value res = b.mul(b.mul(d, b.constantF(norm, c, shape)), b.broadcastTo(b.convert(g, c), shape));
     return {b.convert(res, out)};
-  });
-  addReal(r, "aten::binary_cross_entropy_with_logits", bceLogitsRule);
-  addReal(r, "aten::binary_cross_entropy", bceRule);
-  addReal(r, "aten::binary_cross_entropy_backward", bceBackwardRule);
-  addReal(r, "aten::smooth_l1_loss", [](Context& ctx) { return smoothL1Rule(ctx, false); });
-  addReal(r, "aten::smooth_l1_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, false); });
-  addReal(r, "aten::huber_loss", [](Context& ctx) { return smoothL1Rule(ctx, true); });
-  addReal(r, "aten::huber_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, true); });
-  addReal(r, "aten::glu", gluRule);
-  addReal(r, "aten::glu_backward", gluBackwardRule);
+  }).accepts(realDTypes);
+  r.add("aten::binary_cross_entropy_with_logits", bceLogitsRule).accepts(realDTypes);
+  r.add("aten::binary_cross_entropy", bceRule).accepts(realDTypes);
+  r.add("aten::binary_cross_entropy_backward", bceBackwardRule).accepts(realDTypes);
+  r.add("aten::smooth_l1_loss", [](Context& ctx) { return smoothL1Rule(ctx, false); }).accepts(realDTypes);
+  r.add("aten::smooth_l1_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, false); })
+      .accepts(realDTypes);
+  r.add("aten::huber_loss", [](Context& ctx) { return smoothL1Rule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::huber_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::glu", gluRule).accepts(realDTypes);
+  r.add("aten::glu_backward", gluBackwardRule).accepts(realDTypes);
   // log_sigmoid_forward(self) -> (output, buffer = exp(-|x|), PyTorch CPU's buffer; the backward recomputes it)
-  addReal(r, "aten::log_sigmoid_forward", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::log_sigmoid_forward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     DType c = accType(x.dtype());
@@ -500,20 +503,20 @@ void populateNN(Registry& r) {
     Value buf = ctx.outputs.size() > 1 && ctx.outputs[1].shape == x.shape() ? b.exp(b.neg(b.abs(xc)))
                                                                            : b.zeros({c, ctx.outputs[1].shape});
     return {b.convert(logSigmoid(b, xc), x.dtype()), buf};
-  });
+  }).accepts(realDTypes);
   // log_sigmoid_backward(grad_output, self, buffer): grad * sigmoid(-x)
-  addReal(r, "aten::log_sigmoid_backward", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::log_sigmoid_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0), x = ctx.tensor(1);
     DType c = accType(x.dtype());
     Shape shape = broadcastShapes({g.shape(), x.shape()});
     Value xc = b.broadcastTo(b.convert(x, c), shape), gc = b.broadcastTo(b.convert(g, c), shape);
     return {b.convert(b.mul(gc, b.logistic(b.neg(xc))), x.dtype())};
-  });
-  addReal(r, "aten::pixel_shuffle", [](Context& ctx) { return pixelShuffleRule(ctx, false); });
-  addReal(r, "aten::pixel_unshuffle", [](Context& ctx) { return pixelShuffleRule(ctx, true); });
+  }).accepts(realDTypes);
+  r.add("aten::pixel_shuffle", [](Context& ctx) { return pixelShuffleRule(ctx, false); }).accepts(realDTypes);
+  r.add("aten::pixel_unshuffle", [](Context& ctx) { return pixelShuffleRule(ctx, true); }).accepts(realDTypes);
   // native_dropout(input, float p, bool? train) -> (output, mask)
-  addReal(r, "aten::native_dropout", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::native_dropout", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     if (ctx.has(2) && !ctx.toBool(2)) return {x, b.constantF(1, DType::Pred, x.shape())};
@@ -534,16 +537,16 @@ void populateNN(Registry& r) {
     Value out = b.mul(b.select(keep, b.convert(x, xc), b.zeros({xc, x.shape()})),
                       b.broadcastTo(b.convert(scale, xc), x.shape()));
     return {b.convert(out, x.dtype()), keep};
-  });
+  }).accepts(realDTypes);
   // native_dropout_backward(grad_output, mask, float scale)
-  addReal(r, "aten::native_dropout_backward", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::native_dropout_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0), mask = ctx.tensor(1);
     DType c = accType(g.dtype());
     Value m = b.convert(b.broadcastTo(mask, g.shape()), c);
     Value s = b.broadcastTo(scalarArg(ctx, 2, c), g.shape());
     return {b.convert(b.mul(b.mul(b.convert(g, c), m), s), g.dtype())};
-  });
+  }).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering

@@ -224,14 +224,6 @@ bool noWrittenStats(const Context& ctx, int training_arg) {
   return training_arg >= 0 && !ctx.toBool(size_t(training_arg));
 }
 
-void addBn(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts = realDTypes) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = std::move(accepts);
-  r.add(std::move(rule));
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // rms norm
 
@@ -300,42 +292,42 @@ std::vector<Value> rmsNormBackwardRule(Context& ctx) {
 }  // namespace
 
 void populateNorm(Registry& r) {
-  addReal(r, "aten::native_group_norm", groupNormRule);
-  addReal(r, "aten::native_group_norm_backward", groupNormBackwardRule);
+  r.add("aten::native_group_norm", groupNormRule).accepts(realDTypes);
+  r.add("aten::native_group_norm_backward", groupNormBackwardRule).accepts(realDTypes);
 
   // native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
-  addBn(r, "aten::native_batch_norm", [](Context& ctx) {
+  r.add("aten::native_batch_norm", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
     return bnResults(ctx, batchNorm(ctx, ix, ctx.toBool(5)));
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit(input, weight?, bias?, running_mean!, running_var!, training, momentum, eps)
   //   The eager kernel writes the running statistics from the two values after the schema's results.
-  addBn(r, "aten::_native_batch_norm_legit", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
     BnOut o = batchNorm(ctx, ix, ctx.toBool(5));
     std::vector<Value> res = bnResults(ctx, o);
     appendRunning(ctx, ix, o, res);
     return res;
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps)
-  addBn(r, "aten::_native_batch_norm_legit.no_stats", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit.no_stats", [](Context& ctx) {
     BnIdx ix{1, 2, -1, -1, 3, 4, 5};
     return bnResults(ctx, batchNorm(ctx, ix, true));
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var, momentum, eps)
-  addBn(r, "aten::_native_batch_norm_legit_no_training", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit_no_training", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};
     return bnResults(ctx, batchNorm(ctx, ix, false));
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit_functional(input, weight?, bias?, running_mean, running_var, training, momentum, eps)
   //   -> (out, save_mean, save_invstd, running_mean_out, running_var_out)
-  addBn(r, "aten::_native_batch_norm_legit_functional", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit_functional", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
     BnOut o = batchNorm(ctx, ix, ctx.toBool(5));
     std::vector<Value> res = bnResults(ctx, o);
     appendRunning(ctx, ix, o, res);
     return res;
-  });
+  }).accepts(realDTypes);
   // _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!, momentum, eps)
   //   -> (out, save_mean, save_invstd, reserve), then the written running statistics; its functional form returns
   //   the same values (running_mean_out, running_var_out last).
@@ -347,21 +339,21 @@ void populateNorm(Registry& r) {
     appendRunning(ctx, ix, o, res);
     return res;
   };
-  addBn(r, "aten::_batch_norm_with_update", withUpdate);
-  addBn(r, "aten::_batch_norm_with_update_functional", withUpdate);
+  r.add("aten::_batch_norm_with_update", withUpdate).accepts(realDTypes);
+  r.add("aten::_batch_norm_with_update_functional", withUpdate).accepts(realDTypes);
   // _batch_norm_no_update(input, weight?, bias?, running_mean?, running_var?, momentum, eps)
   //   -> (out, save_mean, save_invstd, reserve); without running stats it normalizes with batch statistics.
-  addBn(r, "aten::_batch_norm_no_update", [](Context& ctx) {
+  r.add("aten::_batch_norm_no_update", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};
     bool stats = ctx.has(3) && ctx.has(4);
     std::vector<Value> res = bnResults(ctx, batchNorm(ctx, ix, !stats));
     res.push_back(emptyOut(ctx, 3));
     return res;
-  });
-  addReal(r, "aten::native_batch_norm_backward", batchNormBackwardRule);
-  addReal(r, "aten::batch_norm_backward", batchNormBackwardRule);
+  }).accepts(realDTypes);
+  r.add("aten::native_batch_norm_backward", batchNormBackwardRule).accepts(realDTypes);
+  r.add("aten::batch_norm_backward", batchNormBackwardRule).accepts(realDTypes);
   // batch_norm_update_stats(input, running_mean?, running_var?, momentum) -> (mean, unbiased var)
-  addReal(r, "aten::batch_norm_update_stats", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::batch_norm_update_stats", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     DType c = accType(x.dtype());
@@ -373,10 +365,10 @@ void populateNorm(Registry& r) {
     Value d = b.sub(xc, perChannel(b, mean, x.shape()));
     Value var = b.div(b.reduce(b.mul(d, d), dims, ReduceKind::Sum), b.constantF(n > 1 ? n - 1 : n, c, cs));
     return {mean, var};
-  });
+  }).accepts(realDTypes);
 
-  addReal(r, "aten::_fused_rms_norm", rmsNormRule);
-  addReal(r, "aten::_fused_rms_norm_backward", rmsNormBackwardRule);
+  r.add("aten::_fused_rms_norm", rmsNormRule).accepts(realDTypes);
+  r.add("aten::_fused_rms_norm_backward", rmsNormBackwardRule).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering

@@ -332,7 +332,7 @@ std::vector<int64_t> padIndex(int64_t n, int64_t lo, int64_t hi, bool reflect) {
 
 void populateShape(Registry& r) {
   // cat(tensors, dim): legacy 1-d empty tensors are skipped; dtypes promote.
-  addReal(r, "aten::cat", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::cat", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     const auto& ts = ctx.arg(0).tensors;
     DType t = DType::Invalid;
@@ -352,8 +352,8 @@ void populateShape(Registry& r) {
     if (keep.empty()) return {b.convert(*ref, t)};
     if (keep.size() == 1) return {keep[0]};
     return {b.concatenate(keep, dim)};
-  });
-  addReal(r, "aten::stack", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::stack", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     const auto& ts = ctx.arg(0).tensors;
     if (ts.empty()) ctx.fail("stack expects a non-empty list");
@@ -367,9 +367,9 @@ void populateShape(Registry& r) {
       parts.push_back(b.reshape(b.convert(v, t), s));
     }
     return {parts.size() == 1 ? parts[0] : b.concatenate(parts, dim)};
-  });
+  }).accepts(realDTypes);
   // constant_pad_nd(self, pad, value=0): pairs from the last dimension backwards; negative pads crop.
-  addReal(r, "aten::constant_pad_nd", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::constant_pad_nd", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     const auto& pad = ctx.toInts(1);
@@ -382,9 +382,9 @@ void populateShape(Registry& r) {
     }
     Value v = ctx.has(2) ? scalarArg(ctx, 2, x.dtype()) : b.constant(0, x.dtype());
     return {b.pad(x, v, lo, hi, in)};
-  });
+  }).accepts(realDTypes);
   // gather(self, dim, index, sparse_grad)
-  addReal(r, "aten::gather", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::gather", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), index = ctx.tensor(2);
     if (x.rank() == 0) return {b.broadcastTo(x, index.shape())};
@@ -395,61 +395,55 @@ void populateShape(Registry& r) {
     gd.start_index_map = range(0, x.rank());
     gd.index_vector_dim = index.rank();
     return {b.gather(x, fullIndices(b, index, dim), gd, std::vector<int64_t>(x.rank(), 1), index.shape())};
-  });
-  addReal(r, "aten::scatter.src", [](Context& ctx) { return scatterRule(ctx, false, std::nullopt); });
-  addReal(r, "aten::scatter.value", [](Context& ctx) { return scatterRule(ctx, true, std::nullopt); });
-  addReal(r, "aten::scatter_add", [](Context& ctx) { return scatterRule(ctx, false, ReduceKind::Sum); });
+  }).accepts(realDTypes);
+  r.add("aten::scatter.src", [](Context& ctx) { return scatterRule(ctx, false, std::nullopt); }).accepts(realDTypes);
+  r.add("aten::scatter.value", [](Context& ctx) { return scatterRule(ctx, true, std::nullopt); }).accepts(realDTypes);
+  r.add("aten::scatter_add", [](Context& ctx) { return scatterRule(ctx, false, ReduceKind::Sum); }).accepts(realDTypes);
   // scatter.reduce(self, dim, index, src, *, str reduce): "add" | "multiply"
-  addReal(r, "aten::scatter.reduce", [](Context& ctx) {
+  r.add("aten::scatter.reduce", [](Context& ctx) {
     const std::string& red = ctx.arg(4).s;
     return scatterRule(ctx, false, red == "multiply" ? ReduceKind::Prod : ReduceKind::Sum);
-  });
+  }).accepts(realDTypes);
   // scatter_reduce.two(self, dim, index, src, str reduce, *, bool include_self=True)
-  {
-    Rule rule;
-    rule.op = "aten::scatter_reduce.two";
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Builder& b = ctx.b;
-      Value self = ctx.tensor(0), index = ctx.tensor(2);
-      if (self.rank() == 0) ctx.fail("0-d scatter_reduce is not lowered");
-      int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
-      const std::string& red = ctx.arg(4).s;
-      bool include_self = !ctx.has(5) || ctx.toBool(5);
-      Value src = b.convert(corner(b, ctx.tensor(3), index.shape()), self.dtype());
-      ReduceKind kind = red == "prod" ? ReduceKind::Prod : red == "amax" ? ReduceKind::Max
-                        : red == "amin" ? ReduceKind::Min : ReduceKind::Sum;
-      Value base = self;
-      if (!include_self)
-        base = scatterAlong(ctx, self, dim, index, b.constantF(identityOf(kind, self.dtype()), self.dtype(), index.shape()),
-                            std::nullopt);
-      Value res = scatterAlong(ctx, base, dim, index, src, kind);
-      if (red == "mean") {
-        Value ones = b.constantF(1, self.dtype(), index.shape());
-        Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
-        Value cnt = scatterAlong(ctx, cnt0, dim, index, ones, ReduceKind::Sum);
-        Value safe = b.max(cnt, b.onesLike(cnt));
-        if (isFloat(self.dtype())) {
-          res = b.div(res, safe);
-        } else {  // integer mean floors (PyTorch divides with rounding_mode="floor")
-          Value q = b.div(res, safe), rm = b.rem(res, safe);
-          Value adj = b.andOp(b.compare(rm, b.zerosLike(rm), Cmp::NE),
-                              b.compare(b.compare(rm, b.zerosLike(rm), Cmp::LT), b.compare(safe, b.zerosLike(safe), Cmp::LT),
-                                        Cmp::NE));
-          res = b.select(adj, b.sub(q, b.onesLike(q)), q);
-        }
+  r.add("aten::scatter_reduce.two", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0), index = ctx.tensor(2);
+    if (self.rank() == 0) ctx.fail("0-d scatter_reduce is not lowered");
+    int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+    const std::string& red = ctx.arg(4).s;
+    bool include_self = !ctx.has(5) || ctx.toBool(5);
+    Value src = b.convert(corner(b, ctx.tensor(3), index.shape()), self.dtype());
+    ReduceKind kind = red == "prod" ? ReduceKind::Prod : red == "amax" ? ReduceKind::Max
+                      : red == "amin" ? ReduceKind::Min : ReduceKind::Sum;
+    Value base = self;
+    if (!include_self)
+      base = scatterAlong(ctx, self, dim, index, b.constantF(identityOf(kind, self.dtype()), self.dtype(), index.shape()),
+                          std::nullopt);
+    Value res = scatterAlong(ctx, base, dim, index, src, kind);
+    if (red == "mean") {
+      Value ones = b.constantF(1, self.dtype(), index.shape());
+      Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
+      Value cnt = scatterAlong(ctx, cnt0, dim, index, ones, ReduceKind::Sum);
+      Value safe = b.max(cnt, b.onesLike(cnt));
+      if (isFloat(self.dtype())) {
+        res = b.div(res, safe);
+      } else {  // integer mean floors (PyTorch divides with rounding_mode="floor")
+        Value q = b.div(res, safe), rm = b.rem(res, safe);
+        Value adj = b.andOp(b.compare(rm, b.zerosLike(rm), Cmp::NE),
+                            b.compare(b.compare(rm, b.zerosLike(rm), Cmp::LT), b.compare(safe, b.zerosLike(safe), Cmp::LT),
+                                      Cmp::NE));
+        res = b.select(adj, b.sub(q, b.onesLike(q)), q);
       }
-      return {res};
-    };
-    rule.accepts = [](const Context& ctx) {
-      if (!realDTypes(ctx)) return false;
-      const std::string& red = ctx.arg(4).s;
-      if (red == "mean" && ctx.tensor(0).dtype() == DType::Pred) return false;
-      return red == "sum" || red == "prod" || red == "mean" || red == "amax" || red == "amin";
-    };
-    r.add(std::move(rule));
-  }
+    }
+    return {res};
+  }).accepts([](const Context& ctx) {
+    if (!realDTypes(ctx)) return false;
+    const std::string& red = ctx.arg(4).s;
+    if (red == "mean" && ctx.tensor(0).dtype() == DType::Pred) return false;
+    return red == "sum" || red == "prod" || red == "mean" || red == "amax" || red == "amin";
+  });
   // index_add(self, dim, index, source, *, alpha=1)
-  addReal(r, "aten::index_add", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::index_add", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
@@ -458,14 +452,14 @@ void populateShape(Registry& r) {
     if (ctx.has(4)) src = b.mul(src, operand(ctx, 4, self.dtype(), src.shape()));
     if (self.rank() == 0) return {b.add(self, b.reshape(src, {}))};
     return {indexScatter(ctx, self, dim, ctx.tensor(2), src, ReduceKind::Sum)};
-  });
-  addReal(r, "aten::index_copy", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::index_copy", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     if (self.rank() == 0) return {b.reshape(b.convert(ctx.tensor(3), self.dtype()), {})};
     int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
     return {indexScatter(ctx, self, dim, ctx.tensor(2), b.convert(ctx.tensor(3), self.dtype()), std::nullopt)};
-  });
+  }).accepts(realDTypes);
   auto indexFill = [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0), index = ctx.tensor(2);
@@ -476,30 +470,20 @@ void populateShape(Registry& r) {
     Value upd = b.broadcastTo(scalarArg(ctx, 3, self.dtype()), us);
     return {indexScatter(ctx, self, dim, index, upd, std::nullopt)};
   };
-  addReal(r, "aten::index_fill.int_Scalar", indexFill);
-  addReal(r, "aten::index_fill.int_Tensor", indexFill);
+  r.add("aten::index_fill.int_Scalar", indexFill).accepts(realDTypes);
+  r.add("aten::index_fill.int_Tensor", indexFill).accepts(realDTypes);
   // index.Tensor(self, Tensor?[] indices): integer advanced indexing (boolean masks are data-dependent: declined).
   // Eager mode implements index.Tensor / index_put / _index_put_impl natively (csrc/eager/dynamic.cpp: boolean
   // masks need the host to learn their size) and lowers integer indexing through the _unsafe_ forms; these rules
   // serve graphs.
-  for (const char* op : {"aten::index.Tensor", "aten::_unsafe_index.Tensor"}) {
-    Rule rule;
-    rule.op = op;
-    rule.fn = indexRule;
-    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && intIndices(ctx, 1); };
-    rule.eager = std::string(op) != "aten::index.Tensor";
-    r.add(std::move(rule));
-  }
-  for (const char* op : {"aten::index_put", "aten::_index_put_impl", "aten::_unsafe_index_put"}) {
-    Rule rule;
-    rule.op = op;
-    rule.fn = indexPutRule;
-    rule.accepts = indexPutAccepts;
-    rule.eager = std::string(op) == "aten::_unsafe_index_put";
-    r.add(std::move(rule));
-  }
+  auto intIndexAccepts = [](const Context& ctx) { return realDTypes(ctx) && intIndices(ctx, 1); };
+  r.add("aten::index.Tensor", indexRule).accepts(intIndexAccepts).graphOnly();
+  r.add("aten::_unsafe_index.Tensor", indexRule).accepts(intIndexAccepts);
+  r.add("aten::index_put", indexPutRule).accepts(indexPutAccepts).graphOnly();
+  r.add("aten::_index_put_impl", indexPutRule).accepts(indexPutAccepts).graphOnly();
+  r.add("aten::_unsafe_index_put", indexPutRule).accepts(indexPutAccepts);
   // linalg_cross(self, other, *, dim=-1): both broadcast; dim has size 3.
-  addReal(r, "aten::linalg_cross", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::linalg_cross", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), y = ctx.tensor(1);
     DType t = promote(x.dtype(), y.dtype());
@@ -510,10 +494,10 @@ void populateShape(Registry& r) {
     auto at = [&](Value v, int64_t i) { return b.sliceInDim(v, i, i + 1, 1, d); };
     auto part = [&](int64_t i, int64_t j) { return b.sub(b.mul(at(x, i), at(y, j)), b.mul(at(x, j), at(y, i))); };
     return {b.concatenate({part(1, 2), part(2, 0), part(0, 1)}, d)};
-  });
+  }).accepts(realDTypes);
   // isin(elements, test_elements, *, assume_unique, invert): every element compared with every test element.
   for (const char* op : {"aten::isin.Tensor_Tensor", "aten::isin.Tensor_Scalar", "aten::isin.Scalar_Tensor"}) {
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+    r.add(op, [](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       DType t = resultTypeOf(ctx, {0, 1});
       auto val = [&](size_t i) {
@@ -530,7 +514,7 @@ void populateShape(Registry& r) {
       Value hit = b.reduce(b.compare(ef, tf, Cmp::EQ), {1}, ReduceKind::Or);
       if (invert) hit = b.notOp(hit);
       return {b.reshape(hit, e.shape())};
-    });
+    }).accepts(realDTypes);
   }
   // searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter) / bucketize(self, boundaries, *,
   // out_int32, right): the count of boundaries below (left) or not above (right) each value. A 1-d sequence serves
@@ -584,24 +568,20 @@ void populateShape(Registry& r) {
     return b.reduce(b.convert(below, DType::S64), {int64_t(big.size()) - 1}, ReduceKind::Sum);
   };
   for (const char* op : {"aten::searchsorted.Tensor", "aten::searchsorted.Scalar"})
-    addReal(r, op, [search](Context& ctx) -> std::vector<Value> {
+    r.add(op, [search](Context& ctx) -> std::vector<Value> {
       bool right = (ctx.has(3) && ctx.toBool(3)) || (ctx.has(4) && ctx.arg(4).s == "right");
       Value res = search(ctx, 0, 1, right, 5);
       return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
-    });
+    }).accepts(realDTypes);
   for (const char* op : {"aten::bucketize.Tensor", "aten::bucketize.Scalar"}) {
-    Rule rule;
-    rule.op = op;
-    rule.fn = [search](Context& ctx) -> std::vector<Value> {
+    // boundaries must be 1-d: otherwise declined, and the CPU kernel raises PyTorch's error
+    r.add(op, [search](Context& ctx) -> std::vector<Value> {
       Value res = search(ctx, 1, 0, ctx.has(3) && ctx.toBool(3), -1);
       return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
-    };
-    // boundaries must be 1-d: otherwise declined, and the CPU kernel raises PyTorch's error
-    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).rank() == 1; };
-    r.add(std::move(rule));
+    }).accepts([](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).rank() == 1; });
   }
   // take(self, index): elements of the flattened self (negative indices wrap).
-  addReal(r, "aten::take", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::take", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), index = ctx.tensor(1);
     int64_t n = x.type.numel(), k = index.type.numel();
@@ -614,9 +594,9 @@ void populateShape(Registry& r) {
     gd.start_index_map = {0};
     gd.index_vector_dim = 1;
     return {b.reshape(b.gather(b.reshape(x, {n}), idx, gd, {1}, {k}), index.shape())};
-  });
+  }).accepts(realDTypes);
   // put(self, index, source, accumulate=False): writes source's elements at flat positions of self.
-  addReal(r, "aten::put", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::put", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0), index = ctx.tensor(1);
     int64_t n = x.type.numel(), k = index.type.numel();
@@ -633,50 +613,44 @@ void populateShape(Registry& r) {
     std::optional<ReduceKind> comb;
     if (acc) comb = x.dtype() == DType::Pred ? ReduceKind::Or : ReduceKind::Sum;
     return {b.reshape(b.scatter(b.reshape(x, {n}), idx, src, sd, comb), x.shape())};
-  });
+  }).accepts(realDTypes);
   // index_reduce(self, dim, index, source, reduce, *, include_self=True): prod / mean / amax / amin.
-  {
-    Rule rule;
-    rule.op = "aten::index_reduce";
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Builder& b = ctx.b;
-      Value self = ctx.tensor(0), index = ctx.tensor(2);
-      Value src = b.convert(ctx.tensor(3), self.dtype());
-      const std::string& red = ctx.arg(4).s;
-      bool include_self = !ctx.has(5) || ctx.toBool(5);
-      if (self.rank() == 0) {
-        self = b.reshape(self, {1});
-        src = b.reshape(src, {1});
-      }
-      int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
-      ReduceKind kind = red == "prod" ? ReduceKind::Prod : red == "amax" ? ReduceKind::Max
-                        : red == "amin" ? ReduceKind::Min : ReduceKind::Sum;
-      Value base = self;
-      if (!include_self) {
-        Value ident = b.constantF(identityOf(kind, self.dtype()), self.dtype(), src.shape());
-        base = indexScatter(ctx, self, dim, index, ident, std::nullopt);
-      }
-      Value res = indexScatter(ctx, base, dim, index, src, kind);
-      if (red == "mean") {
-        Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
-        Value cnt = indexScatter(ctx, cnt0, dim, index, b.onesLike(src), ReduceKind::Sum);
-        Value safe = b.max(cnt, b.onesLike(cnt));
-        res = isFloat(self.dtype()) ? b.div(res, safe) : b.div(res, safe);
-        // rows nobody indexed keep self
-        res = b.select(b.compare(cnt, b.zerosLike(cnt), Cmp::EQ), self, res);
-      }
-      if (ctx.tensor(0).rank() == 0) res = b.reshape(res, {});
-      return {res};
-    };
-    rule.accepts = [](const Context& ctx) {
-      if (!realDTypes(ctx)) return false;
-      const std::string& red = ctx.arg(4).s;
-      return red == "prod" || red == "mean" || red == "amax" || red == "amin";
-    };
-    r.add(std::move(rule));
-  }
+  r.add("aten::index_reduce", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0), index = ctx.tensor(2);
+    Value src = b.convert(ctx.tensor(3), self.dtype());
+    const std::string& red = ctx.arg(4).s;
+    bool include_self = !ctx.has(5) || ctx.toBool(5);
+    if (self.rank() == 0) {
+      self = b.reshape(self, {1});
+      src = b.reshape(src, {1});
+    }
+    int64_t dim = normDim(ctx, ctx.toInt(1), self.rank());
+    ReduceKind kind = red == "prod" ? ReduceKind::Prod : red == "amax" ? ReduceKind::Max
+                      : red == "amin" ? ReduceKind::Min : ReduceKind::Sum;
+    Value base = self;
+    if (!include_self) {
+      Value ident = b.constantF(identityOf(kind, self.dtype()), self.dtype(), src.shape());
+      base = indexScatter(ctx, self, dim, index, ident, std::nullopt);
+    }
+    Value res = indexScatter(ctx, base, dim, index, src, kind);
+    if (red == "mean") {
+      Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
+      Value cnt = indexScatter(ctx, cnt0, dim, index, b.onesLike(src), ReduceKind::Sum);
+      Value safe = b.max(cnt, b.onesLike(cnt));
+      res = isFloat(self.dtype()) ? b.div(res, safe) : b.div(res, safe);
+      // rows nobody indexed keep self
+      res = b.select(b.compare(cnt, b.zerosLike(cnt), Cmp::EQ), self, res);
+    }
+    if (ctx.tensor(0).rank() == 0) res = b.reshape(res, {});
+    return {res};
+  }).accepts([](const Context& ctx) {
+    if (!realDTypes(ctx)) return false;
+    const std::string& red = ctx.arg(4).s;
+    return red == "prod" || red == "mean" || red == "amax" || red == "amin";
+  });
   // unfold_backward(grad_in, input_sizes, dim, size, step): window gradients summed back into place.
-  addReal(r, "aten::unfold_backward", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::unfold_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0);
     Shape sizes = ctx.toInts(1);
@@ -701,13 +675,13 @@ void populateShape(Registry& r) {
     for (int64_t k = 0; k < rk; ++k) sd.inserted_window_dims.push_back(k), sd.scatter_dims_to_operand_dims.push_back(k);
     sd.index_vector_dim = rk + 1;
     return {b.scatter(zeros, b.concatenate(parts, rk + 1), g, sd, ReduceKind::Sum)};
-  });
+  }).accepts(realDTypes);
   // reflection_pad{1,2,3}d / replication_pad{1,2,3}d (self, padding) and their backward (grad_output, self, padding):
   // padding pairs start at the last dimension; negative pads crop.
   for (bool reflect : {true, false})
     for (int nd = 1; nd <= 3; ++nd) {
       std::string base = std::string("aten::") + (reflect ? "reflection_pad" : "replication_pad") + std::to_string(nd) + "d";
-      addReal(r, base, [reflect, nd](Context& ctx) -> std::vector<Value> {
+      r.add(base, [reflect, nd](Context& ctx) -> std::vector<Value> {
         Builder& b = ctx.b;
         Value x = ctx.tensor(0);
         const auto& pad = ctx.toInts(1);
@@ -716,8 +690,8 @@ void populateShape(Registry& r) {
           x = takeAlong(b, x, d, padIndex(x.shape()[d], pad[2 * i], pad[2 * i + 1], reflect));
         }
         return {x};
-      });
-      addReal(r, base + "_backward", [reflect, nd](Context& ctx) -> std::vector<Value> {
+      }).accepts(realDTypes);
+      r.add(base + "_backward", [reflect, nd](Context& ctx) -> std::vector<Value> {
         Builder& b = ctx.b;
         Value g = ctx.tensor(0);
         const Shape in = ctx.tensor(1).shape();
@@ -727,11 +701,11 @@ void populateShape(Registry& r) {
           g = scatterAddAlong(b, g, d, padIndex(in[d], pad[2 * i], pad[2 * i + 1], reflect), in[d]);
         }
         return {g};
-      });
+      }).accepts(realDTypes);
     }
   // channel_shuffle(self, groups): (N, g, C/g, ...) -> (N, C/g, g, ...)
   for (const char* op : {"aten::channel_shuffle", "aten::native_channel_shuffle"})
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+    r.add(op, [](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value x = ctx.tensor(0);
       int64_t g = ctx.toInt(1);
@@ -743,13 +717,10 @@ void populateShape(Registry& r) {
       std::vector<int64_t> perm = {0, 2, 1};
       for (int64_t k = 3; k < int64_t(split.size()); ++k) perm.push_back(k);
       return {b.reshape(b.transpose(b.reshape(x, split), perm), s)};
-    });
+    }).accepts(realDTypes);
   // masked_scatter(self, mask, source): the k-th true element of the (broadcast) mask takes source's k-th element.
-  Rule masked_scatter;
-  masked_scatter.op = "aten::masked_scatter";
   // a non-bool mask is an error in PyTorch: declined, so the CPU kernel raises it
-  masked_scatter.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).dtype() == DType::Pred; };
-  masked_scatter.fn = [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::masked_scatter", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Shape shape = broadcastShapes({ctx.tensor(0).shape(), ctx.tensor(1).shape()});
     Value self = b.broadcastTo(ctx.tensor(0), shape);
@@ -769,15 +740,14 @@ void populateShape(Registry& r) {
     gd.index_vector_dim = 1;
     Value taken = b.gather(b.convert(b.reshape(src, {ns}), self.dtype()), b.reshape(pos, {n, 1}), gd, {1}, {n});
     return {b.select(mask, b.reshape(taken, self.shape()), self)};
-  };
-  r.add(std::move(masked_scatter));
-  addReal(r, "aten::flip", [](Context& ctx) -> std::vector<Value> {
+  }).accepts([](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).dtype() == DType::Pred; });
+  r.add("aten::flip", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> dims = normDims(ctx, ctx.toInts(1), x.rank());
     return {dims.empty() ? x : ctx.b.reverse(x, dims)};
-  });
+  }).accepts(realDTypes);
   // roll(self, shifts, dims=[])
-  addReal(r, "aten::roll", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::roll", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     const auto& shifts = ctx.toInts(1);
@@ -797,18 +767,18 @@ void populateShape(Registry& r) {
     Value v = x;
     for (size_t k = 0; k < dims.size(); ++k) v = roll1(v, shifts[k], normDim(ctx, dims[k], x.rank()));
     return {v};
-  });
+  }).accepts(realDTypes);
   for (bool lower : {true, false}) {
-    addReal(r, lower ? "aten::tril" : "aten::triu", [lower](Context& ctx) -> std::vector<Value> {
+    r.add(lower ? "aten::tril" : "aten::triu", [lower](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value x = ctx.tensor(0);
       if (x.rank() < 2) ctx.fail("expected a tensor with at least 2 dimensions");
       int64_t diag = ctx.has(1) ? ctx.toInt(1) : 0;
       return {b.select(triMask(b, x.shape(), diag, lower), x, b.zerosLike(x))};
-    });
+    }).accepts(realDTypes);
   }
   // repeat(self, repeats)
-  addReal(r, "aten::repeat", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::repeat", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     const auto& reps = ctx.toInts(1);
@@ -826,16 +796,16 @@ void populateShape(Registry& r) {
       out.push_back(reps[d] * padded[d]);
     }
     return {b.reshape(b.broadcastInDim(v, big, map), out)};
-  });
+  }).accepts(realDTypes);
   // sort(self, dim=-1, descending=False); sort.stable(self, *, stable, dim=-1, descending=False)
-  addReal(r, "aten::sort", [](Context& ctx) {
+  r.add("aten::sort", [](Context& ctx) {
     return sortRule(ctx, ctx.has(1) ? ctx.toInt(1) : -1, ctx.has(2) && ctx.toBool(2));
-  });
-  addReal(r, "aten::sort.stable", [](Context& ctx) {
+  }).accepts(realDTypes);
+  r.add("aten::sort.stable", [](Context& ctx) {
     return sortRule(ctx, ctx.has(2) ? ctx.toInt(2) : -1, ctx.has(3) && ctx.toBool(3));
-  });
+  }).accepts(realDTypes);
   // topk(self, k, dim=-1, largest=True, sorted=True)
-  addReal(r, "aten::topk", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::topk", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     int64_t k = ctx.toInt(1);
@@ -844,11 +814,11 @@ void populateShape(Registry& r) {
     if (x.rank() == 0) return res;
     int64_t dim = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, x.rank());
     return {b.sliceInDim(res[0], 0, k, 1, dim), b.sliceInDim(res[1], 0, k, 1, dim)};
-  });
+  }).accepts(realDTypes);
 
   // ---- backward of slicing / scatter into slices ----
   // slice_backward(grad_output, input_sizes, dim, start, end, step)
-  addReal(r, "aten::slice_backward", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::slice_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0);
     const auto& sizes = ctx.toInts(1);
@@ -856,9 +826,9 @@ void populateShape(Registry& r) {
     auto [start, end] = normSlice(ctx, 3, 4, sizes[dim]);
     (void)end;
     return {unslice(b, g, b.constant(0, g.dtype()), dim, sizes[dim], start, ctx.toInt(5))};
-  });
+  }).accepts(realDTypes);
   // select_backward(grad_output, input_sizes, dim, index)
-  addReal(r, "aten::select_backward", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::select_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0);
     const auto& sizes = ctx.toInts(1);
@@ -868,9 +838,9 @@ void populateShape(Registry& r) {
     Shape s = g.shape();
     s.insert(s.begin() + dim, 1);
     return {unslice(b, b.reshape(g, s), b.constant(0, g.dtype()), dim, sizes[dim], index, 1)};
-  });
+  }).accepts(realDTypes);
   // slice_scatter(self, src, dim=0, start=None, end=None, step=1)
-  addReal(r, "aten::slice_scatter", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::slice_scatter", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0), src = b.convert(ctx.tensor(1), ctx.tensor(0).dtype());
     int64_t dim = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : 0, self.rank());
@@ -881,9 +851,9 @@ void populateShape(Registry& r) {
     Value mask = unslice(b, b.constantF(1, DType::Pred, src.shape()), b.constant(0, DType::Pred), dim,
                          self.shape()[dim], start, step);
     return {b.select(mask, padded, self)};
-  });
+  }).accepts(realDTypes);
   // select_scatter(self, src, dim, index)
-  addReal(r, "aten::select_scatter", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::select_scatter", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0), src = b.convert(ctx.tensor(1), ctx.tensor(0).dtype());
     int64_t dim = normDim(ctx, ctx.toInt(2), self.rank());
@@ -895,7 +865,7 @@ void populateShape(Registry& r) {
     Value padded = unslice(b, src, b.constant(0, self.dtype()), dim, self.shape()[dim], index, 1);
     Value mask = unslice(b, b.constantF(1, DType::Pred, s), b.constant(0, DType::Pred), dim, self.shape()[dim], index, 1);
     return {b.select(mask, padded, self)};
-  });
+  }).accepts(realDTypes);
 
   // ---- functional copies of views (compiled graphs); the result type comes from ctx.outputs ----
   auto reshapeToOut = [](Context& ctx) -> std::vector<Value> {
@@ -903,37 +873,37 @@ void populateShape(Registry& r) {
   };
   for (const char* op : {"aten::view_copy", "aten::_reshape_copy", "aten::unsqueeze_copy", "aten::squeeze_copy",
                          "aten::squeeze_copy.dim", "aten::squeeze_copy.dims", "aten::_unsafe_view"})
-    addReal(r, op, reshapeToOut);
-  addReal(r, "aten::expand_copy", [](Context& ctx) -> std::vector<Value> {
+    r.add(op, reshapeToOut).accepts(realDTypes);
+  r.add("aten::expand_copy", [](Context& ctx) -> std::vector<Value> {
     return {ctx.b.broadcastTo(ctx.tensor(0), ctx.outputs.at(0).shape)};
-  });
-  addReal(r, "aten::permute_copy", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::permute_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> perm;
     for (int64_t d : ctx.toInts(1)) perm.push_back(normDim(ctx, d, x.rank()));
     return {ctx.b.transpose(x, perm)};
-  });
-  addReal(r, "aten::transpose_copy.int", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::transpose_copy.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     if (x.rank() < 2) return {x};
     std::vector<int64_t> perm = range(0, x.rank());
     std::swap(perm[normDim(ctx, ctx.toInt(1), x.rank())], perm[normDim(ctx, ctx.toInt(2), x.rank())]);
     return {ctx.b.transpose(x, perm)};
-  });
-  addReal(r, "aten::t_copy", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::t_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     return {x.rank() < 2 ? x : ctx.b.transpose(x, {1, 0})};
-  });
+  }).accepts(realDTypes);
   // slice_copy.Tensor(self, dim=0, start=None, end=None, step=1)
-  addReal(r, "aten::slice_copy.Tensor", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::slice_copy.Tensor", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = normDim(ctx, ctx.has(1) ? ctx.toInt(1) : 0, x.rank());
     auto [start, end] = normSlice(ctx, 2, 3, x.shape()[dim]);
     int64_t step = ctx.has(4) ? ctx.toInt(4) : 1;
     return {ctx.b.sliceInDim(x, start, end, step, dim)};
-  });
+  }).accepts(realDTypes);
   // select_copy.int(self, dim, index)
-  addReal(r, "aten::select_copy.int", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::select_copy.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
     int64_t index = ctx.toInt(2);
@@ -942,7 +912,7 @@ void populateShape(Registry& r) {
     Shape out = x.shape();
     out.erase(out.begin() + dim);
     return {ctx.b.reshape(s, out)};
-  });
+  }).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering
