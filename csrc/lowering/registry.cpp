@@ -99,12 +99,27 @@ const Registry& registry() {
   static Registry* reg = [] {
     auto* r = new Registry();
     using Populate = void (*)(Registry&);
-    static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
-                                         populateFactory,     populateNN,        populateShape, populateCopy,
-                                         populateViews,       populateCompileExtra, populateConv, populatePooling, populateNorm,
-                                         populateForeach /* after the per-tensor families */};
-    for (Populate p : kFamilies)
-      if (p) p(*r);
+    static const Populate kFamilies[] = {
+        populateElementwise,
+        populateSpecial,
+        populateActivation,
+        populateReduction,
+        populateLinalg,
+        populateFactory,
+        populateNN,
+        populateLosses,
+        populateNorm,
+        populateIndexing,
+        populateSortSearch,
+        populateMovement,
+        populateCopy,
+        populateViews,
+        populateCompileExtra,
+        populateConv,
+        populatePooling,
+        populateForeach,  // last: its rules wrap the per-tensor rules registered above
+    };
+    for (Populate p : kFamilies) p(*r);
     return r;
   }();
   return *reg;

@@ -1,4 +1,5 @@
-// Linear-algebra family: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot, _addmm_activation.
+// Linear-algebra family: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot, _addmm_activation, addr, linalg_cross,
+// Cholesky and triangular solves, LU (factor, solve, det, slogdet, inverse, unpack).
 //
 // matmul/linear are CompositeImplicit in PyTorch and reach these through views. bf16/f16 products accumulate in f32
 // (dot_general with an f32 result) and the whole epilogue (beta*self + alpha*product) runs in f32 before one
@@ -544,6 +545,19 @@ void populateLinalg(Registry& r) {
       p = b.select(b.compare(p, b.zerosLike(p), Cmp::LT), b.zerosLike(p), p);
     }
     return {b.convert(p, out)};
+  }).accepts(realDTypes);
+  // linalg_cross(self, other, *, dim=-1): both broadcast; dim has size 3.
+  r.add("aten::linalg_cross", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0), y = ctx.tensor(1);
+    DType t = promote(x.dtype(), y.dtype());
+    Shape shape = broadcastShapes({x.shape(), y.shape()});
+    x = b.broadcastTo(b.convert(x, t), shape);
+    y = b.broadcastTo(b.convert(y, t), shape);
+    int64_t d = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, int64_t(shape.size()));
+    auto at = [&](Value v, int64_t i) { return b.sliceInDim(v, i, i + 1, 1, d); };
+    auto part = [&](int64_t i, int64_t j) { return b.sub(b.mul(at(x, i), at(y, j)), b.mul(at(x, j), at(y, i))); };
+    return {b.concatenate({part(1, 2), part(2, 0), part(0, 1)}, d)};
   }).accepts(realDTypes);
 }
 
