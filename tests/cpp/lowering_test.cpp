@@ -7,7 +7,7 @@
 //
 //   lowering_test            run everything
 //   lowering_test --numeric  only the numeric checks (no coverage requirement)
-//   lowering_test --list     print the registered rule names (tests/python checks them against torch's schemas)
+//   lowering_test --list     print the registered rule names
 //   LOWERING_TEST_PRINT=1    print every program
 //   LOWERING_TEST_ONLY=str   run only the cases whose name contains str (no coverage requirement)
 #include <cmath>
