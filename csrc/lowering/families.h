@@ -22,5 +22,6 @@ TPU_FAMILY void populateForeach(Registry& r);      // _foreach_* list ops, fused
 TPU_FAMILY void populateConv(Registry& r);         // convolution (1-3d, groups, transposed) and its backward
 TPU_FAMILY void populatePooling(Registry& r);      // avg/max/adaptive pooling, upsampling, and their backward
 TPU_FAMILY void populateNorm(Registry& r);         // group norm, batch norm, rms norm, and their backward
+TPU_FAMILY void populateSampling(Registry& r);     // multinomial (graphs; eager: csrc/eager/sampling.cpp)
 
 }  // namespace torch_tpu::lowering

@@ -90,7 +90,7 @@ const Registry& registry() {
     using Populate = void (*)(Registry&);
     static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
                                          populateFactory,     populateNN,        populateShape, populateCopy,
-                                         populateViews,       populateCompileExtra, populateConv, populatePooling, populateNorm,
+                                         populateViews,       populateCompileExtra, populateConv, populatePooling, populateNorm, populateSampling,
                                          populateForeach /* after the per-tensor families */};
     for (Populate p : kFamilies)
       if (p) p(*r);
