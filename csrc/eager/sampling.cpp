@@ -29,24 +29,25 @@ void checkArgs(const at::Tensor& self, int64_t n_sample, bool replacement) {
 // kernel word them differently; both are reproduced.
 void checkValues(const at::Tensor& p, bool fast_path) {
   at::Tensor rows = p.dim() == 1 ? p.unsqueeze(0) : p;
-  at::Tensor flags = at::stack({rows.ge(0).logical_not().any(),  // negative or NaN
-                                rows.isinf().any(), rows.sum(1).le(0).any()})
+  // One transfer for both conditions; the details of a failure are looked up only then.
+  at::Tensor flags = at::stack({rows.ge(0).logical_and(rows.lt(INFINITY)).all(), rows.sum(1).le(0).any()})
                          .to(at::kCPU);
   auto f = flags.accessor<bool, 1>();
-  if (fast_path) {
-    TORCH_CHECK(!f[0] && !f[1], "probability tensor contains either `inf`, `nan` or element < 0");
-  } else {
-    TORCH_CHECK(!f[0], "invalid multinomial distribution (encountering probability entry < 0)");
-    TORCH_CHECK(!f[1], "invalid multinomial distribution (encountering probability entry = infinity or NaN)");
+  if (!f[0]) {
+    TORCH_CHECK(!fast_path, "probability tensor contains either `inf`, `nan` or element < 0");
+    const bool neg_or_nan = rows.ge(0).logical_not().any().item<bool>();
+    TORCH_CHECK(!neg_or_nan, "invalid multinomial distribution (encountering probability entry < 0)");
+    TORCH_CHECK(false, "invalid multinomial distribution (encountering probability entry = infinity or NaN)");
   }
-  TORCH_CHECK(!f[2], "invalid multinomial distribution (sum of probabilities <= 0)");
+  TORCH_CHECK(!f[1], "invalid multinomial distribution (sum of probabilities <= 0)");
 }
 
 // Exp(1) draws of `sizes`, strictly positive (a 0 would make a zero-probability key 0 / 0 = NaN, which wins argmax).
 at::Tensor exponentialLike(at::IntArrayRef sizes, const at::TensorOptions& opts, std::optional<at::Generator> gen) {
   const double tiny = opts.dtype() == at::kDouble ? std::numeric_limits<double>::min()
                                                   : double(std::numeric_limits<float>::min());
-  return at::empty(sizes, opts).exponential_(1, std::move(gen)).clamp_min_(tiny);
+  // -log(1 - u), u uniform in [0, 1) (uniform_ takes an explicit generator through every path).
+  return at::empty(sizes, opts).uniform_(0, 1, std::move(gen)).neg_().log1p_().neg_().clamp_min_(tiny);
 }
 
 at::Tensor draw(const at::Tensor& self, int64_t n_sample, bool replacement, std::optional<at::Generator> gen) {
