@@ -86,6 +86,8 @@ class CMakeBuild(build_ext):
             f"-DTPU_BUILD_TESTS={os.environ.get('TORCH_TPU_BUILD_TESTS', 'ON')}",
             f"-DTPU_USE_PCH={os.environ.get('TORCH_TPU_USE_PCH', 'ON')}",
         ]
+        if os.environ.get("TORCH_TPU_PJRT_INCLUDE_DIR"):  # pjrt_c_api.h from elsewhere than xla-cpu-pjrt
+            cfg.append(f"-DPJRT_INCLUDE_DIR={os.environ['TORCH_TPU_PJRT_INCLUDE_DIR']}")
         subprocess.check_call(cfg)
         jobs = os.environ.get("MAX_JOBS", str(os.cpu_count() or 2))
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "_C", "-j", jobs])

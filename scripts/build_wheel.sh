@@ -16,5 +16,7 @@ export TORCH_DEVICE_BACKEND_AUTOLOAD=0  # an installed torch_tpu must not load w
 rm -f "$OUT"/torch_tpu-*.whl "$OUT"/torch_tpu-*.tar.gz
 $PY -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps -w "$OUT" .
 # The sdist through setuptools' PEP 517 backend, in process (no isolation, nothing to download).
-$PY -c "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))" "$OUT" >/dev/null
+$PY -c "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))" "$OUT" \
+    >"$OUT/.sdist.log" 2>&1 || { cat "$OUT/.sdist.log"; exit 1; }
+rm -f "$OUT/.sdist.log"
 ls -l "$OUT"/torch_tpu-*
