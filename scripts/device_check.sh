@@ -12,7 +12,8 @@
 #
 # Environment: DEVICE_CHECK_PLUGIN (default "cuda"; "cpu" runs the same steps on the CPU plugin, to check this
 # script without a GPU), DEVICE_CHECK_QUICK=1 (fewer tests, short benchmarks), DEVICE_CHECK_OUT (logs; default
-# $OUT if set, else .device/out), MAX_JOBS (build parallelism; default: all cores).
+# $OUT if set, else .device/out), MAX_JOBS (build parallelism; default: all cores), TORCH_TPU_BUILD_DIR (default
+# build-device/, apart from the development build: this build leaves out the C++ tests).
 # Exit status: 0 when the build, the diagnostics self-test and every test step pass; 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,8 @@ QUICK=${DEVICE_CHECK_QUICK:-0}
 LOGS=${DEVICE_CHECK_OUT:-${OUT:-$ROOT/.device/out}}
 mkdir -p "$LOGS"
 export MAX_JOBS=${MAX_JOBS:-$(nproc)}
+# Its own build directory: the build here omits the C++ tests (they target the CPU plugin).
+export TORCH_TPU_BUILD_DIR=${TORCH_TPU_BUILD_DIR:-$ROOT/build-device}
 export PYTHONPATH=$ROOT${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
 export TORCH_TPU_PJRT_PLUGIN=$PLUGIN
