@@ -22,7 +22,9 @@ t1=$(date +%s)
 echo "check_wheel: built $(basename "$WHEEL") ($(du -h "$WHEEL" | cut -f1)) and $(basename "$SDIST") in $((t1 - t0)) s"
 
 # What the artifacts declare and hold.
-$PY - "$WHEEL" "$SDIST" <<'PYEOF'
+# Every tracked file the C++ build reads must be in the sdist.
+NEEDED=$(git ls-files CMakeLists.txt csrc tests/cpp 2>/dev/null | tr '\n' ' ' || true)
+$PY - "$WHEEL" "$SDIST" "$NEEDED" <<'PYEOF'
 import email, os, sys, tarfile, zipfile
 os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
 import torch
@@ -63,8 +65,9 @@ if "torch_tpu = torch_tpu:_autoload" not in eps:
     problems.append(f"torch.backends entry point missing: {eps}")
 with tarfile.open(sdist) as t:
     members = {m.name.split("/", 1)[1] for m in t.getmembers() if "/" in m.name}
-for n in ("CMakeLists.txt", "setup.py", "pyproject.toml", "csrc/runtime/client.cpp", "csrc/lowering/registry.cpp",
-          "csrc/python/module.cpp", "tests/cpp/CMakeLists.txt", "torch_tpu/__init__.py"):
+needed = sys.argv[3].split() or ["CMakeLists.txt", "csrc/runtime/client.cpp", "csrc/lowering/registry.cpp",
+                                  "csrc/python/module.cpp", "tests/cpp/CMakeLists.txt"]
+for n in needed + ["setup.py", "pyproject.toml", "torch_tpu/__init__.py"]:
     if n not in members:
         problems.append(f"{n} missing from the sdist")
 if problems:
