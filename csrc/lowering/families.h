@@ -25,5 +25,6 @@ void populateCompileExtra(Registry& r);  // other graph-only ops (prims casts, u
 void populateConv(Registry& r);          // convolution (1-3d, groups, transposed) and its backward
 void populatePooling(Registry& r);       // avg/max/adaptive pooling, upsampling, and their backward
 void populateForeach(Registry& r);       // _foreach_* list ops, fused optimizers (after the per-tensor families)
+void populateSampling(Registry& r);       // multinomial (graphs; eager: csrc/eager/sampling.cpp)
 
 }  // namespace torch_tpu::lowering

@@ -117,6 +117,7 @@ const Registry& registry() {
         populateCompileExtra,
         populateConv,
         populatePooling,
+        populateSampling,
         populateForeach,  // last: its rules wrap the per-tensor rules registered above
     };
     for (Populate p : kFamilies) p(*r);

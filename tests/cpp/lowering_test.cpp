@@ -831,6 +831,7 @@ static void coverageCases() {
   (void)f64;
   const std::vector<Case> kCases = {
       {"aten::angle", {T(f32, {2, 3})}, {{f32, {2, 3}}}},
+      {"aten::multinomial", {T(f32, {2, 5}), I(3), B(false), N()}, {{s64, {2, 3}}}},
       {"aten::signbit", {T(f32, {2, 3})}, {{pred, {2, 3}}}},
       {"aten::frexp.Tensor", {T(f32, {2, 3})}, {{f32, {2, 3}}, {s32, {2, 3}}}},
       {"aten::i0", {T(f32, {2, 3})}, {{f32, {2, 3}}}},
