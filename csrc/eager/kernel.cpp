@@ -978,10 +978,19 @@ const std::unordered_set<std::string>& nativeOps() {
 }  // namespace
 
 std::vector<std::string> registerLoweringKernels() {
-  static std::vector<std::string> registered = [] {
-    std::vector<std::string> names;
-    static torch::Library* lib =
-        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  // Each call registers the rules' ops defined since the previous call (ops of the `tpu` namespace, ops defined
+  // from Python after import); one IMPL library per operator namespace.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  static std::vector<std::string> names;
+  {
+    static std::unordered_map<std::string, torch::Library*> libs;
+    auto libFor = [&](const std::string& op) {
+      std::string ns = op.substr(0, op.find("::"));
+      torch::Library*& lib = libs[ns];
+      if (!lib) lib = new torch::Library(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+      return lib;
+    };
     auto& disp = c10::Dispatcher::singleton();
     std::unordered_map<std::string, std::vector<c10::OperatorName>> by_name;
     for (const auto& n : disp.getAllOpNames()) by_name[n.name].push_back(n);
@@ -991,6 +1000,7 @@ std::vector<std::string> registerLoweringKernels() {
       if (g_op_rules.count(full)) return;
       if (nativeOps().count(full)) {
         // Implemented natively; the native kernel may still call loweringKernel with this op.
+        std::lock_guard<std::mutex> g(g_info_mu);
         g_op_rules[full] = rule;
         return;
       }
@@ -1001,8 +1011,11 @@ std::vector<std::string> registerLoweringKernels() {
                            ret.type()->containedType(0)->kind() == c10::TypeKind::TensorType;
         if (ret.type()->kind() != c10::TypeKind::TensorType && !tensor_list) return;
       }
-      g_op_rules[full] = rule;
-      lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&loweringKernel>());
+      {
+        std::lock_guard<std::mutex> g(g_info_mu);
+        g_op_rules[full] = rule;
+      }
+      libFor(full)->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&loweringKernel>());
       names.push_back(full);
     };
     for (const std::string& name : reg.names()) {
@@ -1033,9 +1046,8 @@ std::vector<std::string> registerLoweringKernels() {
         if (has_out && sameArgs(fs, h->schema(), true)) regOne(cand, rule);
       }
     }
-    return names;
-  }();
-  return registered;
+  }
+  return names;
 }
 
 }  // namespace torch_tpu

@@ -22,5 +22,7 @@ TPU_FAMILY void populateForeach(Registry& r);      // _foreach_* list ops, fused
 TPU_FAMILY void populateConv(Registry& r);         // convolution (1-3d, groups, transposed) and its backward
 TPU_FAMILY void populatePooling(Registry& r);      // avg/max/adaptive pooling, upsampling, and their backward
 TPU_FAMILY void populateNorm(Registry& r);         // group norm, batch norm, rms norm, and their backward
+TPU_FAMILY void populateFused(Registry& r);        // the project's own fused kernels (tpu::swiglu, ...)
+TPU_FAMILY void populateForeign(Registry& r);      // tpu::stablehlo_call: registered foreign programs (JAX, Pallas)
 
 }  // namespace torch_tpu::lowering

@@ -91,6 +91,7 @@ const Registry& registry() {
     static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
                                          populateFactory,     populateNN,        populateShape, populateCopy,
                                          populateViews,       populateCompileExtra, populateConv, populatePooling, populateNorm,
+                                         populateFused, populateForeign,
                                          populateForeach /* after the per-tensor families */};
     for (Populate p : kFamilies)
       if (p) p(*r);

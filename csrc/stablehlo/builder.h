@@ -203,6 +203,15 @@ class Builder {
   Value raw(const std::string& text, const std::string& signature, const TensorType& result);
   std::string ref(const Value& v) const;  // "%7"
 
+  // ---- foreign functions (used by stablehlo/foreign.h) ----
+  // Adds whole top-level operations (e.g. private functions) to the module after @main, once per `key`. Returns
+  // false, adding nothing, if `key` was added before.
+  bool addTopLevel(const std::string& key, const std::string& text);
+  // A generic op with one or more results: `"name"(operands) {attrs} : (operand types) -> (results)`. `attrs` is
+  // the attribute dictionary's inside ("callee = @f"), or empty.
+  std::vector<Value> genericOp(const std::string& name, const std::vector<Value>& operands, const std::string& attrs,
+                               const std::vector<TensorType>& results);
+
   int numParameters() const;
 
  private:
