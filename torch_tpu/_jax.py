@@ -16,6 +16,7 @@ On the CPU plugin, Pallas kernels must be written with ``interpret=True`` (Mosai
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -270,6 +271,13 @@ class JaxKernelFunction:
         self.__name__ = name or getattr(fn, "__name__", "jax_kernel")
         self.__qualname__ = self.__name__
         self.__doc__ = getattr(fn, "__doc__", None)
+        self.__module__ = getattr(fn, "__module__", __name__)
+        # What torch.library.custom_op reads to infer a schema when this wraps its implementation.
+        self.__globals__ = getattr(fn, "__globals__", {})
+        try:
+            self.__signature__ = inspect.signature(fn)
+        except (TypeError, ValueError):
+            pass
         self.kind = kind
         self.static_argnums = tuple(sorted(int(i) for i in static_argnums))
         self.donate_argnums = tuple(int(i) for i in donate_argnums)  # accepted; tensors stay valid (see jax_op)
@@ -381,3 +389,25 @@ def custom_jax_kernel(fn: Optional[Callable] = None, *, name: Optional[str] = No
                       static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = ()) -> Any:
     r"""The name TorchTPU kernel libraries use for :func:`jax_op` (same arguments, same behaviour)."""
     return jax_op(fn, name=name, static_argnums=static_argnums, donate_argnums=donate_argnums)
+
+
+def kernel_op_decompositions() -> Dict[Any, Callable]:
+    r"""For the tpu backend: custom ops (``torch.library.custom_op``) whose implementation is a JAX kernel
+    (``@torch.library.custom_op(...)`` over ``@custom_jax_kernel``), traced through to their
+    ``tpu::stablehlo_call`` so they lower into the graph's program (forward and backward) instead of running
+    eagerly."""
+    from torch._library.custom_ops import OPDEFS
+
+    out: Dict[Any, Callable] = {}
+    for qualname, opdef in list(OPDEFS.items()):
+        fn = getattr(opdef, "_init_fn", None)
+        if not isinstance(fn, JaxKernelFunction):
+            continue
+        backends = getattr(opdef, "_backend_fns", {})
+        if "tpu" not in backends and None not in backends:
+            continue
+        op = getattr(opdef, "_opoverload", None)
+        if op is None or _C._compile_has_rule(qualname):
+            continue
+        out[op] = fn
+    return out

@@ -26,6 +26,8 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 
+from torch_tpu._internal import pallas as tpu_pallas  # noqa: E402  (the path TorchTPU kernel libraries import)
+
 S = jax.ShapeDtypeStruct
 
 
@@ -367,3 +369,45 @@ def test_missing_jax_is_a_clear_error(run_python):
     assert "JAX_IMPORTED False" in proc.stdout
     assert "RAISED torch_tpu: JAX kernels need jax" in proc.stdout
     assert "pip install 'torch-tpu[jax]'" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A custom op implemented by a JAX kernel (how TorchTPU kernel libraries declare theirs)
+
+
+def _add_kernel(x_ref, y_ref, o_ref):
+    o_ref[...] = x_ref[...] + y_ref[...]
+
+
+@torch.library.custom_op("tpu_jax_test::add_vectors", mutates_args=(), device_types=["tpu"])
+@tpu_pallas.custom_jax_kernel
+def _add_vectors(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return pl.pallas_call(_add_kernel, out_shape=S(x.shape, x.dtype), interpret=True)(x, y)
+
+
+@torch.library.custom_op("tpu_jax_test::add_vectors_backward", mutates_args=(),
+                         schema="(Tensor grad) -> (Tensor, Tensor)", device_types=["tpu"])
+@tpu_pallas.custom_jax_kernel
+def _add_vectors_backward(g):
+    return g * 1.0, g * 2.0
+
+
+_add_vectors.register_fake(lambda x, y: torch.empty_like(x))
+_add_vectors_backward.register_fake(lambda g: (torch.empty_like(g), torch.empty_like(g)))
+_add_vectors.register_autograd(lambda ctx, grad: _add_vectors_backward(grad))  # d/dy scaled 2x on purpose
+
+
+def test_custom_op_over_jax_kernel_eager_and_fullgraph():
+    x = torch.tensor([0.1, 0.2, 0.3], device="tpu", requires_grad=True)
+    y = torch.tensor([0.4, 0.5, 0.6], device="tpu", requires_grad=True)
+    _close(_add_vectors(x, y), torch.tensor([0.5, 0.7, 0.9]))
+    torch_tpu._dynamo_backend.reset_compile_stats()
+    f = torch.compile(lambda a, b: (_add_vectors(a, b) * 3).sum(), backend="tpu", fullgraph=True, dynamic=False)
+    loss = f(x, y)
+    loss.backward()
+    _close(loss, torch.tensor(6.3), atol=1e-6, rtol=1e-6)
+    _close(x.grad, torch.full((3,), 3.0))
+    _close(y.grad, torch.full((3,), 6.0))
+    s = torch_tpu.compile_stats()
+    # The custom ops are traced through to their kernels: both graphs lower whole.
+    assert s["lowerings"] == 2 and s["fallback_nodes"] == 0 and s["partitioned_graphs"] == 0, s
