@@ -113,15 +113,17 @@ def stablehlo_text(serialized: bytes, target_version: Optional[str] = None) -> s
     what the plugin parses): a module needing newer StableHLO raises instead of failing inside the plugin."""
     _import_jax()
     make_ctx, jm = _mlir()
+    from jaxlib.mlir.dialects import stablehlo as _sh
+
     target = target_version or plugin_stablehlo_version()
+    if target is not None and _version_tuple(target) > _version_tuple(_sh.get_current_version()):
+        target = _sh.get_current_version()  # a plugin newer than jaxlib reads what jaxlib writes
     with make_ctx():
         module = jm.deserialize_portable_artifact(serialized)
         if target is not None:
             try:
                 jm.serialize_portable_artifact(module, target)
             except Exception as e:  # noqa: BLE001 - jaxlib raises a bare exception type here
-                from jaxlib.mlir.dialects import stablehlo as _sh
-
                 raise RuntimeError(
                     f"torch_tpu: the exported program needs StableHLO features newer than version {target}, the "
                     f"newest the PJRT plugin parses (jaxlib writes {_sh.get_current_version()}): {e}") from e

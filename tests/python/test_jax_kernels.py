@@ -329,6 +329,26 @@ def test_op_the_plugin_cannot_compile_is_a_clear_error():
     assert "tpu::stablehlo_call" not in torch_tpu.fallback_counts()
 
 
+def test_stablehlo_version_check():
+    """Exports are re-serialized for the StableHLO version the plugin parses; newer features are named."""
+    from torch_tpu import _jax
+
+    exported, text = _jax.export_stablehlo(lambda x: jax.lax.top_k(x, 2), ((torch.float32, (8,)),))
+    assert "stablehlo.composite" in text and "loc(" not in text  # generic syntax, no locations
+    version = torch_tpu.plugin_info().get("attributes", {}).get("stablehlo_current_version")
+    assert _jax.stablehlo_text(exported.mlir_module_serialized) == text
+    if version is not None:
+        _jax.stablehlo_text(exported.mlir_module_serialized, version)
+    # stablehlo.composite (top_k) did not exist in StableHLO 0.9.0.
+    with pytest.raises(RuntimeError, match="newer than version 0.9.0(.|\n)*composite"):
+        _jax.stablehlo_text(exported.mlir_module_serialized, "0.9.0")
+
+
+def test_unknown_kernel_name():
+    with pytest.raises(RuntimeError, match="no foreign kernel named 'nope'"):
+        torch.ops.tpu.stablehlo_call([torch.ones(2, device="tpu")], "nope")
+
+
 def test_non_interpret_pallas_on_cpu_plugin_is_a_clear_error():
     if torch_tpu.plugin_info().get("platform_name") != "cpu":
         pytest.skip("the CPU plugin's restriction")
