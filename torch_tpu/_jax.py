@@ -351,9 +351,20 @@ class JaxKernelFunction:
         return f"<{self.kind} {self.__name__}>"
 
 
-@torch.compiler.assume_constant_result
 def _variant_name(f: JaxKernelFunction, statics: Tuple[Any, ...]) -> str:
+    r"""The kernel of `f` for these static arguments. Marked with ``assume_constant_result`` once dynamo is
+    imported (marking it here would import dynamo with torch_tpu): dynamo calls it while tracing and puts the
+    name in the graph as a constant."""
     return f._kernel_name(statics)
+
+
+def _mark_constant(dynamo: Any) -> None:
+    dynamo.assume_constant_result(_variant_name)
+
+
+from .api import _when_imported  # noqa: E402
+
+_when_imported("torch._dynamo", _mark_constant, "JAX kernels' static arguments under torch.compile")
 
 
 def _bind_statics(fn: Callable, positions: Tuple[int, ...], statics: Tuple[Any, ...]) -> Callable:

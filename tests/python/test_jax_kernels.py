@@ -196,6 +196,11 @@ def test_static_arguments_and_export_cache():
     assert power.cache_info()["exports"] == 2 and power.cache_info()["hits"] > info["hits"]
     power(torch.rand(5).to("tpu"), 2)  # a new shape: a new export
     assert power.cache_info()["exports"] == 3
+    # Under torch.compile the static value is part of the graph (a changing Python number would become
+    # symbolic: compile with dynamic=False).
+    cp = torch.compile(lambda t: power(t, 3) + 1, backend="tpu", fullgraph=True, dynamic=False)
+    _close(cp(xt), x ** 3 + 1, rtol=1e-5, atol=1e-5)
+    assert power.cache_info()["exports"] == 3  # the (3,) kernel's export is reused
 
 
 def test_export_cache_and_eager_program_cache():
