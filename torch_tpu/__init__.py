@@ -97,7 +97,9 @@ _install_compile()
 from . import ops  # noqa: E402
 
 ops._register()
-from ._jax import custom_jax_kernel, jax_op  # noqa: E402  (jax itself is imported on first use)
+from ._jax import custom_jax_kernel, jax_op, keep_jax_off_the_accelerator  # noqa: E402  (jax: on first use)
+
+keep_jax_off_the_accelerator(_plugin_state.get("kind"))
 
 # ---- 7. torch.compile's default backend on tpu tensors (inductor -> the tpu backend where Mosaic cannot run) ----
 from . import _inductor  # noqa: E402

@@ -185,6 +185,8 @@ def _setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
 
 def _backward(ctx: Any, grads: List[Optional[torch.Tensor]]) -> Tuple[Any, None]:
     args = list(ctx.saved_tensors)
+    if not ctx.diff_in:
+        return [None] * ctx.num_args, None
     vjp = kernel(ctx.kernel_name).vjp_kernel(ctx.num_args)
     cts = []
     for (dtype, shape), g in zip(ctx.out_meta, grads):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -39,6 +40,15 @@ _jax_mod: Any = None
 _jax_lock = threading.Lock()
 
 
+def keep_jax_off_the_accelerator(plugin_kind: Optional[str]) -> None:
+    r"""Called by ``import torch_tpu``: when the plugin drives a TPU or a GPU, a jax imported later in this
+    process (by the bridge, or by code inductor generates) uses its CPU backend unless ``JAX_PLATFORMS`` says
+    otherwise. A jax on the same TPU cannot open it (libtpu is one process's), and one on the same GPU would
+    preallocate most of its memory. Exporting for the accelerator's platform needs no device of it."""
+    if plugin_kind in ("tpu", "cuda") and "jax" not in sys.modules and "JAX_PLATFORMS" not in os.environ:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+
+
 def _import_jax() -> Any:
     r"""Imports jax for the bridge: CPU backend only (jax must not claim the accelerator our plugin drives)."""
     global _jax_mod
@@ -47,7 +57,7 @@ def _import_jax() -> Any:
     with _jax_lock:
         if _jax_mod is not None:
             return _jax_mod
-        if "jax" not in __import__("sys").modules and "JAX_PLATFORMS" not in os.environ:
+        if "jax" not in sys.modules and "JAX_PLATFORMS" not in os.environ:
             # jax would otherwise initialize libtpu (or CUDA) next to our plugin. Exporting for another platform
             # needs no device of that platform.
             os.environ["JAX_PLATFORMS"] = "cpu"
@@ -180,9 +190,8 @@ class _JaxKernel(ForeignKernel):
             raise TypeError(f"torch_tpu: {self.kind} '{self.display_name}' returns {exp.out_tree}; return an array "
                             f"or a flat tuple/list of arrays")
         prog = self.add_program(text, sig)
-        want = [(_foreign.MLIR_DTYPES.get(str(a.dtype)) or _torch_dtype(a.dtype), tuple(a.shape))
-                for a in exp.out_avals]
-        if [o for o in prog.outputs] != want:
+        want = [(_torch_dtype(a.dtype), tuple(a.shape)) for a in exp.out_avals]
+        if list(prog.outputs) != want:
             raise RuntimeError(f"torch_tpu: {self.kind} '{self.display_name}': program results {prog.outputs} differ "
                                f"from the export's {want}")
         cb = getattr(self, "on_export", None)

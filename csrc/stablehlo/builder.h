@@ -1,4 +1,5 @@
-// StableHLO program builder: emits one MLIR text module (generic op syntax) with a single public @main.
+// StableHLO program builder: emits one MLIR text module (generic op syntax) with a single public @main (plus the
+// private functions of embedded foreign modules, stablehlo/foreign.h).
 //
 // Layer 2 of torch-tpu. Depends on nothing but the C++ standard library (no torch, no PJRT).
 // Thread-safety: a Builder is used by one thread at a time; distinct Builders are independent.

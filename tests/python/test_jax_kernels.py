@@ -376,6 +376,24 @@ def test_non_tensor_argument_and_kwargs():
         gelu_mix(torch.ones(2, device="tpu"), y=torch.ones(2, device="tpu"))
 
 
+def test_jax_kept_off_the_accelerator(monkeypatch):
+    """With a TPU or CUDA plugin, a jax imported later uses its CPU backend (unless JAX_PLATFORMS says otherwise)."""
+    import os
+    import sys
+
+    from torch_tpu import _jax
+
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    monkeypatch.delitem(sys.modules, "jax")  # as if jax were not imported yet
+    _jax.keep_jax_off_the_accelerator("cpu")
+    assert "JAX_PLATFORMS" not in os.environ
+    _jax.keep_jax_off_the_accelerator("tpu")
+    assert os.environ["JAX_PLATFORMS"] == "cpu"
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
+    _jax.keep_jax_off_the_accelerator("cuda")
+    assert os.environ["JAX_PLATFORMS"] == "cuda"  # the user's choice stands
+
+
 def test_missing_jax_is_a_clear_error(run_python):
     """jax is optional: import torch_tpu never imports it, and a kernel call without it says what to install."""
     proc = run_python(
