@@ -3,9 +3,10 @@
 // the lowering kernel for ops defined after import.
 #include <torch/extension.h>
 
+#include "core/client.h"
 #include "eager/kernel.h"
-#include "eager/storage.h"
 #include "lowering/foreign.h"
+#include "python/bindings.h"
 
 namespace py = pybind11;
 
@@ -21,11 +22,7 @@ py::list types(const std::vector<shlo::TensorType>& ts) {
 
 }  // namespace
 
-}  // namespace torch_tpu
-
-// Called from PYBIND11_MODULE (csrc/python/module.cpp).
 void bindForeign(py::module_& m) {
-  using namespace torch_tpu;
   // Registers `text` for (kernel, its entry's input types). Returns {inputs, outputs: [(mlir element type, shape)],
   // custom_calls: [target], symbol}. Raises ValueError for text that cannot be embedded.
   m.def(
@@ -65,3 +62,5 @@ void bindForeign(py::module_& m) {
   // Registers the lowering kernel for ops with a rule defined since the last call; returns every registered name.
   m.def("_register_lowering_kernels", []() { return registerLoweringKernels(); });
 }
+
+}  // namespace torch_tpu
