@@ -132,6 +132,19 @@ api._install_dynamo_hook()
 from ._dynamo_backend import _install as _install_compile, compile_stats  # noqa: E402  (torch.compile backend "tpu")
 _install_compile()
 
+# ---- 6. the `tpu` operator namespace (fused kernels, foreign programs) and JAX kernels ----
+from . import ops  # noqa: E402
+
+ops._register()
+from ._jax import custom_jax_kernel, jax_op, keep_jax_off_the_accelerator  # noqa: E402  (jax: on first use)
+
+keep_jax_off_the_accelerator(_plugin_state.get("kind"))
+
+# ---- 7. torch.compile's default backend on tpu tensors (inductor -> the tpu backend where Mosaic cannot run) ----
+from . import _inductor  # noqa: E402
+
+_inductor._install()
+
 # ---- public helpers ----
 
 
@@ -213,6 +226,9 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "api",
+    "custom_jax_kernel",
+    "jax_op",
+    "ops",
     "cache_stats",
     "fallback_counts",
     "fallback_reasons",

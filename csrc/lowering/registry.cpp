@@ -118,6 +118,8 @@ const Registry& registry() {
         populateConv,
         populatePooling,
         populateSampling,
+        populateFused,
+        populateForeign,
         populateForeach,  // last: its rules wrap the per-tensor rules registered above
     };
     for (Populate p : kFamilies) p(*r);

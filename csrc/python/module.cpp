@@ -84,6 +84,7 @@ PYBIND11_MODULE(_C, m) {
   registerHooks();
   registerLoweringKernels();
   bindCompile(m);
+  bindForeign(m);
 
   m.def(
       "_set_plugin",

@@ -59,6 +59,8 @@ struct Builder::Impl {
   std::string body;
   int nextNum = 0;
   bool finished = false;
+  std::string toplevel;                   // addTopLevel: text after @main
+  std::vector<std::string> toplevel_keys;
 
   Impl();
 

@@ -371,9 +371,31 @@ std::string Builder::finish(const std::vector<Value>& results) {
       appendType(s, results[i].type);
     }
   }
-  s += "\n  }\n}\n";
+  s += "\n  }\n";
+  s += I.toplevel;
+  s += "}\n";
   std::string().swap(I.body);
   return s;
+}
+
+// ------------------------------------------------------------------ foreign functions (stablehlo/foreign.h)
+
+bool Builder::addTopLevel(const std::string& key, const std::string& text) {
+  Impl& I = *impl_;
+  if (I.finished) fail("addTopLevel", "the builder was already finished");
+  if (std::find(I.toplevel_keys.begin(), I.toplevel_keys.end(), key) != I.toplevel_keys.end()) return false;
+  I.toplevel_keys.push_back(key);
+  I.toplevel += text;
+  if (!text.empty() && text.back() != '\n') I.toplevel += '\n';
+  return true;
+}
+
+std::vector<Value> Builder::genericOp(const std::string& name, const std::vector<Value>& operands,
+                                      const std::string& attrs, const std::vector<TensorType>& results) {
+  for (const Value& v : operands) impl_->check("genericOp", v);
+  if (results.empty()) fail("genericOp", name + ": at least one result is needed");
+  for (const TensorType& t : results) checkShape("genericOp", t.shape);
+  return impl_->emitMulti(name.c_str(), operands.data(), operands.size(), {}, attrs, results.data(), results.size());
 }
 
 Value Builder::raw(const std::string& text, const std::string& signature, const TensorType& result) {

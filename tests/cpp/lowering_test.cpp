@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "lowering/foreign.h"
 #include "lowering/helpers.h"
 #include "lowering/lowering.h"
 #include "runtime/runtime.h"
@@ -1471,6 +1472,36 @@ static void numericTests() {
          {{0, 0, 1, 0, 0, 2}});
   expect("slice_scatter", "aten::slice_scatter",
          {T(f32, {4}, {1, 1, 1, 1}), T(f32, {2}, {7, 8}), I(0), I(0), N(), I(2)}, {}, {{7, 1, 8, 1}});
+
+  // ---- the tpu namespace: fused kernels and foreign programs ----
+  expect("tpu::swiglu", "tpu::swiglu", {T(f32, {3}, {-1, 0, 2}), T(f32, {3}, {2, 3, -1})}, {},
+         {{-0.53788284274, 0, -1.76159415596}});
+  expect("tpu::swiglu bf16", "tpu::swiglu", {T(DType::BF16, {2}, {-1, 2}), T(DType::BF16, {2}, {2, -1})}, {},
+         {{-0.5390625, -1.7578125}}, 1e-6, {DType::BF16});
+  expect("tpu::swiglu_backward", "tpu::swiglu_backward",
+         {T(f32, {3}, {1, 1, 1}), T(f32, {3}, {-1, 0, 2}), T(f32, {3}, {2, 3, -1})}, {},
+         {{0.14465897626, 1.5, -1.09078424878}, {-0.26894142137, 0, 1.76159415596}});
+  lowering::registerForeignProgram(
+      "lowering_test.kernel",
+      "func.func @main(%a: tensor<2xf32>, %b: tensor<2xf32>) -> (tensor<2xf32>, tensor<2xf32>) {\n"
+      "  %0 = stablehlo.add %a, %b : tensor<2xf32>\n"
+      "  %1 = stablehlo.multiply %a, %b : tensor<2xf32>\n"
+      "  return %0, %1 : tensor<2xf32>, tensor<2xf32>\n"
+      "}\n");
+  expect("tpu::stablehlo_call", "tpu::stablehlo_call",
+         {TL({T(f32, {2}, {1, 2}), T(f32, {2}, {3, 4})}), Str("lowering_test.kernel")}, {{f32, {2}}, {f32, {2}}},
+         {{4, 6}, {3, 8}});
+  test("tpu::stablehlo_call: no program for the argument types", [] {
+    bool threw = false;
+    try {
+      run("tpu::stablehlo_call", {TL({T(f32, {3}, {1, 2, 3}), T(f32, {3}, {3, 4, 5})}), Str("lowering_test.kernel")},
+          {{f32, {3}}, {f32, {3}}});
+    } catch (const LoweringError& e) {
+      threw = std::string(e.what()).find("no program of kernel 'lowering_test.kernel' takes (tensor<3xf32>, "
+                                         "tensor<3xf32>); registered:") != std::string::npos;
+    }
+    CHECK(threw);
+  });
 }
 
 int main(int argc, char** argv) {
