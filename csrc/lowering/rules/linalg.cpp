@@ -269,20 +269,38 @@ void addLU(Registry& r, const std::string& op, RuleFn fn, std::function<bool(con
   rule.accepts = [extra](const Context& ctx) { return squareSmall(ctx, 0) && (!extra || extra(ctx)); };
   r.add(std::move(rule));
 }
+// Matrix products: PyTorch CPU requires one dtype for every operand (self included) and has no bool kernels; other
+// calls decline, and the CPU kernel raises PyTorch's error.
+void addMatmul(Registry& r, const std::string& op, RuleFn fn) {
+  Rule rule;
+  rule.op = op;
+  rule.fn = std::move(fn);
+  rule.accepts = [](const Context& ctx) {
+    if (!realDTypes(ctx)) return false;
+    DType t = DType::Invalid;
+    for (const Arg& a : ctx.args) {
+      if (a.kind != Arg::Kind::Tensor || !a.tensor.valid()) continue;
+      if (t != DType::Invalid && a.tensor.dtype() != t) return false;
+      t = a.tensor.dtype();
+    }
+    return t != DType::Pred;
+  };
+  r.add(std::move(rule));
+}
 }  // namespace
 
 void populateLinalg(Registry& r) {
-  addReal(r, "aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); });
-  addReal(r, "aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); });
-  addReal(r, "aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); });
-  addReal(r, "aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); });
-  addReal(r, "aten::vdot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); });
+  addMatmul(r, "aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); });
+  addMatmul(r, "aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); });
+  addMatmul(r, "aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); });
+  addMatmul(r, "aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); });
+  addMatmul(r, "aten::vdot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); });
   // addmm(self, mat1, mat2, *, beta=1, alpha=1)
-  addReal(r, "aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); });
-  addReal(r, "aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); });
-  addReal(r, "aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); });
+  addMatmul(r, "aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); });
+  addMatmul(r, "aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); });
+  addMatmul(r, "aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); });
   // addbmm(self, batch1, batch2, beta, alpha): sum over the batch of batch1[i] @ batch2[i]
-  addReal(r, "aten::addbmm", [](Context& ctx) -> std::vector<Value> {
+  addMatmul(r, "aten::addbmm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value lhs = ctx.tensor(1), rhs = ctx.tensor(2);
     DType out = lhs.dtype();

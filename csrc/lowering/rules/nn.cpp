@@ -43,6 +43,7 @@ Value softmaxCore(Builder& b, Value x, int64_t dim, bool log) {
 std::vector<Value> softmaxRule(Context& ctx, bool log) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
+  if (!shlo::isFloat(x.dtype())) ctx.fail("integer input (PyTorch CPU implements floating dtypes only)");
   int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
   bool half_to_float = ctx.has(2) && ctx.toBool(2);
   DType out = half_to_float ? DType::F32 : x.dtype();
@@ -234,6 +235,7 @@ NllParts nllParts(Context& ctx, Value self, Value target, size_t weight_i, int64
 std::vector<Value> nllForwardRule(Context& ctx) {
   Builder& b = ctx.b;
   Value self = ctx.tensor(0), target = ctx.tensor(1);
+  if (!shlo::isFloat(self.dtype())) ctx.fail("integer input (PyTorch CPU implements floating dtypes only)");
   int64_t reduction = ctx.toInt(3), ignore_index = ctx.toInt(4);
   DType c = accType(self.dtype());
   Value x = b.convert(self, c);
@@ -362,6 +364,7 @@ std::vector<Value> bceBackwardRule(Context& ctx) {
 std::vector<Value> smoothL1Rule(Context& ctx, bool huber) {
   Builder& b = ctx.b;
   DType out = lossType(ctx, 0, 1), c = accType(out);
+  if (!shlo::isFloat(out)) ctx.fail("integer operands (PyTorch CPU implements floating dtypes only)");
   Shape shape;
   std::vector<Value> v = lossOperands(ctx, {0, 1}, c, shape);
   Value z = b.abs(b.sub(v[0], v[1]));
@@ -539,10 +542,12 @@ void populateNN(Registry& r) {
   addReal(r, "aten::native_dropout_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0), mask = ctx.tensor(1);
-    DType c = accType(g.dtype());
+    // the result type promotes grad_output with the float scale (bool/integer gradients give float32, as on CPU)
+    DType out = ctx.outputs[0].dtype != DType::Invalid ? ctx.outputs[0].dtype : g.dtype();
+    DType c = accType(out);
     Value m = b.convert(b.broadcastTo(mask, g.shape()), c);
     Value s = b.broadcastTo(scalarArg(ctx, 2, c), g.shape());
-    return {b.convert(b.mul(b.mul(b.convert(g, c), m), s), g.dtype())};
+    return {b.convert(b.mul(b.mul(b.convert(g, c), m), s), out)};
   });
 }
 

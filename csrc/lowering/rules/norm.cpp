@@ -50,9 +50,22 @@ std::vector<Value> groupNormRule(Context& ctx) {
   Value var = b.div(b.reduce(b.mul(d, d), {2}, ReduceKind::Sum), b.constantF(n, c, {N, G}));
   Value rstd = b.rsqrt(b.add(var, b.broadcastTo(scalarArg(ctx, 7, c), {N, G})));
   Shape cshape = {N, C, HW};
-  Value y = b.reshape(b.mul(d, b.broadcastInDim(rstd, gshape, {0, 1})), cshape);
-  if (ctx.has(1)) y = b.mul(y, b.broadcastInDim(b.convert(ctx.tensor(1), c), cshape, {1}));
-  if (ctx.has(2)) y = b.add(y, b.broadcastInDim(b.convert(ctx.tensor(2), c), cshape, {1}));
+  Value y;
+  if (ctx.has(1) || ctx.has(2)) {
+    // PyTorch CPU's form: y = x * scale + shift with scale = rstd * weight, shift = bias - mean * scale per (n, c)
+    // (the same roundings, and the same NaN where an infinite weight meets the mean)
+    Shape gc = {N, G, C / G};
+    Value scale = b.broadcastInDim(rstd, gc, {0, 1});
+    if (ctx.has(1)) scale = b.mul(scale, b.reshape(b.broadcastInDim(b.convert(ctx.tensor(1), c), {N, C}, {1}), gc));
+    Value shift = b.neg(b.mul(scale, b.broadcastInDim(mean, gc, {0, 1})));
+    if (ctx.has(2)) shift = b.add(shift, b.reshape(b.broadcastInDim(b.convert(ctx.tensor(2), c), {N, C}, {1}), gc));
+    scale = b.reshape(scale, {N, C});
+    shift = b.reshape(shift, {N, C});
+    Value xc = b.reshape(b.convert(x, c), cshape);
+    y = b.add(b.mul(xc, b.broadcastInDim(scale, cshape, {0, 1})), b.broadcastInDim(shift, cshape, {0, 1}));
+  } else {
+    y = b.reshape(b.mul(d, b.broadcastInDim(rstd, gshape, {0, 1})), cshape);
+  }
   DType st = ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : x.dtype();
   return {b.convert(b.reshape(y, x.shape()), x.dtype()), b.convert(mean, st), b.convert(rstd, st)};
 }
@@ -219,12 +232,26 @@ std::vector<Value> batchNormBackwardRule(Context& ctx) {
 }
 
 // Declines training calls of ops whose running-statistics writes the eager kernel cannot express (see the top).
-bool noWrittenStats(const Context& ctx, int training_arg) {
+// PyTorch CPU's parameter dtypes: weight, bias and running statistics share the input's dtype, or (mixed type) the
+// input is bf16/f16 and all of them are f32. Other calls decline and the CPU kernel raises its error.
+bool bnDTypes(const Context& ctx) {
   if (!realDTypes(ctx)) return false;
+  DType x = ctx.tensor(0).dtype(), p = DType::Invalid;
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    const Arg& a = ctx.args[i];
+    if (a.kind != Arg::Kind::Tensor || !a.tensor.valid()) continue;
+    if (p != DType::Invalid && a.tensor.dtype() != p) return false;
+    p = a.tensor.dtype();
+  }
+  return p == DType::Invalid || p == x || ((x == DType::BF16 || x == DType::F16) && p == DType::F32);
+}
+
+bool noWrittenStats(const Context& ctx, int training_arg) {
+  if (!bnDTypes(ctx)) return false;
   return training_arg >= 0 && !ctx.toBool(size_t(training_arg));
 }
 
-void addBn(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts = realDTypes) {
+void addBn(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts = bnDTypes) {
   Rule rule;
   rule.op = op;
   rule.fn = std::move(fn);

@@ -61,9 +61,18 @@ void addMean(Registry& r, const std::string& op, bool full) {
 }
 
 // amax/amin over a dim list (empty = all), max/min over everything.
+// Calls PyTorch CPU rejects although its meta kernels accept them (bool inputs of order statistics, reductions over an
+// empty dimension): the rule fails, the call goes to the CPU kernel, and the user gets PyTorch's own error.
+void rejectIf(const Context& ctx, bool cond, const char* why) {
+  if (cond) ctx.fail(why);
+}
+
+bool emptyDim(const Value& x, int64_t d) { return x.rank() > 0 && x.shape()[d] == 0; }
+
 std::vector<Value> extremeRule(Context& ctx, bool full, bool is_max) {
   Value x = ctx.tensor(0);
   std::vector<int64_t> dims = full ? allDims(x.rank()) : reduceDims(ctx, 1, x.rank());
+  rejectIf(ctx, full && x.type.numel() == 0, "max()/min() of an empty tensor");
   bool keep = !full && optBool(ctx, 2);
   Value r = reduceNan(ctx.b, x, dims, is_max ? ReduceKind::Max : ReduceKind::Min);
   return {keepDims(ctx.b, r, x.shape(), dims, keep)};
@@ -81,6 +90,7 @@ std::vector<Value> argExtreme(Builder& b, Value x, int64_t dim, bool is_max) {
 std::vector<Value> argRule(Context& ctx, bool is_max) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
+  rejectIf(ctx, x.dtype() == DType::Pred, "argmax/argmin of a bool tensor");
   bool keep = optBool(ctx, 2);
   if (!ctx.has(1)) {  // over the flattened tensor
     Value flat = b.reshape(x, {x.type.numel()});
@@ -99,6 +109,7 @@ std::vector<Value> maxDimRule(Context& ctx, bool is_max) {
   bool keep = optBool(ctx, 2);
   if (x.rank() == 0) return {x, b.constantInt(0, DType::S64)};
   int64_t d = normDim(ctx, ctx.toInt(1), x.rank());
+  rejectIf(ctx, emptyDim(x, d), "max/min over an empty dimension");
   auto res = argExtreme(b, x, d, is_max);
   return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
 }
@@ -169,6 +180,7 @@ std::vector<Value> cumRule(Context& ctx, ReduceKind kind) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
   DType out = sumType(ctx, 2, x.dtype());
+  rejectIf(ctx, out == DType::Pred, "cumsum/cumprod with a bool result");
   DType acc = accType(out);
   if (acc == DType::Pred) acc = DType::S64;
   int64_t d = normDim(ctx, ctx.toInt(1), x.rank());
@@ -524,8 +536,10 @@ void populateReduction(Registry& r) {
     Value x = ctx.tensor(0);
     int64_t k = ctx.toInt(1);
     bool keep = optBool(ctx, 3);
+    rejectIf(ctx, x.dtype() == DType::Pred, "kthvalue of a bool tensor");
     if (x.rank() == 0) return {x, b.constantInt(0, DType::S64)};
     int64_t d = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, x.rank());
+    rejectIf(ctx, emptyDim(x, d), "kthvalue over an empty dimension");
     auto res = pickAlong(b, sortAlong(b, x, d), d, b.constantInt(k - 1, DType::S64));
     return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
   });
@@ -534,6 +548,7 @@ void populateReduction(Registry& r) {
     addReal(r, base, [ignore](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value x = ctx.tensor(0);
+      rejectIf(ctx, x.dtype() == DType::Pred, "median of a bool tensor");
       if (x.type.numel() == 0) return {b.constantF(NAN, x.dtype(), {})};
       Value flat = b.reshape(x, {x.type.numel()});
       return {medianAlong(b, flat, 0, ignore)[0]};
@@ -542,8 +557,10 @@ void populateReduction(Registry& r) {
       Builder& b = ctx.b;
       Value x = ctx.tensor(0);
       bool keep = optBool(ctx, 2);
+      rejectIf(ctx, x.dtype() == DType::Pred, "median of a bool tensor");
       if (x.rank() == 0) return {x, b.constantInt(0, DType::S64)};
       int64_t d = normDim(ctx, ctx.toInt(1), x.rank());
+      rejectIf(ctx, emptyDim(x, d), "median over an empty dimension");
       auto res = medianAlong(b, x, d, ignore);
       return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
     });
@@ -553,7 +570,10 @@ void populateReduction(Registry& r) {
     Rule rule;
     rule.op = "aten::_cdist_forward";
     rule.static_args = {"p"};
-    rule.accepts = floatInput;
+    // PyTorch CPU's cdist implements float32/float64 only (half types raise there)
+    rule.accepts = [](const Context& ctx) {
+      return realDTypes(ctx) && (ctx.tensor(0).dtype() == DType::F32 || ctx.tensor(0).dtype() == DType::F64);
+    };
     rule.fn = [](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       const TensorType& ot = ctx.outputs.at(0);

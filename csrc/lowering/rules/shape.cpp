@@ -223,6 +223,8 @@ std::vector<Value> indexPutRule(Context& ctx) {
 
 bool indexPutAccepts(const Context& ctx) {
   if (!realDTypes(ctx)) return false;
+  // "Index put requires the source and destination dtypes match": declined, so that CPU's kernel raises it
+  if (ctx.tensor(2).dtype() != ctx.tensor(0).dtype()) return false;
   int bools = 0, present = 0;
   for (const Value& v : ctx.arg(1).tensors) {
     if (!v.valid()) continue;
@@ -585,6 +587,8 @@ void populateShape(Registry& r) {
   };
   for (const char* op : {"aten::searchsorted.Tensor", "aten::searchsorted.Scalar"})
     addReal(r, op, [search](Context& ctx) -> std::vector<Value> {
+      // PyTorch CPU has no bool searchsorted: the call goes to its kernel, which raises
+      if (resultTypeOf(ctx, {0, 1}) == DType::Pred) ctx.fail("searchsorted of bool values");
       bool right = (ctx.has(3) && ctx.toBool(3)) || (ctx.has(4) && ctx.arg(4).s == "right");
       Value res = search(ctx, 0, 1, right, 5);
       return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
@@ -597,7 +601,9 @@ void populateShape(Registry& r) {
       return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
     };
     // boundaries must be 1-d: otherwise declined, and the CPU kernel raises PyTorch's error
-    rule.accepts = [](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).rank() == 1; };
+    rule.accepts = [](const Context& ctx) {
+      return realDTypes(ctx) && ctx.tensor(1).rank() == 1 && resultTypeOf(ctx, {0, 1}) != DType::Pred;
+    };
     r.add(std::move(rule));
   }
   // take(self, index): elements of the flattened self (negative indices wrap).
@@ -710,6 +716,7 @@ void populateShape(Registry& r) {
       addReal(r, base, [reflect, nd](Context& ctx) -> std::vector<Value> {
         Builder& b = ctx.b;
         Value x = ctx.tensor(0);
+        if (reflect && x.dtype() == DType::Pred) ctx.fail("reflection padding of a bool tensor (CPU rejects it)");
         const auto& pad = ctx.toInts(1);
         for (int i = 0; i < nd; ++i) {
           int64_t d = x.rank() - 1 - i;
@@ -838,6 +845,7 @@ void populateShape(Registry& r) {
   addReal(r, "aten::topk", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
+    if (x.dtype() == DType::Pred) ctx.fail("topk of a bool tensor (PyTorch CPU rejects it)");
     int64_t k = ctx.toInt(1);
     bool largest = !ctx.has(3) || ctx.toBool(3);
     auto res = sortRule(ctx, ctx.has(2) ? ctx.toInt(2) : -1, largest);
