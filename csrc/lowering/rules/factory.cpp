@@ -77,6 +77,41 @@ const TensorType& outType(const Context& ctx) {
 
 bool floatSelf(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); }
 
+// Standard normal draws of `shape` in dtype c (Box-Muller on two uniform draws per element).
+Value standardNormal(Context& ctx, const Shape& shape, DType c) {
+  Builder& b = ctx.b;
+  Shape s2 = shape;
+  s2.insert(s2.begin(), 2);
+  Value u = uniform01(ctx, s2, c);
+  std::vector<int64_t> lo(s2.size(), 0), hi = s2, st(s2.size(), 1);
+  hi[0] = 1;
+  Value u1 = b.reshape(b.slice(u, lo, hi, st), shape);
+  lo[0] = 1;
+  hi[0] = 2;
+  Value u2 = b.reshape(b.slice(u, lo, hi, st), shape);
+  u1 = b.sub(b.onesLike(u1), u1);  // (0, 1]: log is finite
+  Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
+  return b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
+}
+
+// The value of static float argument i, or `dflt` when absent.
+double staticOr(const Context& ctx, size_t i, double dflt) { return ctx.has(i) ? ctx.staticDouble(i) : dflt; }
+
+// A random op whose parameters PyTorch validates (from <= to, sigma > 0, ...): they are static (part of the
+// program), and `valid` rejects a bad call, which then goes to the CPU kernel and raises PyTorch's error there.
+void addRandom(Registry& r, const std::string& op, std::vector<std::string> statics,
+               std::function<bool(const Context&)> valid, RuleFn fn, bool integers = false) {
+  Rule rule;
+  rule.op = op;
+  rule.static_args = std::move(statics);
+  rule.accepts = [valid, integers](const Context& ctx) {
+    bool dtype_ok = floatSelf(ctx) || (integers && realDTypes(ctx) && ctx.tensor(0).dtype() != DType::Pred);
+    return dtype_ok && valid(ctx);
+  };
+  rule.fn = std::move(fn);
+  r.add(std::move(rule));
+}
+
 void addRule(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts) {
   Rule rule;
   rule.op = op;
@@ -202,8 +237,11 @@ void populateFactory(Registry& r) {
     });
 
   // ---- random ----
-  // uniform_(self, float from=0, float to=1, *, generator)
-  addRule(r, "aten::uniform_", [](Context& ctx) -> std::vector<Value> {
+  // uniform_(self, float from=0, float to=1, *, generator); PyTorch requires from <= to (and a finite range)
+  addRandom(r, "aten::uniform_", {"from", "to"}, [](const Context& ctx) {
+    double from = staticOr(ctx, 1, 0.0), to = staticOr(ctx, 2, 1.0);
+    return from <= to && std::isfinite(to - from);
+  }, [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -211,28 +249,74 @@ void populateFactory(Registry& r) {
     Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
     Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
     return {b.convert(b.add(from, b.mul(u, b.sub(to, from))), self.dtype())};
-  }, floatSelf);
-  // normal_(self, float mean=0, float std=1, *, generator): Box-Muller on two uniform draws per element.
-  addRule(r, "aten::normal_", [](Context& ctx) -> std::vector<Value> {
+  });
+  // normal_(self, float mean=0, float std=1, *, generator); PyTorch requires std >= 0
+  addRandom(r, "aten::normal_", {"std"}, [](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; },
+            [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
-    Shape s2 = self.shape();
-    s2.insert(s2.begin(), 2);
-    Value u = uniform01(ctx, s2, c);
-    std::vector<int64_t> lo(s2.size(), 0), hi = s2, st(s2.size(), 1);
-    hi[0] = 1;
-    Value u1 = b.reshape(b.slice(u, lo, hi, st), self.shape());
-    lo[0] = 1;
-    hi[0] = 2;
-    Value u2 = b.reshape(b.slice(u, lo, hi, st), self.shape());
-    u1 = b.sub(b.onesLike(u1), u1);  // (0, 1]: log is finite
-    Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
-    Value z = b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
+    Value z = standardNormal(ctx, self.shape(), c);
     Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(z);
     Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(z);
     return {b.convert(b.add(mean, b.mul(z, stdv)), self.dtype())};
-  }, floatSelf);
+  });
+  // normal.Tensor_float(mean, float std=1): mean + std * z. (The forms with a std tensor stay on the CPU kernel:
+  // PyTorch checks std >= 0 element by element, which needs the values on the host.)
+  {
+    Rule rule;
+    rule.op = "aten::normal.Tensor_float";
+    rule.static_args = {"std"};
+    rule.accepts = [](const Context& ctx) { return floatSelf(ctx) && staticOr(ctx, 1, 1.0) >= 0; };
+    rule.fn = [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      const TensorType& t = outType(ctx);
+      DType c = drawType(t.dtype);
+      Value z = standardNormal(ctx, t.shape, c);
+      Value mean = b.broadcastTo(b.convert(ctx.tensor(0), c), t.shape);
+      Value stdv = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), t.shape) : b.onesLike(z);
+      return {b.convert(b.add(mean, b.mul(z, stdv)), t.dtype)};
+    };
+    r.add(std::move(rule));
+  }
+  // cauchy_(self, median=0, sigma=1): median + sigma * tan(pi * (u - 1/2)); PyTorch requires sigma > 0
+  addRandom(r, "aten::cauchy_", {"sigma"}, [](const Context& ctx) { return staticOr(ctx, 2, 1.0) > 0; },
+            [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u = uniform01(ctx, self.shape(), c);
+    Value t = b.tan(b.mul(cst(b, M_PI, u), b.sub(u, cst(b, 0.5, u))));
+    Value median = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
+    Value sigma = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
+    return {b.convert(b.add(median, b.mul(sigma, t)), self.dtype())};
+  });
+  // log_normal_(self, mean=1, std=2): exp(mean + std * z); PyTorch requires std > 0
+  addRandom(r, "aten::log_normal_", {"std"}, [](const Context& ctx) { return staticOr(ctx, 2, 2.0) > 0; },
+            [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value z = standardNormal(ctx, self.shape(), c);
+    Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : cst(b, 1.0, z);
+    Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : cst(b, 2.0, z);
+    return {b.convert(b.exp(b.add(mean, b.mul(z, stdv))), self.dtype())};
+  });
+  // geometric_(self, p): the number of Bernoulli(p) trials up to the first success, ceil(log(u) / log(1 - p));
+  // PyTorch requires 0 < p < 1
+  addRandom(r, "aten::geometric_", {"p"}, [](const Context& ctx) {
+    double p = ctx.staticDouble(1);
+    return p > 0 && p < 1;
+  }, [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u01 = uniform01(ctx, self.shape(), c);
+    Value u = b.sub(cst(b, 1.0, u01), u01);  // (0, 1]: log is finite
+    Value p = b.broadcastTo(scalarArg(ctx, 1, c), self.shape());
+    Value k = b.max(b.ceil(b.div(b.log(u), b.log1p(b.neg(p)))), cst(b, 1.0, u));
+    return {b.convert(k, self.dtype())};
+  }, /*integers=*/true);
   // bernoulli_.float(self, float p=0.5): 1 with probability p.
   addReal(r, "aten::bernoulli_.float", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -258,8 +342,9 @@ void populateFactory(Registry& r) {
     Value u = uniform01(ctx, p.shape(), c);
     return {b.convert(b.compare(u, b.convert(p, c), Cmp::LT), p.dtype())};
   }, floatSelf);
-  // exponential_(self, float lambd=1): -log(1 - u) / lambd
-  addRule(r, "aten::exponential_", [](Context& ctx) -> std::vector<Value> {
+  // exponential_(self, float lambd=1): -log(1 - u) / lambd; PyTorch requires lambd > 0
+  addRandom(r, "aten::exponential_", {"lambd"}, [](const Context& ctx) { return staticOr(ctx, 1, 1.0) > 0; },
+            [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -267,7 +352,7 @@ void populateFactory(Registry& r) {
     Value lambd = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.onesLike(u);
     Value e = b.div(b.neg(b.log1p(b.neg(u))), lambd);
     return {b.convert(e, self.dtype())};
-  }, floatSelf);
+  });
   // random_.from(self, int from, int? to), random_.to(self, int to), random_(self): integers in [from, to).
   auto randomRule = [](int form) {
     return [form](Context& ctx) -> std::vector<Value> {

@@ -393,6 +393,9 @@ std::vector<const HostScalar*> scalesFrom(const Context& ctx, size_t first, int6
 std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
+  // PyTorch CPU interpolates floating dtypes (and uint8 for nearest modes) only; other calls raise there
+  if (!shlo::isFloat(x.dtype()) && (x.dtype() != DType::U8 || mode == Mode::Linear))
+    ctx.fail("unsupported dtype for interpolation");
   bool linear = mode == Mode::Linear;
   bool ac = linear && ctx.toBool(2);
   auto scales = scalesFrom(ctx, linear ? 3 : 2, nsp);
@@ -436,6 +439,32 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
   return {b.convert(y, g.dtype())};
 }
 
+// max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices, output_size, stride, padding): each value
+// goes to its flat position (its index) within its (n, c) plane of a zero output. Samples from max_pool repeat an
+// index only for equal values, so the write order does not matter. An out-of-range index writes nothing.
+std::vector<Value> maxUnpoolRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0), idx = ctx.tensor(1);
+  const TensorType& ot = ctx.outputs.at(0);
+  int64_t r = x.rank(), lead = 1, in_plane = 1, out_plane = 1;
+  for (int64_t k = 0; k < r - nsp; ++k) lead *= x.shape()[k];
+  for (int64_t k = r - nsp; k < r; ++k) in_plane *= x.shape()[k];
+  for (size_t k = ot.shape.size() - size_t(nsp); k < ot.shape.size(); ++k) out_plane *= ot.shape[k];
+  if (idx.shape() != x.shape()) ctx.fail("indices must have the input's shape");
+  Value out = b.zeros({x.dtype(), {lead, out_plane}});
+  int64_t m = lead * in_plane;
+  if (m > 0 && out_plane > 0) {
+    Value rows = b.reshape(b.iota({DType::S64, {lead, in_plane}}, 0), {m, 1});
+    Value cols = b.reshape(b.convert(idx, DType::S64), {m, 1});
+    Builder::ScatterDims sd;
+    sd.inserted_window_dims = {0, 1};
+    sd.scatter_dims_to_operand_dims = {0, 1};
+    sd.index_vector_dim = 1;
+    out = b.scatter(out, b.concatenate({rows, cols}, 1), b.reshape(x, {m}), sd, std::nullopt);
+  }
+  return {b.reshape(out, ot.shape)};
+}
+
 void addPool(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> statics = {}) {
   addReal(r, op, std::move(fn), std::move(statics));
 }
@@ -454,6 +483,7 @@ void populatePooling(Registry& r) {
       addPool(r, "aten::_adaptive_avg_pool" + nd, [n](Context& ctx) { return adaptiveAvgRule(ctx, n); });
       addPool(r, "aten::_adaptive_avg_pool" + nd + "_backward",
               [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); });
+      addPool(r, "aten::max_unpool" + nd, [n](Context& ctx) { return maxUnpoolRule(ctx, n); });
     }
     std::vector<std::string> statics = n == 1 ? std::vector<std::string>{"scales"}
                                      : n == 2 ? std::vector<std::string>{"scales_h", "scales_w"}
