@@ -192,9 +192,11 @@ std::vector<Value> convolutionRule(Context& ctx) {
   ConvParams p = params(ctx, 3, nsp);
   // PyTorch raises "Output size is too small" when a spatial output size is not positive; its meta kernel for
   // transposed convolutions does not, so the call goes to the CPU kernel, which raises
-  const Shape& os = ctx.outputs.at(0).shape;
-  for (size_t k = os.size() - size_t(nsp); k < os.size(); ++k)
-    if (os[k] <= 0) ctx.fail("output size is too small");
+  if (!ctx.outputs.empty() && ctx.outputs[0].shape.size() >= size_t(nsp)) {
+    const Shape& os = ctx.outputs[0].shape;
+    for (size_t k = os.size() - size_t(nsp); k < os.size(); ++k)
+      if (os[k] <= 0) ctx.fail("output size is too small");
+  }
   DType out = ctx.outputs[0].dtype != DType::Invalid ? ctx.outputs[0].dtype : x.dtype();
   DType c = accType(promote(x.dtype(), w.dtype()));
   Value xc = b.convert(x, c), wc = b.convert(w, c);
@@ -258,24 +260,17 @@ bool convAccepts(const Context& ctx) {
   return true;
 }
 
-void addConv(Registry& r, const std::string& op, RuleFn fn) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = convAccepts;
-  r.add(std::move(rule));
-}
-
 }  // namespace
 
 void populateConv(Registry& r) {
-  addConv(r, "aten::convolution", convolutionRule);
-  addConv(r, "aten::convolution_overrideable", convolutionRule);
-  addConv(r, "aten::_convolution", convolutionRule);
-  addConv(r, "aten::_convolution.deprecated", convolutionRule);
-  addConv(r, "aten::convolution_backward", [](Context& ctx) { return convolutionBackwardRule(ctx, 4); });
-  addConv(r, "aten::convolution_backward_overrideable",
-          [](Context& ctx) { return convolutionBackwardRule(ctx, 3); });
+  r.add("aten::convolution", convolutionRule).accepts(convAccepts);
+  r.add("aten::convolution_overrideable", convolutionRule).accepts(convAccepts);
+  r.add("aten::_convolution", convolutionRule).accepts(convAccepts);
+  r.add("aten::_convolution.deprecated", convolutionRule).accepts(convAccepts);
+  r.add("aten::convolution_backward", [](Context& ctx) { return convolutionBackwardRule(ctx, 4); })
+      .accepts(convAccepts);
+  r.add("aten::convolution_backward_overrideable", 
+          [](Context& ctx) { return convolutionBackwardRule(ctx, 3); }).accepts(convAccepts);
 }
 
 }  // namespace torch_tpu::lowering

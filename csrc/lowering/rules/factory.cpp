@@ -94,57 +94,52 @@ Value standardNormal(Context& ctx, const Shape& shape, DType c) {
   return b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
 }
 
-// The value of static float argument i, or `dflt` when absent.
-double staticOr(const Context& ctx, size_t i, double dflt) { return ctx.has(i) ? ctx.staticDouble(i) : dflt; }
+// The value of static float argument i, `dflt` when absent, or NaN when its value is not known when lowering (then
+// every parameter check below fails and the call declines).
+double staticOr(const Context& ctx, size_t i, double dflt) {
+  if (!ctx.has(i)) return dflt;
+  const Arg& a = ctx.arg(i);
+  if (a.kind == Arg::Kind::Int) return double(a.i);
+  if ((a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double) && a.scalar.known()) return a.scalar.toDouble();
+  return NAN;
+}
 
-// A random op whose parameters PyTorch validates (from <= to, sigma > 0, ...): they are static (part of the
-// program), and `valid` rejects a bad call, which then goes to the CPU kernel and raises PyTorch's error there.
-void addRandom(Registry& r, const std::string& op, std::vector<std::string> statics,
-               std::function<bool(const Context&)> valid, RuleFn fn, bool integers = false) {
-  Rule rule;
-  rule.op = op;
-  rule.static_args = std::move(statics);
-  rule.accepts = [valid, integers](const Context& ctx) {
+// The accepts predicate of a random op whose parameters PyTorch validates (from <= to, sigma > 0, ...): those
+// parameters are static (part of the program, see the rows' staticArgs), and `valid` declines a bad call, which then
+// goes to the CPU kernel and raises PyTorch's error there. Floating self only, or any non-bool self for `integers`.
+AcceptsFn randomAccepts(std::function<bool(const Context&)> valid, bool integers = false) {
+  return [valid, integers](const Context& ctx) {
     bool dtype_ok = floatSelf(ctx) || (integers && realDTypes(ctx) && ctx.tensor(0).dtype() != DType::Pred);
     return dtype_ok && valid(ctx);
   };
-  rule.fn = std::move(fn);
-  r.add(std::move(rule));
-}
-
-void addRule(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = std::move(accepts);
-  r.add(std::move(rule));
 }
 
 }  // namespace
 
 void populateFactory(Registry& r) {
-  addReal(r, "aten::fill.Scalar", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); });
-  addReal(r, "aten::fill.Tensor", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); });
-  addReal(r, "aten::zero", [](Context& ctx) -> std::vector<Value> { return {ctx.b.zerosLike(ctx.tensor(0))}; });
-  addReal(r, "aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; });
-  addReal(r, "aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; });
-  addReal(r, "aten::_to_copy", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::fill.Scalar", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).accepts(realDTypes);
+  r.add("aten::fill.Tensor", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).accepts(realDTypes);
+  r.add("aten::zero", [](Context& ctx) -> std::vector<Value> { return {ctx.b.zerosLike(ctx.tensor(0))}; })
+      .accepts(realDTypes);
+  r.add("aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).accepts(realDTypes);
+  r.add("aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).accepts(realDTypes);
+  r.add("aten::_to_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     DType to = ctx.has(1) && ctx.arg(1).kind == Arg::Kind::ScalarType ? ctx.arg(1).dtype : x.dtype();
     return {ctx.b.convert(x, to)};
-  });
+  }).accepts(realDTypes);
   // full/zeros/ones/... : the value broadcast to the expected result type.
-  addReal(r, "aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); });
-  addReal(r, "aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); });
-  addReal(r, "aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); });
-  addReal(r, "aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); });
+  r.add("aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).accepts(realDTypes);
+  r.add("aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).accepts(realDTypes);
+  r.add("aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); }).accepts(realDTypes);
+  r.add("aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); }).accepts(realDTypes);
   for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros"})
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; });
+    r.add(op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; }).accepts(realDTypes);
   for (const char* op : {"aten::ones", "aten::ones_like", "aten::new_ones"})
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+    r.add(op, [](Context& ctx) -> std::vector<Value> {
       const TensorType& t = outType(ctx);
       return {ctx.b.constantF(1, t.dtype, t.shape)};
-    });
+    }).accepts(realDTypes);
 
   // arange: start + iota * step in the result dtype (float math in accType; integers in int64). The size comes
   // from ctx.outputs (PyTorch computed it from the same numbers).
@@ -163,25 +158,25 @@ void populateFactory(Registry& r) {
   };
   // The functional forms' result size depends on the numbers, so they are static there; arange.start_out (what
   // torch.arange(..., out=) and the eager factory path use) gets a resized `out`, so its numbers stay inputs.
-  addReal(r, "aten::arange.start_out", arange);
-  addReal(r, "aten::arange.start_step", arange, {"start", "end", "step"});
-  addReal(r, "aten::arange.start", arange, {"start", "end"});
-  addReal(r, "aten::arange", [](Context& ctx) -> std::vector<Value> {  // arange(end): 0, 1, ...
+  r.add("aten::arange.start_out", arange).accepts(realDTypes);
+  r.add("aten::arange.start_step", arange).staticArgs({"start", "end", "step"}).accepts(realDTypes);
+  r.add("aten::arange.start", arange).staticArgs({"start", "end"}).accepts(realDTypes);
+  r.add("aten::arange", [](Context& ctx) -> std::vector<Value> {  // arange(end): 0, 1, ...
     const TensorType& t = outType(ctx);
     Builder& b = ctx.b;
     DType c = isFloat(t.dtype) ? accType(t.dtype) : DType::S64;
     return {b.convert(b.convert(b.iota({DType::S64, t.shape}, 0), c), t.dtype)};
-  }, {"end"});
+  }).staticArgs({"end"}).accepts(realDTypes);
 
   // eye(n) / eye.m(n, m): ones on the main diagonal (shape from the expected result).
   for (const char* op : {"aten::eye", "aten::eye.m"})
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+    r.add(op, [](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       const TensorType& t = outType(ctx);
       if (t.rank() != 2) ctx.fail("expected a 2-d result");
       Value diag = b.compare(b.iota({DType::S64, t.shape}, 0), b.iota({DType::S64, t.shape}, 1), Cmp::EQ);
       return {b.convert(diag, t.dtype)};
-    });
+    }).accepts(realDTypes);
   // linspace / logspace (start, end, steps[, base]): PyTorch's two-sided formula (the first half counts up from
   // start, the second half down from end). Integer results compute in f64 and truncate, as PyTorch CPU.
   auto spaced = [](bool log) {
@@ -214,12 +209,12 @@ void populateFactory(Registry& r) {
     };
   };
   for (const char* ov : {"", ".Tensor_Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
-    addReal(r, std::string("aten::linspace") + ov, spaced(false));
-    addReal(r, std::string("aten::logspace") + ov, spaced(true));
+    r.add(std::string("aten::linspace") + ov, spaced(false)).accepts(realDTypes);
+    r.add(std::string("aten::logspace") + ov, spaced(true)).accepts(realDTypes);
   }
   // tril_indices / triu_indices(row, col, offset): every number is static; the indices are a constant.
   for (bool lower : {true, false})
-    addReal(r, lower ? "aten::tril_indices" : "aten::triu_indices", [lower](Context& ctx) -> std::vector<Value> {
+    r.add(lower ? "aten::tril_indices" : "aten::triu_indices", [lower](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       const TensorType& t = outType(ctx);
       int64_t rows = ctx.toInt(0), cols = ctx.toInt(1), off = ctx.has(2) ? ctx.toInt(2) : 0;
@@ -234,14 +229,11 @@ void populateFactory(Registry& r) {
       if (rr.empty()) return {b.zeros(t)};
       rr.insert(rr.end(), cc.begin(), cc.end());
       return {b.convert(b.reshape(b.constantI64s(rr, DType::S64), t.shape), t.dtype)};
-    });
+    }).accepts(realDTypes);
 
   // ---- random ----
   // uniform_(self, float from=0, float to=1, *, generator); PyTorch requires from <= to (and a finite range)
-  addRandom(r, "aten::uniform_", {"from", "to"}, [](const Context& ctx) {
-    double from = staticOr(ctx, 1, 0.0), to = staticOr(ctx, 2, 1.0);
-    return from <= to && std::isfinite(to - from);
-  }, [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::uniform_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -249,10 +241,12 @@ void populateFactory(Registry& r) {
     Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
     Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
     return {b.convert(b.add(from, b.mul(u, b.sub(to, from))), self.dtype())};
-  });
+  }).staticArgs({"from", "to"}).accepts(randomAccepts([](const Context& ctx) {
+    double from = staticOr(ctx, 1, 0.0), to = staticOr(ctx, 2, 1.0);
+    return from <= to && std::isfinite(to - from);
+  }));
   // normal_(self, float mean=0, float std=1, *, generator); PyTorch requires std >= 0
-  addRandom(r, "aten::normal_", {"std"}, [](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; },
-            [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::normal_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -260,28 +254,20 @@ void populateFactory(Registry& r) {
     Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(z);
     Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(z);
     return {b.convert(b.add(mean, b.mul(z, stdv)), self.dtype())};
-  });
+  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; }));
   // normal.Tensor_float(mean, float std=1): mean + std * z. (The forms with a std tensor stay on the CPU kernel:
   // PyTorch checks std >= 0 element by element, which needs the values on the host.)
-  {
-    Rule rule;
-    rule.op = "aten::normal.Tensor_float";
-    rule.static_args = {"std"};
-    rule.accepts = [](const Context& ctx) { return floatSelf(ctx) && staticOr(ctx, 1, 1.0) >= 0; };
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Builder& b = ctx.b;
-      const TensorType& t = outType(ctx);
-      DType c = drawType(t.dtype);
-      Value z = standardNormal(ctx, t.shape, c);
-      Value mean = b.broadcastTo(b.convert(ctx.tensor(0), c), t.shape);
-      Value stdv = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), t.shape) : b.onesLike(z);
-      return {b.convert(b.add(mean, b.mul(z, stdv)), t.dtype)};
-    };
-    r.add(std::move(rule));
-  }
+  r.add("aten::normal.Tensor_float", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const TensorType& t = outType(ctx);
+    DType c = drawType(t.dtype);
+    Value z = standardNormal(ctx, t.shape, c);
+    Value mean = b.broadcastTo(b.convert(ctx.tensor(0), c), t.shape);
+    Value stdv = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), t.shape) : b.onesLike(z);
+    return {b.convert(b.add(mean, b.mul(z, stdv)), t.dtype)};
+  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 1, 1.0) >= 0; }));
   // cauchy_(self, median=0, sigma=1): median + sigma * tan(pi * (u - 1/2)); PyTorch requires sigma > 0
-  addRandom(r, "aten::cauchy_", {"sigma"}, [](const Context& ctx) { return staticOr(ctx, 2, 1.0) > 0; },
-            [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::cauchy_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -290,10 +276,9 @@ void populateFactory(Registry& r) {
     Value median = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
     Value sigma = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
     return {b.convert(b.add(median, b.mul(sigma, t)), self.dtype())};
-  });
+  }).staticArgs({"sigma"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) > 0; }));
   // log_normal_(self, mean=1, std=2): exp(mean + std * z); PyTorch requires std > 0
-  addRandom(r, "aten::log_normal_", {"std"}, [](const Context& ctx) { return staticOr(ctx, 2, 2.0) > 0; },
-            [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::log_normal_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -301,13 +286,10 @@ void populateFactory(Registry& r) {
     Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : cst(b, 1.0, z);
     Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : cst(b, 2.0, z);
     return {b.convert(b.exp(b.add(mean, b.mul(z, stdv))), self.dtype())};
-  });
+  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 2.0) > 0; }));
   // geometric_(self, p): the number of Bernoulli(p) trials up to the first success, ceil(log(u) / log(1 - p));
   // PyTorch requires 0 < p < 1
-  addRandom(r, "aten::geometric_", {"p"}, [](const Context& ctx) {
-    double p = ctx.staticDouble(1);
-    return p > 0 && p < 1;
-  }, [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::geometric_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -316,35 +298,37 @@ void populateFactory(Registry& r) {
     Value p = b.broadcastTo(scalarArg(ctx, 1, c), self.shape());
     Value k = b.max(b.ceil(b.div(b.log(u), b.log1p(b.neg(p)))), cst(b, 1.0, u));
     return {b.convert(k, self.dtype())};
-  }, /*integers=*/true);
+  }).staticArgs({"p"}).accepts(randomAccepts([](const Context& ctx) {
+    double p = staticOr(ctx, 1, NAN);
+    return p > 0 && p < 1;
+  }, /*integers=*/true));
   // bernoulli_.float(self, float p=0.5): 1 with probability p.
-  addReal(r, "aten::bernoulli_.float", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::bernoulli_.float", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
     Value u = uniform01(ctx, self.shape(), c);
     Value p = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : cst(b, 0.5, u);
     return {b.convert(b.compare(u, p, Cmp::LT), self.dtype())};
-  });
+  }).accepts(realDTypes);
   // bernoulli_.Tensor(self, Tensor p) and bernoulli(self = probabilities)
-  addReal(r, "aten::bernoulli_.Tensor", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::bernoulli_.Tensor", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
     Value u = uniform01(ctx, self.shape(), c);
     Value p = b.broadcastTo(b.convert(ctx.tensor(1), c), self.shape());
     return {b.convert(b.compare(u, p, Cmp::LT), self.dtype())};
-  });
-  addRule(r, "aten::bernoulli", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::bernoulli", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value p = ctx.tensor(0);
     DType c = drawType(p.dtype());
     Value u = uniform01(ctx, p.shape(), c);
     return {b.convert(b.compare(u, b.convert(p, c), Cmp::LT), p.dtype())};
-  }, floatSelf);
+  }).accepts(floatSelf);
   // exponential_(self, float lambd=1): -log(1 - u) / lambd; PyTorch requires lambd > 0
-  addRandom(r, "aten::exponential_", {"lambd"}, [](const Context& ctx) { return staticOr(ctx, 1, 1.0) > 0; },
-            [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::exponential_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -352,7 +336,7 @@ void populateFactory(Registry& r) {
     Value lambd = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.onesLike(u);
     Value e = b.div(b.neg(b.log1p(b.neg(u))), lambd);
     return {b.convert(e, self.dtype())};
-  });
+  }).staticArgs({"lambd"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 1, 1.0) > 0; }));
   // random_.from(self, int from, int? to), random_.to(self, int to), random_(self): integers in [from, to).
   auto randomRule = [](int form) {
     return [form](Context& ctx) -> std::vector<Value> {
@@ -379,9 +363,9 @@ void populateFactory(Registry& r) {
       return {randomRange(ctx, self.type, from, range)};
     };
   };
-  addReal(r, "aten::random_.from", randomRule(0));
-  addReal(r, "aten::random_.to", randomRule(1));
-  addReal(r, "aten::random_", randomRule(2));
+  r.add("aten::random_.from", randomRule(0)).accepts(realDTypes);
+  r.add("aten::random_.to", randomRule(1)).accepts(realDTypes);
+  r.add("aten::random_", randomRule(2)).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering
