@@ -1,13 +1,20 @@
 """Full OpInfo sweep on `tpu`: writes docs/op_coverage.md (and prints the summary).
 
-    python tools/op_coverage.py [--ops add,mul] [--max-samples N] [--out docs/op_coverage.md]
+    python tools/op_coverage.py [--ops add,mul] [--max-samples 4] [--out docs/op_coverage.md]
 
-Pass rates count only cases that ran on the device; cases that were right only thanks to the CPU fallback are
-counted separately. Expected failures live in tests/python/opinfo_expected_failures.py with a reason each.
+One run writes the whole file; its header states the parameters. Samples are generated from fixed seeds, so two
+runs give the same file apart from the line stating the time taken. Pass rates count only cases that ran on the
+device; cases that were right only thanks to the CPU fallback are counted separately. Expected failures live in
+tests/python/opinfo_expected_failures.py, each with a reason; the report lists unexpected failures, unexpected
+passes and entries that matched nothing. Exit status 1 when there are unexpected failures or passes.
 """
 import argparse
+import dataclasses
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 
@@ -19,32 +26,92 @@ from torch_tpu.testing import opinfo as H
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
 from opinfo_expected_failures import EXPECTED_FAILURES, MODEL_OPS  # noqa: E402
 
+DEFAULT_SAMPLES = 4
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--ops", default=None)
-    ap.add_argument("--max-samples", type=int, default=None)
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "op_coverage.md"))
-    args = ap.parse_args()
-    ops = H.find_ops(args.ops.split(",") if args.ops else None)
-    t0 = time.time()
+
+def sweep(ops, max_samples, xf, log=sys.stderr):
     results = []
     for n, op in enumerate(ops):
         t = time.time()
         try:
-            results += H.run_op(op, max_samples=args.max_samples, expected_failures=EXPECTED_FAILURES)
+            results += H.run_op(op, max_samples=max_samples, expected_failures=xf)
         except Exception as e:  # noqa: BLE001
-            results.append(H.CaseResult(H.op_key(op), "any", "forward", 0, H.ERROR, f"harness: {e!r}"[:200]))
-        print(f"[{n + 1}/{len(ops)}] {H.op_key(op)} {time.time() - t:.1f}s", file=sys.stderr, flush=True)
+            results.append(H.CaseResult(H.op_key(op), "any", "forward", 0, H.ERROR, H._clean(f"harness: {e!r}")))
+        print(f"[{n + 1}/{len(ops)}] {H.op_key(op)} {time.time() - t:.1f}s", file=log, flush=True)
+    return results
+
+
+def run_jobs(args, ops, xf):
+    """Runs the sweep in `args.jobs` worker processes (ops dealt round-robin) and merges their results in op order."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for j in range(args.jobs):
+            out = os.path.join(tmp, f"{j}.json")
+            cmd = [sys.executable, __file__, "--worker", f"{j}/{args.jobs}", "--json", out,
+                   "--max-samples", str(args.max_samples)] + (["--ops", args.ops] if args.ops else [])
+            procs.append((subprocess.Popen(cmd), out))
+        parts = []
+        for p, out in procs:
+            if p.wait() != 0:
+                raise SystemExit(f"worker failed with exit status {p.returncode}")
+            with open(out) as f:
+                parts.append(json.load(f))
+    by_op = {}
+    for part in parts:
+        for r in part["results"]:
+            by_op.setdefault(r["op"], []).append(H.CaseResult(**r))
+        for k, v in part["matched"].items():
+            xf.matched[id(xf.entries[int(k)])] += v
+        for k, v in part["covered"].items():
+            xf.covered[id(xf.entries[int(k)])] += v
+    return [r for op in ops for r in by_op.get(H.op_key(op), [])]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default=None, help="comma-separated OpInfo names (default: the whole op database)")
+    ap.add_argument("--max-samples", type=int, default=DEFAULT_SAMPLES,
+                    help=f"samples per (op, dtype) (default {DEFAULT_SAMPLES}; 0 = all)")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "op_coverage.md"))
+    ap.add_argument("--jobs", type=int, default=1, help="worker processes (the report does not depend on it)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--json", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    max_samples = args.max_samples or None
+    ops = H.find_ops(args.ops.split(",") if args.ops else None)
+    xf = H.ExpectedFailures(EXPECTED_FAILURES)
+    if args.worker:
+        j, n = map(int, args.worker.split("/"))
+        results = sweep(ops[j::n], max_samples, xf)
+        index = {id(e): k for k, e in enumerate(xf.entries)}
+        with open(args.json, "w") as f:
+            json.dump({"results": [dataclasses.asdict(r) for r in results],
+                       "matched": {index[i]: c for i, c in xf.matched.items()},
+                       "covered": {index[i]: c for i, c in xf.covered.items()}}, f)
+        return 0
+    t0 = time.time()
+    results = run_jobs(args, ops, xf) if args.jobs > 1 else sweep(ops, max_samples, xf)
     elapsed = time.time() - t0
+    run_keys = {H.op_key(o) for o in ops}
     model_keys = {H.op_key(o) for o in ops if o.name in MODEL_OPS or H.op_key(o) in MODEL_OPS}
+    info = torch_tpu._C._plugin_info()
+    dtypes = ", ".join(str(d).replace("torch.", "") for d in H.DTYPES)
+    cmd = "python tools/op_coverage.py" + (f" --ops {args.ops}" if args.ops else "") + \
+        (f" --max-samples {args.max_samples}" if args.max_samples != DEFAULT_SAMPLES else "")
     lines = ["# OpInfo coverage on `tpu`", "",
-             f"Generated by `python tools/op_coverage.py` on torch {torch.__version__}, "
-             f"plugin {torch_tpu._C._plugin_info()['platform_name']} (PJRT API "
-             f"{torch_tpu._C._plugin_info()['api_version']}), in {elapsed / 60:.1f} min.", "",
-             "A case is one (op, dtype, sample). *pass* = correct and computed on the device; *fallback* = correct "
-             "only because an op ran on the CPU fallback (not counted as a pass); *xfail* = listed with a reason in "
-             "tests/python/opinfo_expected_failures.py.", ""]
+             f"Generated by `{cmd}` on torch {torch.__version__}, plugin {info['platform_name']} "
+             f"(PJRT API {info['api_version']}).", "",
+             f"- ops: {len(ops)} OpInfos ({'selected' if args.ops else 'the whole op database'})",
+             f"- dtypes: {dtypes} (those each OpInfo supports on CPU)",
+             f"- samples per (op, dtype): {'all' if max_samples is None else f'the first {max_samples}'}; "
+             "forward, backward (floating dtypes, ops with autograd) and every error input",
+             f"- expected failures: {len(xf.entries)} entries in tests/python/opinfo_expected_failures.py",
+             f"- time: {elapsed / 60:.1f} min ({args.jobs} worker process{'es' if args.jobs > 1 else ''})", "",
+             "A case is one (op, dtype, sample, direction). *pass* = correct and computed on the device; *fallback* = "
+             "correct only because an op ran on the CPU fallback (not counted as a pass); *xfail* = failed as an "
+             "expected-failure entry says; *xpass* = listed as expected to fail but passed. Random ops are compared "
+             "by distribution, ops with unspecified tie indices by values and index consistency, empty* by "
+             "metadata (see torch_tpu/testing/opinfo.py).", ""]
     for title, sel in (("Ops used by the model suite", model_keys), ("Whole op database", None)):
         fp, ft = H.rate(results, "forward", sel)
         bp, bt = H.rate(results, "backward", sel)
@@ -61,17 +128,25 @@ def main():
         if r.outcome == H.PASS_FALLBACK:
             for o in r.detail.split(","):
                 fb[o] += 1
-    lines += ["", "## Ops reached through the CPU fallback (cases)", ""]
-    lines += [f"- `{o}`: {c}" for o, c in fb.most_common()]
-    lines += ["", "## Per op", "", H.markdown_table(results), "", "## Failures", ""]
-    for r in results:
-        if r.outcome in (H.FAIL, H.ERROR):
-            lines.append(f"- {r.op} [{r.dtype}] {r.direction} #{r.index}: {r.detail}")
+    lines += ["", "## Ops reached through the CPU fallback outside expected failures (cases)", ""]
+    lines += [f"- `{o}`: {c}" for o, c in sorted(fb.items(), key=lambda kv: (-kv[1], kv[0]))] or ["- none"]
+    unexpected = [r for r in results if r.outcome in (H.FAIL, H.ERROR, H.PASS_FALLBACK)]
+    xpass = [r for r in results if r.outcome == H.XPASS]
+    lines += ["", "## Unexpected failures and fallbacks", ""]
+    lines += [f"- {r.op} [{r.dtype}] {r.direction} #{r.index}: {r.outcome}: {r.detail}" for r in unexpected] \
+        or ["- none"]
+    lines += ["", "## Unexpected passes", ""]
+    lines += [f"- {r.op} [{r.dtype}] {r.direction} #{r.index}: {r.detail}" for r in xpass] or ["- none"]
+    lines += ["", "## Expected-failure entries that matched no case", ""]
+    stale = [e for e in xf.entries if e.op in run_keys and not xf.matched[id(e)]]
+    lines += [f"- {e.describe()}" for e in stale] or ["- none"]
+    lines += ["", "## Per op", "", H.markdown_table(results), ""]
     text = "\n".join(lines) + "\n"
     with open(args.out, "w") as f:
         f.write(text)
-    print("\n".join(lines[:30]))
+    print("\n".join(lines[:40]))
+    return 1 if unexpected or xpass else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -13,9 +13,31 @@ bool rejectsBool(const std::string& op) {
                                "sub.Scalar", "rsub.Tensor", "rsub.Scalar", "remainder.Tensor", "remainder.Scalar",
                                "remainder.Scalar_Tensor", "fmod.Tensor", "fmod.Scalar", "floor_divide",
                                "floor_divide.Scalar", "pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "hypot",
-                               "logaddexp", "div.Tensor_mode", "div.Scalar_mode", "round.decimals"};
+                               "logaddexp", "div.Tensor_mode", "div.Scalar_mode", "round.decimals", "addcmul",
+                               "clamp", "clamp.Tensor", "clamp_min", "clamp_min.Tensor", "clamp_max",
+                               "clamp_max.Tensor"};
   for (const char* k : kOps)
     if (op == std::string("aten::") + k) return true;
+  return false;
+}
+
+// Ops PyTorch CPU implements for floating dtypes only (integer and bool operands raise NotImplementedError there):
+// declined for those, so that CPU raises.
+bool rejectsIntegral(const std::string& op) {
+  static const char* kOps[] = {"frac", "nextafter", "lerp.Scalar", "lerp.Tensor", "hardswish", "hardsigmoid",
+                               "sigmoid_backward", "tanh_backward", "hardsigmoid_backward", "hardswish_backward",
+                               "logaddexp", "logaddexp2"};
+  for (const char* k : kOps)
+    if (op == std::string("aten::") + k) return true;
+  return false;
+}
+
+// A bool alpha with a non-bool result: PyTorch raises "Boolean alpha only supported for Boolean results".
+bool boolAlphaMismatch(const Context& ctx, DType promoted) {
+  for (const Arg& a : ctx.args)
+    if (a.name == "alpha" && a.kind == Arg::Kind::Scalar && a.scalar.kind == HostScalar::Kind::Bool &&
+        promoted != DType::Pred)
+      return true;
   return false;
 }
 
@@ -31,10 +53,18 @@ DType promotedOf(const Context& ctx) {
 
 AcceptsFn elementwiseAccepts(const std::string& op) {
   bool no_bool = rejectsBool(op);
+  bool no_int = rejectsIntegral(op);
   bool div_mode = op.find("_mode") != std::string::npos;
-  return [no_bool, div_mode](const Context& ctx) {
+  bool same_dtypes = op == "aten::heaviside";  // "heaviside is not yet implemented for tensors with different dtypes"
+  return [no_bool, no_int, div_mode, same_dtypes](const Context& ctx) {
     if (!realDTypes(ctx)) return false;
-    if (!no_bool || promotedOf(ctx) != DType::Pred) return true;
+    DType promoted = promotedOf(ctx);
+    if (no_int && !isFloat(promoted)) return false;
+    if (boolAlphaMismatch(ctx, promoted)) return false;
+    if (same_dtypes && ctx.has(1) && ctx.args[1].kind == Arg::Kind::Tensor &&
+        ctx.tensor(0).dtype() != ctx.tensor(1).dtype())
+      return false;
+    if (!no_bool || promoted != DType::Pred) return true;
     return div_mode && !ctx.has(2);
   };
 }

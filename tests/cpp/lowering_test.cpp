@@ -227,6 +227,11 @@ static In D(double v) {  // float argument (dynamic)
   a.kind = Arg::Kind::Double;
   return a;
 }
+static In DS(double v) {  // float argument with a static value (the rule lists it in static_args)
+  In a = D(v);
+  a.stat = true;
+  return a;
+}
 static In I(int64_t v) {
   In a;
   a.kind = Arg::Kind::Int;
@@ -670,10 +675,15 @@ static void compileSweep() {
   }, [](DType t) { return std::vector<TensorType>{{t, {3}}}; });
   sweep("aten::bernoulli", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), N()}; });
   sweep("aten::bernoulli_.Tensor", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::F32, {3}), N()}; });
-  sweep("aten::uniform_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(-1), D(1), N()}; });
-  sweep("aten::normal_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0), D(1), N()}; });
+  sweep("aten::uniform_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), DS(-1), DS(1), N()}; });
+  sweep("aten::normal_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0), DS(1), N()}; });
+  sweep("aten::normal.Tensor_float", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), DS(2), N()}; },
+        [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
+  sweep("aten::cauchy_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0), DS(1), N()}; });
+  sweep("aten::log_normal_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(1), DS(2), N()}; });
+  sweep("aten::geometric_", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), DS(0.3), N()}; });
   sweep("aten::bernoulli_.float", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0.3), N()}; });
-  sweep("aten::exponential_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(1.5), N()}; });
+  sweep("aten::exponential_", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), DS(1.5), N()}; });
   sweep("aten::random_.from", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(0), I(2), N()}; });
   sweep("aten::random_.from", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(0), N(), N()}; });
   sweep("aten::random_.to", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3}), I(2), N()}; });
@@ -1084,6 +1094,8 @@ static void coverageCases() {
       {"aten::max_pool3d_with_indices_backward", {T(f32, {1, 2, 2, 2, 2}), T(f32, {1, 2, 5, 5, 5}), L({2, 2, 2}), L({2, 2, 2}), L({0, 0, 0}), L({1, 1, 1}), B(false), T(s64, {1, 2, 2, 2, 2})}, {{f32, {1, 2, 5, 5, 5}}}},
       {"aten::_adaptive_avg_pool3d", {T(f32, {1, 2, 5, 5, 5}), L({3, 3, 3})}, {{f32, {1, 2, 3, 3, 3}}}},
       {"aten::_adaptive_avg_pool3d_backward", {T(f32, {1, 2, 3, 3, 3}), T(f32, {1, 2, 5, 5, 5})}, {{f32, {1, 2, 5, 5, 5}}}},
+      {"aten::max_unpool2d", {T(f32, {1, 2, 2, 2}), T(s64, {1, 2, 2, 2}, {0, 3, 10, 15, 1, 6, 9, 12}), L({4, 4})}, {{f32, {1, 2, 4, 4}}}},
+      {"aten::max_unpool3d", {T(f32, {1, 1, 1, 2, 2}), T(s64, {1, 1, 1, 2, 2}, {0, 3, 5, 7}), L({2, 2, 2}), L({2, 2, 2}), L({0, 0, 0})}, {{f32, {1, 1, 2, 2, 2}}}},
       {"aten::upsample_nearest1d", {T(f32, {1, 2, 3}), L({5}), N()}, {{f32, {1, 2, 5}}}},
       {"aten::upsample_nearest1d_backward", {T(f32, {1, 2, 5}), L({5}), L({1, 2, 3}), N()}, {{f32, {1, 2, 3}}}},
       {"aten::_upsample_nearest_exact1d", {T(f32, {1, 2, 3}), L({5}), N()}, {{f32, {1, 2, 5}}}},
@@ -1309,7 +1321,7 @@ static void numericTests() {
          {named(S(-3, K::Int), "start"), named(S(3, K::Int), "end"), named(S(2, K::Int), "step"), named(T(s64, {3}), "out")},
          {{s64, {3}}}, {{-3, -1, 1}}, 0);
   test("uniform_ range and spread", [&] {
-    Result r = run("aten::uniform_", {T(f32, {1000}), D(2), D(5), N()});
+    Result r = run("aten::uniform_", {T(f32, {1000}), DS(2), DS(5), N()});
     double lo = 1e9, hi = -1e9, mean = 0;
     for (double v : r.vals[0]) {
       lo = std::min(lo, v);
@@ -1320,7 +1332,7 @@ static void numericTests() {
     CHECK(std::fabs(mean - 3.5) < 0.15);
   });
   test("normal_ moments", [&] {
-    Result r = run("aten::normal_", {T(f32, {4000}), D(1), D(2), N()});
+    Result r = run("aten::normal_", {T(f32, {4000}), D(1), DS(2), N()});
     double mean = 0, var = 0;
     for (double v : r.vals[0]) mean += v / 4000;
     for (double v : r.vals[0]) var += (v - mean) * (v - mean) / 4000;

@@ -1,6 +1,11 @@
 """Shared fixtures for torch_tpu's Python tests.
 
-Nothing here skips: a missing extension or plugin makes the tests fail with the reason.
+Nothing skips or is marked expected-to-fail: a missing extension, plugin or test dependency (transformers,
+diffusers, accelerate, kernels, jax: scripts/setup.sh installs them) makes the tests fail with the reason.
+The hooks below enforce it: a skipped or xfailed test, or a skipped module, is reported as a failure. The one
+exception is a test that states a behaviour of another plugin kind than the one running (``plugin_specific``,
+e.g. "the CPU plugin rejects non-interpret Pallas kernels" on a TPU VM); on the CPU plugin, which CI runs, that
+exception never applies: every test runs.
 
 * ``tpu_memory_check`` (fixture; also applied to every test marked ``@pytest.mark.tpu_memory_check``):
   asserts ``torch.tpu.memory_allocated()`` is back to its starting value after the test (after
@@ -39,6 +44,39 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "tpu_memory_check: assert torch.tpu.memory_allocated() returns to its starting value"
     )
+
+
+# The reason prefix of the only skips allowed (see the docstring), and only off the CPU plugin.
+PLUGIN_SPECIFIC = "plugin-specific: "
+_CPU_PLUGIN = torch_tpu.plugin_info().get("platform_name") == "cpu"
+
+
+def plugin_specific(applies: bool, why: str):
+    """A skipif marker for a test that states the behaviour of another plugin kind; it never skips on the CPU
+    plugin (the hooks below turn such a skip into a failure there)."""
+    return pytest.mark.skipif(not applies, reason=PLUGIN_SPECIFIC + why)
+
+
+def _no_skip(rep, what: str) -> None:
+    if rep.skipped:
+        reason = getattr(rep, "wasxfail", None) or (rep.longrepr[2] if isinstance(rep.longrepr, tuple) else rep.longrepr)
+        if not _CPU_PLUGIN and not getattr(rep, "wasxfail", None) and \
+                str(reason).startswith(("Skipped: " + PLUGIN_SPECIFIC, PLUGIN_SPECIFIC)):
+            return
+        rep.outcome = "failed"
+        rep.longrepr = f"{what} was skipped or marked xfail ({reason}); the test suite never skips"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _no_skip(outcome.get_result(), item.nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _no_skip(outcome.get_result(), collector.nodeid)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -24,6 +24,61 @@ CASES = {
     "item_many": lambda d: torch.ones(3, device=d).item(),
 }
 
+# Calls PyTorch's CPU kernels reject although its meta kernels accept them, found by the soak test
+# (tests/python/test_soak.py): the lowering rules decline them, so that the CPU kernel raises its own error.
+_b = lambda d: torch.tensor([[True, False], [False, True]], device=d)  # noqa: E731
+_i = lambda d: torch.tensor([[1, 2], [3, 4]], device=d)  # noqa: E731
+_f = lambda d, *s: torch.ones(*s, device=d)  # noqa: E731
+F = torch.nn.functional
+CPU_REJECTS = {
+    "argmax_bool": lambda d: torch.argmax(_b(d)),
+    "argmin_bool_dim": lambda d: torch.argmin(_b(d), 0),
+    "kthvalue_bool": lambda d: torch.kthvalue(_b(d), 1, 0),
+    "median_bool": lambda d: torch.median(_b(d)),
+    "nanmedian_bool_dim": lambda d: torch.nanmedian(_b(d), 0),
+    "topk_bool": lambda d: torch.topk(_b(d), 1),
+    "searchsorted_bool": lambda d: torch.searchsorted(_b(d), _b(d)),
+    "bucketize_bool": lambda d: torch.bucketize(True, _b(d)[0]),
+    "max_of_empty": lambda d: torch.max(_f(d, 0)),
+    "min_of_empty": lambda d: torch.min(_f(d, 2, 0)),
+    "max_over_empty_dim": lambda d: torch.max(_f(d, 0, 3), 0),
+    "median_over_empty_dim": lambda d: torch.median(_f(d, 0, 3), 0),
+    "kthvalue_over_empty_dim": lambda d: torch.kthvalue(_f(d, 0, 3), 1, 0),
+    "cumsum_to_bool": lambda d: torch.cumsum(_i(d), 0, dtype=torch.bool),
+    "addcmul_bool": lambda d: torch.addcmul(_b(d), _b(d), _b(d)),
+    "clamp_bool": lambda d: torch.clamp(_b(d), False, True),
+    "clamp_max_bool": lambda d: torch.clamp_max(_b(d), True),
+    "nextafter_int": lambda d: torch.nextafter(_i(d), _i(d)),
+    "frac_int": lambda d: torch.frac(_i(d)),
+    "lerp_int": lambda d: torch.lerp(_i(d), _i(d), _i(d)),
+    "logaddexp_int": lambda d: torch.logaddexp(_i(d), _i(d)),
+    "hardswish_int": lambda d: F.hardswish(_i(d)),
+    "sigmoid_backward_int": lambda d: torch.ops.aten.sigmoid_backward(_i(d), _i(d)),
+    "heaviside_mixed_dtypes": lambda d: torch.heaviside(_i(d), _i(d).float()),
+    "add_bool_alpha_float": lambda d: torch.add(_b(d), _b(d).float(), alpha=False),
+    "mm_int_float": lambda d: torch.mm(_i(d), _i(d).float()),
+    "mm_bool": lambda d: torch.mm(_b(d), _b(d)),
+    "addmm_self_dtype": lambda d: torch.addmm(_i(d), _f(d, 2, 2), _f(d, 2, 2)),
+    "bmm_bool": lambda d: torch.bmm(_b(d)[None], _b(d)[None]),
+    "dot_mixed": lambda d: torch.dot(_f(d, 3), _f(d, 3).bfloat16()),
+    "batch_norm_param_dtypes": lambda d: F.batch_norm(_f(d, 2, 3).bfloat16(), _f(d, 3), _f(d, 3),
+                                                      _f(d, 3).bfloat16(), _f(d, 3).bfloat16(), training=True),
+    "cdist_bf16": lambda d: torch.cdist(_f(d, 1, 3, 2).bfloat16(), _f(d, 1, 4, 2).bfloat16()),
+    "conv_transpose_output_too_small": lambda d: F.conv_transpose2d(_f(d, 1, 4, 3, 1), _f(d, 4, 4, 2, 2), None, 1, 1),
+    "index_put_dtype": lambda d: _f(d, 3).half().index_put_((torch.tensor([0, 1], device=d),), _f(d, 2)),
+    "log_softmax_int": lambda d: torch.log_softmax(torch.tensor(3, device=d), 0),
+    "smooth_l1_int": lambda d: F.smooth_l1_loss(_i(d), _i(d)),
+    "nll_loss_int_input": lambda d: F.nll_loss(_i(d), _i(d)[0]),
+    "interpolate_int": lambda d: F.interpolate(_i(d)[None, None], size=(3, 3)),
+    "reflection_pad_bool": lambda d: F.pad(_b(d)[None], (1, 1), mode="reflect"),
+    "uniform_from_above_to": lambda d: _f(d, 4).uniform_(3, -1),
+    "normal_negative_std": lambda d: _f(d, 4).normal_(0, -1),
+    "exponential_nonpositive_lambda": lambda d: _f(d, 4).exponential_(0),
+    "cauchy_nonpositive_sigma": lambda d: _f(d, 4).cauchy_(0, -1),
+    "log_normal_nonpositive_std": lambda d: _f(d, 4).log_normal_(0, 0),
+    "geometric_p_out_of_range": lambda d: _f(d, 4).geometric_(1.5),
+}
+
 
 def _exc_type(fn, device):
     try:
@@ -39,6 +94,14 @@ def test_same_exception_type_as_cpu(name):
     assert cpu is not None, "case does not fail on CPU"
     tpu = _exc_type(CASES[name], "tpu")
     assert tpu is cpu, f"cpu raised {cpu}, tpu raised {tpu}"
+
+
+@pytest.mark.parametrize("name", sorted(CPU_REJECTS))
+def test_cpu_rejected_calls_raise_the_same_type(name):
+    cpu = _exc_type(CPU_REJECTS[name], "cpu")
+    assert cpu is not None, "case does not fail on CPU"
+    tpu = _exc_type(CPU_REJECTS[name], "tpu")
+    assert tpu is not None and issubclass(tpu, cpu), f"cpu raised {cpu}, tpu raised {tpu}"
 
 
 def test_tensors_on_different_devices():

@@ -28,8 +28,8 @@ import torch
 
 import torch_tpu
 
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
+import accelerate  # noqa: E402,F401  (installed by scripts/setup.sh: a missing package fails, never skips)
+import transformers  # noqa: E402
 
 from transformers import (  # noqa: E402
     AutoModelForCausalLM,
@@ -322,8 +322,8 @@ def test_bert_text_classification_pipeline(tmp_path):
 
 
 def test_vit_image_classification_pipeline(tmp_path):
-    np = pytest.importorskip("numpy")
-    Image = pytest.importorskip("PIL.Image")
+    import numpy as np
+    from PIL import Image
     cfg = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                     intermediate_size=64, num_labels=4)
     torch.manual_seed(0)

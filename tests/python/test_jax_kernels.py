@@ -21,8 +21,9 @@ import pytest
 import torch
 
 import torch_tpu
+from conftest import plugin_specific
 
-jax = pytest.importorskip("jax")
+import jax  # noqa: E402  (installed by scripts/setup.sh: a missing package fails, never skips)
 import jax.numpy as jnp  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
 
@@ -354,9 +355,8 @@ def test_unknown_kernel_name():
         torch.ops.tpu.stablehlo_call([torch.ones(2, device="tpu")], "nope")
 
 
+@plugin_specific(torch_tpu.plugin_info().get("platform_name") == "cpu", "the CPU plugin's restriction")
 def test_non_interpret_pallas_on_cpu_plugin_is_a_clear_error():
-    if torch_tpu.plugin_info().get("platform_name") != "cpu":
-        pytest.skip("the CPU plugin's restriction")
 
     def double_kernel(x_ref, o_ref):
         o_ref[...] = x_ref[...] * 2

@@ -482,3 +482,71 @@ def test_random_ops_ranges_and_seed():
     torch.manual_seed(7)
     c = torch.rand(5, device="tpu").cpu()
     assert torch.equal(a, c)
+
+
+# ---- regressions found by the soak test and the OpInfo sweep ----
+
+
+def test_group_norm_matches_cpu_formula_with_infinite_weight():
+    # CPU computes x * (rstd * w) + (b - mean * rstd * w): an infinite weight gives NaN there, not +-inf
+    x = torch.randn(2, 4, 3, 4)
+    w, b = torch.ones(4), torch.zeros(4)
+    w[1] = float("inf")
+    for dt in (F32, BF16):
+        ref = F.group_norm(x.to(dt), 2, w.to(dt), b.to(dt))
+        got = F.group_norm(x.to(dt).to("tpu"), 2, w.to(dt).to("tpu"), b.to(dt).to("tpu")).cpu()
+        torch.testing.assert_close(got, ref, equal_nan=True, **_tol(dt))
+
+
+def test_native_dropout_backward_of_bool_gradients_promotes():
+    g = torch.tensor([True, True, False, False])
+    m = torch.tensor([True, False, True, False])
+    for scale in (2.0, 0.5):
+        ref = torch.ops.aten.native_dropout_backward(g, m, scale)
+        got = torch.ops.aten.native_dropout_backward(g.to("tpu"), m.to("tpu"), scale).cpu()
+        assert got.dtype == ref.dtype
+        torch.testing.assert_close(got, ref)
+
+
+def test_max_unpool_on_device():
+    torch_tpu.reset_fallback_counts()
+    for pool, unpool, shape in ((F.max_pool2d, F.max_unpool2d, (2, 3, 8, 6)),
+                                (F.max_pool3d, F.max_unpool3d, (2, 2, 4, 6, 4))):
+        x = torch.randn(shape)
+        y, i = pool(x, 2, return_indices=True)
+        ref = unpool(y, i, 2, output_size=shape[2:])
+        got = unpool(y.to("tpu"), i.to("tpu"), 2, output_size=shape[2:]).cpu()
+        torch.testing.assert_close(got, ref)
+    assert torch_tpu.fallback_counts() == {}
+
+
+@pytest.mark.parametrize("name,args,mean,std", [
+    ("cauchy_", (1.0, 2.0), None, None),
+    ("log_normal_", (0.5, 0.25), math.exp(0.5 + 0.25 ** 2 / 2), None),
+    ("geometric_", (0.25,), 4.0, math.sqrt(0.75) / 0.25),
+    ("exponential_", (2.0,), 0.5, 0.5),
+    ("uniform_", (-3.0, 5.0), 1.0, 8 / math.sqrt(12)),
+    ("normal_", (1.0, 3.0), 1.0, 3.0),
+])
+def test_random_fills_on_device(name, args, mean, std):
+    torch.manual_seed(0)
+    torch_tpu.reset_fallback_counts()
+    x = getattr(torch.empty(200000, device="tpu"), name)(*args).cpu().double()
+    assert torch_tpu.fallback_counts() == {}
+    ref = getattr(torch.empty(200000, dtype=torch.float64), name)(*args)
+    torch.testing.assert_close(x.median(), ref.median(), rtol=0.02, atol=0.02)
+    if mean is not None:
+        torch.testing.assert_close(x.mean(), torch.tensor(mean, dtype=torch.float64), rtol=0.02, atol=0.02)
+    if std is not None:
+        torch.testing.assert_close(x.std(), torch.tensor(std, dtype=torch.float64), rtol=0.02, atol=0.02)
+    if name == "geometric_":
+        assert bool((x >= 1).all()) and bool((x == x.round()).all())
+
+
+def test_normal_with_tensor_mean_on_device():
+    torch.manual_seed(0)
+    torch_tpu.reset_fallback_counts()
+    mean = torch.linspace(-5, 5, 100000, device="tpu")
+    z = (torch.normal(mean, 0.5) - mean).cpu()
+    assert torch_tpu.fallback_counts() == {}
+    assert abs(z.mean().item()) < 0.01 and abs(z.std().item() - 0.5) < 0.01

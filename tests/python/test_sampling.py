@@ -156,7 +156,7 @@ def test_compiled_multinomial():
 
 def test_generate_sampling_runs_on_device(tmp_path):
     """generate(do_sample=True) with temperature, top-k and top-p on a tiny Qwen3: every op on the device."""
-    transformers = pytest.importorskip("transformers")
+    import transformers
     cfg = transformers.Qwen3Config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                    num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64)
     torch.manual_seed(0)

@@ -191,8 +191,7 @@ def test_memory_released_when_tensors_die():
 
 
 def test_two_virtual_devices():
-    if torch.tpu.device_count() < 2:
-        pytest.skip("needs TORCH_TPU_NUM_DEVICES>=2 (conftest sets 2)")
+    assert torch.tpu.device_count() >= 2, "conftest.py sets TORCH_TPU_NUM_DEVICES=2"
     x = torch.randn(5, 5)
     a = x.to("tpu:0")
     b = a.to("tpu:1")

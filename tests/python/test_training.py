@@ -100,6 +100,8 @@ def test_attention_block_forward_backward():
     ref, ref_grads = run("cpu")
     torch_tpu.reset_fallback_counts()
     got, grads = run("tpu")
+    # attention, layer norm and embedding run forward and backward on the device, none on the CPU fallback
+    assert torch_tpu.fallback_counts() == {}
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-4)
     for g, r in zip(grads, ref_grads):
         torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-4)

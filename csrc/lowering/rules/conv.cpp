@@ -190,6 +190,13 @@ std::vector<Value> convolutionRule(Context& ctx) {
     x = b.reshape(x, s);
   }
   ConvParams p = params(ctx, 3, nsp);
+  // PyTorch raises "Output size is too small" when a spatial output size is not positive; its meta kernel for
+  // transposed convolutions does not, so the call goes to the CPU kernel, which raises
+  if (!ctx.outputs.empty() && ctx.outputs[0].shape.size() >= size_t(nsp)) {
+    const Shape& os = ctx.outputs[0].shape;
+    for (size_t k = os.size() - size_t(nsp); k < os.size(); ++k)
+      if (os[k] <= 0) ctx.fail("output size is too small");
+  }
   DType out = ctx.outputs[0].dtype != DType::Invalid ? ctx.outputs[0].dtype : x.dtype();
   DType c = accType(promote(x.dtype(), w.dtype()));
   Value xc = b.convert(x, c), wc = b.convert(w, c);

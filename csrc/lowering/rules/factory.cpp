@@ -77,6 +77,43 @@ const TensorType& outType(const Context& ctx) {
 
 bool floatSelf(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); }
 
+// Standard normal draws of `shape` in dtype c (Box-Muller on two uniform draws per element).
+Value standardNormal(Context& ctx, const Shape& shape, DType c) {
+  Builder& b = ctx.b;
+  Shape s2 = shape;
+  s2.insert(s2.begin(), 2);
+  Value u = uniform01(ctx, s2, c);
+  std::vector<int64_t> lo(s2.size(), 0), hi = s2, st(s2.size(), 1);
+  hi[0] = 1;
+  Value u1 = b.reshape(b.slice(u, lo, hi, st), shape);
+  lo[0] = 1;
+  hi[0] = 2;
+  Value u2 = b.reshape(b.slice(u, lo, hi, st), shape);
+  u1 = b.sub(b.onesLike(u1), u1);  // (0, 1]: log is finite
+  Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
+  return b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
+}
+
+// The value of static float argument i, `dflt` when absent, or NaN when its value is not known when lowering (then
+// every parameter check below fails and the call declines).
+double staticOr(const Context& ctx, size_t i, double dflt) {
+  if (!ctx.has(i)) return dflt;
+  const Arg& a = ctx.arg(i);
+  if (a.kind == Arg::Kind::Int) return double(a.i);
+  if ((a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double) && a.scalar.known()) return a.scalar.toDouble();
+  return NAN;
+}
+
+// The accepts predicate of a random op whose parameters PyTorch validates (from <= to, sigma > 0, ...): those
+// parameters are static (part of the program, see the rows' staticArgs), and `valid` declines a bad call, which then
+// goes to the CPU kernel and raises PyTorch's error there. Floating self only, or any non-bool self for `integers`.
+AcceptsFn randomAccepts(std::function<bool(const Context&)> valid, bool integers = false) {
+  return [valid, integers](const Context& ctx) {
+    bool dtype_ok = floatSelf(ctx) || (integers && realDTypes(ctx) && ctx.tensor(0).dtype() != DType::Pred);
+    return dtype_ok && valid(ctx);
+  };
+}
+
 }  // namespace
 
 void populateFactory(Registry& r) {
@@ -195,7 +232,7 @@ void populateFactory(Registry& r) {
     }).accepts(realDTypes);
 
   // ---- random ----
-  // uniform_(self, float from=0, float to=1, *, generator)
+  // uniform_(self, float from=0, float to=1, *, generator); PyTorch requires from <= to (and a finite range)
   r.add("aten::uniform_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
@@ -204,28 +241,67 @@ void populateFactory(Registry& r) {
     Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
     Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
     return {b.convert(b.add(from, b.mul(u, b.sub(to, from))), self.dtype())};
-  }).accepts(floatSelf);
-  // normal_(self, float mean=0, float std=1, *, generator): Box-Muller on two uniform draws per element.
+  }).staticArgs({"from", "to"}).accepts(randomAccepts([](const Context& ctx) {
+    double from = staticOr(ctx, 1, 0.0), to = staticOr(ctx, 2, 1.0);
+    return from <= to && std::isfinite(to - from);
+  }));
+  // normal_(self, float mean=0, float std=1, *, generator); PyTorch requires std >= 0
   r.add("aten::normal_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
-    Shape s2 = self.shape();
-    s2.insert(s2.begin(), 2);
-    Value u = uniform01(ctx, s2, c);
-    std::vector<int64_t> lo(s2.size(), 0), hi = s2, st(s2.size(), 1);
-    hi[0] = 1;
-    Value u1 = b.reshape(b.slice(u, lo, hi, st), self.shape());
-    lo[0] = 1;
-    hi[0] = 2;
-    Value u2 = b.reshape(b.slice(u, lo, hi, st), self.shape());
-    u1 = b.sub(b.onesLike(u1), u1);  // (0, 1]: log is finite
-    Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
-    Value z = b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
+    Value z = standardNormal(ctx, self.shape(), c);
     Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(z);
     Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(z);
     return {b.convert(b.add(mean, b.mul(z, stdv)), self.dtype())};
-  }).accepts(floatSelf);
+  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; }));
+  // normal.Tensor_float(mean, float std=1): mean + std * z. (The forms with a std tensor stay on the CPU kernel:
+  // PyTorch checks std >= 0 element by element, which needs the values on the host.)
+  r.add("aten::normal.Tensor_float", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const TensorType& t = outType(ctx);
+    DType c = drawType(t.dtype);
+    Value z = standardNormal(ctx, t.shape, c);
+    Value mean = b.broadcastTo(b.convert(ctx.tensor(0), c), t.shape);
+    Value stdv = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), t.shape) : b.onesLike(z);
+    return {b.convert(b.add(mean, b.mul(z, stdv)), t.dtype)};
+  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 1, 1.0) >= 0; }));
+  // cauchy_(self, median=0, sigma=1): median + sigma * tan(pi * (u - 1/2)); PyTorch requires sigma > 0
+  r.add("aten::cauchy_", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u = uniform01(ctx, self.shape(), c);
+    Value t = b.tan(b.mul(cst(b, M_PI, u), b.sub(u, cst(b, 0.5, u))));
+    Value median = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
+    Value sigma = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
+    return {b.convert(b.add(median, b.mul(sigma, t)), self.dtype())};
+  }).staticArgs({"sigma"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) > 0; }));
+  // log_normal_(self, mean=1, std=2): exp(mean + std * z); PyTorch requires std > 0
+  r.add("aten::log_normal_", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value z = standardNormal(ctx, self.shape(), c);
+    Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : cst(b, 1.0, z);
+    Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : cst(b, 2.0, z);
+    return {b.convert(b.exp(b.add(mean, b.mul(z, stdv))), self.dtype())};
+  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 2.0) > 0; }));
+  // geometric_(self, p): the number of Bernoulli(p) trials up to the first success, ceil(log(u) / log(1 - p));
+  // PyTorch requires 0 < p < 1
+  r.add("aten::geometric_", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0);
+    DType c = drawType(self.dtype());
+    Value u01 = uniform01(ctx, self.shape(), c);
+    Value u = b.sub(cst(b, 1.0, u01), u01);  // (0, 1]: log is finite
+    Value p = b.broadcastTo(scalarArg(ctx, 1, c), self.shape());
+    Value k = b.max(b.ceil(b.div(b.log(u), b.log1p(b.neg(p)))), cst(b, 1.0, u));
+    return {b.convert(k, self.dtype())};
+  }).staticArgs({"p"}).accepts(randomAccepts([](const Context& ctx) {
+    double p = staticOr(ctx, 1, NAN);
+    return p > 0 && p < 1;
+  }, /*integers=*/true));
   // bernoulli_.float(self, float p=0.5): 1 with probability p.
   r.add("aten::bernoulli_.float", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -251,7 +327,7 @@ void populateFactory(Registry& r) {
     Value u = uniform01(ctx, p.shape(), c);
     return {b.convert(b.compare(u, b.convert(p, c), Cmp::LT), p.dtype())};
   }).accepts(floatSelf);
-  // exponential_(self, float lambd=1): -log(1 - u) / lambd
+  // exponential_(self, float lambd=1): -log(1 - u) / lambd; PyTorch requires lambd > 0
   r.add("aten::exponential_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
@@ -260,7 +336,7 @@ void populateFactory(Registry& r) {
     Value lambd = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.onesLike(u);
     Value e = b.div(b.neg(b.log1p(b.neg(u))), lambd);
     return {b.convert(e, self.dtype())};
-  }).accepts(floatSelf);
+  }).staticArgs({"lambd"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 1, 1.0) > 0; }));
   // random_.from(self, int from, int? to), random_.to(self, int to), random_(self): integers in [from, to).
   auto randomRule = [](int form) {
     return [form](Context& ctx) -> std::vector<Value> {

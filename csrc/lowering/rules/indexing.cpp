@@ -217,6 +217,8 @@ std::vector<Value> indexPutRule(Context& ctx) {
 
 bool indexPutAccepts(const Context& ctx) {
   if (!realDTypes(ctx)) return false;
+  // "Index put requires the source and destination dtypes match": declined, so that CPU's kernel raises it
+  if (ctx.tensor(2).dtype() != ctx.tensor(0).dtype()) return false;
   int bools = 0, present = 0;
   for (const Value& v : ctx.arg(1).tensors) {
     if (!v.valid()) continue;

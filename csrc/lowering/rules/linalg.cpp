@@ -269,18 +269,31 @@ bool squareSmall(const Context& ctx, size_t i) {
 
 // The LU-based rules: argument 0 a float (batch of) matrix whose smaller side is at most kMaxLU.
 bool luAccepts(const Context& ctx) { return squareSmall(ctx, 0); }
+
+// Matrix products: PyTorch CPU requires one dtype for every operand (self included) and has no bool kernels; other
+// calls decline, and the CPU kernel raises PyTorch's error.
+bool matmulAccepts(const Context& ctx) {
+  if (!realDTypes(ctx)) return false;
+  DType t = DType::Invalid;
+  for (const Arg& a : ctx.args) {
+    if (a.kind != Arg::Kind::Tensor || !a.tensor.valid()) continue;
+    if (t != DType::Invalid && a.tensor.dtype() != t) return false;
+    t = a.tensor.dtype();
+  }
+  return t != DType::Pred;
+}
 }  // namespace
 
 void populateLinalg(Registry& r) {
-  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(realDTypes);
-  r.add("aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); }).accepts(realDTypes);
-  r.add("aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(realDTypes);
-  r.add("aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(realDTypes);
-  r.add("aten::vdot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(realDTypes);
+  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts);
+  r.add("aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); }).accepts(matmulAccepts);
+  r.add("aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts);
+  r.add("aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(matmulAccepts);
+  r.add("aten::vdot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(matmulAccepts);
   // addmm(self, mat1, mat2, *, beta=1, alpha=1)
-  r.add("aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(realDTypes);
-  r.add("aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); }).accepts(realDTypes);
-  r.add("aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(realDTypes);
+  r.add("aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts);
+  r.add("aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); }).accepts(matmulAccepts);
+  r.add("aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts);
   // addbmm(self, batch1, batch2, beta, alpha): sum over the batch of batch1[i] @ batch2[i]
   r.add("aten::addbmm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -313,7 +326,7 @@ void populateLinalg(Registry& r) {
     }
     Value p = b.dotGeneral(l, b.convert(rr, l.dtype()), {}, {}, {0, 2}, {0, 1}, acc);
     return {b.convert(epilogue(ctx, p, 0, 3, 4), out)};
-  }).accepts(realDTypes);
+  }).accepts(matmulAccepts);
   // linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info): info is 1 + the first row whose
   // factor is not finite (the input is not positive-definite there), else 0.
   r.add("aten::linalg_cholesky_ex", [](Context& ctx) -> std::vector<Value> {

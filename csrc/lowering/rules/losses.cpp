@@ -202,11 +202,15 @@ std::vector<Value> smoothL1BackwardRule(Context& ctx, bool huber) {
   return {b.convert(b.mul(res, lossGrad(ctx, 0, ctx.toInt(3), c, shape)), out)};
 }
 
+// PyTorch CPU implements these losses for floating inputs only: integer calls decline, and its kernel raises.
+bool floatSelf(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()); }
+bool floatOperands(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(lossType(ctx, 0, 1)); }
+
 }  // namespace
 
 void populateLosses(Registry& r) {
-  r.add("aten::nll_loss_forward", nllForwardRule).accepts(realDTypes);
-  r.add("aten::nll_loss2d_forward", nllForwardRule).accepts(realDTypes);
+  r.add("aten::nll_loss_forward", nllForwardRule).accepts(floatSelf);
+  r.add("aten::nll_loss2d_forward", nllForwardRule).accepts(floatSelf);
   r.add("aten::nll_loss_backward", nllBackwardRule).accepts(realDTypes);
   r.add("aten::nll_loss2d_backward", nllBackwardRule).accepts(realDTypes);
   // mse_loss(self, target, reduction=mean)
@@ -234,10 +238,10 @@ void populateLosses(Registry& r) {
   r.add("aten::binary_cross_entropy_with_logits", bceLogitsRule).accepts(realDTypes);
   r.add("aten::binary_cross_entropy", bceRule).accepts(realDTypes);
   r.add("aten::binary_cross_entropy_backward", bceBackwardRule).accepts(realDTypes);
-  r.add("aten::smooth_l1_loss", [](Context& ctx) { return smoothL1Rule(ctx, false); }).accepts(realDTypes);
+  r.add("aten::smooth_l1_loss", [](Context& ctx) { return smoothL1Rule(ctx, false); }).accepts(floatOperands);
   r.add("aten::smooth_l1_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, false); })
       .accepts(realDTypes);
-  r.add("aten::huber_loss", [](Context& ctx) { return smoothL1Rule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::huber_loss", [](Context& ctx) { return smoothL1Rule(ctx, true); }).accepts(floatOperands);
   r.add("aten::huber_loss_backward", [](Context& ctx) { return smoothL1BackwardRule(ctx, true); }).accepts(realDTypes);
 }
 

@@ -152,7 +152,8 @@ void populateMovement(Registry& r) {
           x = takeAlong(b, x, d, padIndex(x.shape()[d], pad[2 * i], pad[2 * i + 1], reflect));
         }
         return {x};
-      }).accepts(realDTypes);
+        // PyTorch CPU has no bool reflection padding: declined, and its kernel raises
+      }).accepts([reflect](const Context& ctx) { return realDTypes(ctx) && !(reflect && ctx.tensor(0).dtype() == DType::Pred); });
       r.add(base + "_backward", [reflect, nd](Context& ctx) -> std::vector<Value> {
         Builder& b = ctx.b;
         Value g = ctx.tensor(0);

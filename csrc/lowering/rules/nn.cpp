@@ -107,11 +107,14 @@ std::vector<Value> pixelShuffleRule(Context& ctx, bool unshuffle) {
   }
   return {b.reshape(b.transpose(b.reshape(x, split), perm), ctx.outputs[0].shape)};
 }
+// PyTorch CPU's softmax implements floating inputs only: integer calls decline, and its kernel raises.
+bool floatSelf(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()); }
+
 }  // namespace
 
 void populateNN(Registry& r) {
-  r.add("aten::_softmax", [](Context& ctx) { return softmaxRule(ctx, false); }).accepts(realDTypes);
-  r.add("aten::_log_softmax", [](Context& ctx) { return softmaxRule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::_softmax", [](Context& ctx) { return softmaxRule(ctx, false); }).accepts(floatSelf);
+  r.add("aten::_log_softmax", [](Context& ctx) { return softmaxRule(ctx, true); }).accepts(floatSelf);
   r.add("aten::_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, false); })
       .accepts(realDTypes);
   r.add("aten::_log_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, true); })
@@ -166,10 +169,12 @@ void populateNN(Registry& r) {
   r.add("aten::native_dropout_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0), mask = ctx.tensor(1);
-    DType c = accType(g.dtype());
+    // the result type promotes grad_output with the float scale (bool/integer gradients give float32, as on CPU)
+    DType out = ctx.outputs[0].dtype != DType::Invalid ? ctx.outputs[0].dtype : g.dtype();
+    DType c = accType(out);
     Value m = b.convert(b.broadcastTo(mask, g.shape()), c);
     Value s = b.broadcastTo(scalarArg(ctx, 2, c), g.shape());
-    return {b.convert(b.mul(b.mul(b.convert(g, c), m), s), g.dtype())};
+    return {b.convert(b.mul(b.mul(b.convert(g, c), m), s), out)};
   }).accepts(realDTypes);
 }
 

@@ -44,9 +44,22 @@ std::vector<Value> groupNormRule(Context& ctx) {
   Value var = b.div(b.reduce(b.mul(d, d), {2}, ReduceKind::Sum), b.constantF(n, c, {N, G}));
   Value rstd = b.rsqrt(b.add(var, b.broadcastTo(scalarArg(ctx, 7, c), {N, G})));
   Shape cshape = {N, C, HW};
-  Value y = b.reshape(b.mul(d, b.broadcastInDim(rstd, gshape, {0, 1})), cshape);
-  if (ctx.has(1)) y = b.mul(y, b.broadcastInDim(b.convert(ctx.tensor(1), c), cshape, {1}));
-  if (ctx.has(2)) y = b.add(y, b.broadcastInDim(b.convert(ctx.tensor(2), c), cshape, {1}));
+  Value y;
+  if (ctx.has(1) || ctx.has(2)) {
+    // PyTorch CPU's form: y = x * scale + shift with scale = rstd * weight, shift = bias - mean * scale per (n, c)
+    // (the same roundings, and the same NaN where an infinite weight meets the mean)
+    Shape gc = {N, G, C / G};
+    Value scale = b.broadcastInDim(rstd, gc, {0, 1});
+    if (ctx.has(1)) scale = b.mul(scale, b.reshape(b.broadcastInDim(b.convert(ctx.tensor(1), c), {N, C}, {1}), gc));
+    Value shift = b.neg(b.mul(scale, b.broadcastInDim(mean, gc, {0, 1})));
+    if (ctx.has(2)) shift = b.add(shift, b.reshape(b.broadcastInDim(b.convert(ctx.tensor(2), c), {N, C}, {1}), gc));
+    scale = b.reshape(scale, {N, C});
+    shift = b.reshape(shift, {N, C});
+    Value xc = b.reshape(b.convert(x, c), cshape);
+    y = b.add(b.mul(xc, b.broadcastInDim(scale, cshape, {0, 1})), b.broadcastInDim(shift, cshape, {0, 1}));
+  } else {
+    y = b.reshape(b.mul(d, b.broadcastInDim(rstd, gshape, {0, 1})), cshape);
+  }
   DType st = ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : x.dtype();
   return {b.convert(b.reshape(y, x.shape()), x.dtype()), b.convert(mean, st), b.convert(rstd, st)};
 }
@@ -212,9 +225,23 @@ std::vector<Value> batchNormBackwardRule(Context& ctx) {
   return res;
 }
 
+// PyTorch CPU's parameter dtypes: weight, bias and running statistics share the input's dtype, or (mixed type) the
+// input is bf16/f16 and all of them are f32. Other calls decline and the CPU kernel raises its error.
+bool bnDTypes(const Context& ctx) {
+  if (!realDTypes(ctx)) return false;
+  DType x = ctx.tensor(0).dtype(), p = DType::Invalid;
+  for (size_t i = 1; i < ctx.args.size(); ++i) {
+    const Arg& a = ctx.args[i];
+    if (a.kind != Arg::Kind::Tensor || !a.tensor.valid()) continue;
+    if (p != DType::Invalid && a.tensor.dtype() != p) return false;
+    p = a.tensor.dtype();
+  }
+  return p == DType::Invalid || p == x || ((x == DType::BF16 || x == DType::F16) && p == DType::F32);
+}
+
 // Declines training calls of ops whose running-statistics writes the eager kernel cannot express (see the top).
 bool noWrittenStats(const Context& ctx, int training_arg) {
-  if (!realDTypes(ctx)) return false;
+  if (!bnDTypes(ctx)) return false;
   return training_arg >= 0 && !ctx.toBool(size_t(training_arg));
 }
 
@@ -363,7 +390,7 @@ void populateNorm(Registry& r) {
   r.add("aten::native_batch_norm", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
     return bnResults(ctx, batchNorm(ctx, ix, ctx.toBool(5)));
-  }).accepts(realDTypes);
+  }).accepts(bnDTypes);
   // _native_batch_norm_legit(input, weight?, bias?, running_mean!, running_var!, training, momentum, eps)
   //   The eager kernel writes the running statistics from the two values after the schema's results.
   r.add("aten::_native_batch_norm_legit", [](Context& ctx) {
@@ -372,17 +399,17 @@ void populateNorm(Registry& r) {
     std::vector<Value> res = bnResults(ctx, o);
     appendRunning(ctx, ix, o, res);
     return res;
-  }).accepts(realDTypes);
+  }).accepts(bnDTypes);
   // _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps)
   r.add("aten::_native_batch_norm_legit.no_stats", [](Context& ctx) {
     BnIdx ix{1, 2, -1, -1, 3, 4, 5};
     return bnResults(ctx, batchNorm(ctx, ix, true));
-  }).accepts(realDTypes);
+  }).accepts(bnDTypes);
   // _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var, momentum, eps)
   r.add("aten::_native_batch_norm_legit_no_training", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};
     return bnResults(ctx, batchNorm(ctx, ix, false));
-  }).accepts(realDTypes);
+  }).accepts(bnDTypes);
   // _native_batch_norm_legit_functional(input, weight?, bias?, running_mean, running_var, training, momentum, eps)
   //   -> (out, save_mean, save_invstd, running_mean_out, running_var_out)
   r.add("aten::_native_batch_norm_legit_functional", [](Context& ctx) {
@@ -391,7 +418,7 @@ void populateNorm(Registry& r) {
     std::vector<Value> res = bnResults(ctx, o);
     appendRunning(ctx, ix, o, res);
     return res;
-  }).accepts(realDTypes);
+  }).accepts(bnDTypes);
   // _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!, momentum, eps)
   //   -> (out, save_mean, save_invstd, reserve), then the written running statistics; its functional form returns
   //   the same values (running_mean_out, running_var_out last).
@@ -403,8 +430,8 @@ void populateNorm(Registry& r) {
     appendRunning(ctx, ix, o, res);
     return res;
   };
-  r.add("aten::_batch_norm_with_update", withUpdate).accepts(realDTypes);
-  r.add("aten::_batch_norm_with_update_functional", withUpdate).accepts(realDTypes);
+  r.add("aten::_batch_norm_with_update", withUpdate).accepts(bnDTypes);
+  r.add("aten::_batch_norm_with_update_functional", withUpdate).accepts(bnDTypes);
   // _batch_norm_no_update(input, weight?, bias?, running_mean?, running_var?, momentum, eps)
   //   -> (out, save_mean, save_invstd, reserve); without running stats it normalizes with batch statistics.
   r.add("aten::_batch_norm_no_update", [](Context& ctx) {
@@ -413,7 +440,7 @@ void populateNorm(Registry& r) {
     std::vector<Value> res = bnResults(ctx, batchNorm(ctx, ix, !stats));
     res.push_back(emptyOut(ctx, 3));
     return res;
-  }).accepts(realDTypes);
+  }).accepts(bnDTypes);
   r.add("aten::native_batch_norm_backward", batchNormBackwardRule).accepts(realDTypes);
   r.add("aten::batch_norm_backward", batchNormBackwardRule).accepts(realDTypes);
   // batch_norm_update_stats(input, running_mean?, running_var?, momentum) -> (mean, unbiased var)

@@ -390,6 +390,13 @@ std::vector<const HostScalar*> scalesFrom(const Context& ctx, size_t first, int6
 }
 
 // upsample_*(self, output_size, [align_corners,] scales...)
+// PyTorch CPU interpolates floating dtypes (and uint8 for nearest modes) only: other calls decline, and its kernel
+// raises.
+bool upsampleAccepts(const Context& ctx, bool nearest) {
+  DType t = ctx.tensor(0).dtype();
+  return realDTypes(ctx) && (shlo::isFloat(t) || (nearest && t == DType::U8));
+}
+
 std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
@@ -436,6 +443,32 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
   return {b.convert(y, g.dtype())};
 }
 
+// max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices, output_size, stride, padding): each value
+// goes to its flat position (its index) within its (n, c) plane of a zero output. Samples from max_pool repeat an
+// index only for equal values, so the write order does not matter. An out-of-range index writes nothing.
+std::vector<Value> maxUnpoolRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0), idx = ctx.tensor(1);
+  const TensorType& ot = ctx.outputs.at(0);
+  int64_t r = x.rank(), lead = 1, in_plane = 1, out_plane = 1;
+  for (int64_t k = 0; k < r - nsp; ++k) lead *= x.shape()[k];
+  for (int64_t k = r - nsp; k < r; ++k) in_plane *= x.shape()[k];
+  for (size_t k = ot.shape.size() - size_t(nsp); k < ot.shape.size(); ++k) out_plane *= ot.shape[k];
+  if (idx.shape() != x.shape()) ctx.fail("indices must have the input's shape");
+  Value out = b.zeros({x.dtype(), {lead, out_plane}});
+  int64_t m = lead * in_plane;
+  if (m > 0 && out_plane > 0) {
+    Value rows = b.reshape(b.iota({DType::S64, {lead, in_plane}}, 0), {m, 1});
+    Value cols = b.reshape(b.convert(idx, DType::S64), {m, 1});
+    Builder::ScatterDims sd;
+    sd.inserted_window_dims = {0, 1};
+    sd.scatter_dims_to_operand_dims = {0, 1};
+    sd.index_vector_dim = 1;
+    out = b.scatter(out, b.concatenate({rows, cols}, 1), b.reshape(x, {m}), sd, std::nullopt);
+  }
+  return {b.reshape(out, ot.shape)};
+}
+
 }  // namespace
 
 void populatePooling(Registry& r) {
@@ -453,6 +486,7 @@ void populatePooling(Registry& r) {
       r.add("aten::_adaptive_avg_pool" + nd + "_backward",
             [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); })
           .accepts(realDTypes);
+      r.add("aten::max_unpool" + nd, [n](Context& ctx) { return maxUnpoolRule(ctx, n); }).accepts(realDTypes);
     }
     std::vector<std::string> statics = n == 1 ? std::vector<std::string>{"scales"}
                                      : n == 2 ? std::vector<std::string>{"scales_h", "scales_w"}
@@ -462,15 +496,17 @@ void populatePooling(Registry& r) {
     auto upsampleBackward = [n](Mode mode) -> RuleFn {
       return [n, mode](Context& ctx) { return upsampleBackwardRule(ctx, mode, n); };
     };
-    r.add("aten::upsample_nearest" + nd, upsample(Mode::Nearest)).staticArgs(statics).accepts(realDTypes);
+    auto nearestOk = [](const Context& ctx) { return upsampleAccepts(ctx, true); };
+    auto linearOk = [](const Context& ctx) { return upsampleAccepts(ctx, false); };
+    r.add("aten::upsample_nearest" + nd, upsample(Mode::Nearest)).staticArgs(statics).accepts(nearestOk);
     r.add("aten::upsample_nearest" + nd + "_backward", upsampleBackward(Mode::Nearest))
         .staticArgs(statics)
         .accepts(realDTypes);
-    r.add("aten::_upsample_nearest_exact" + nd, upsample(Mode::NearestExact)).staticArgs(statics).accepts(realDTypes);
+    r.add("aten::_upsample_nearest_exact" + nd, upsample(Mode::NearestExact)).staticArgs(statics).accepts(nearestOk);
     r.add("aten::_upsample_nearest_exact" + nd + "_backward", upsampleBackward(Mode::NearestExact))
         .staticArgs(statics)
         .accepts(realDTypes);
-    r.add(std::string("aten::upsample_") + lin + nd, upsample(Mode::Linear)).staticArgs(statics).accepts(realDTypes);
+    r.add(std::string("aten::upsample_") + lin + nd, upsample(Mode::Linear)).staticArgs(statics).accepts(linearOk);
     r.add(std::string("aten::upsample_") + lin + nd + "_backward", upsampleBackward(Mode::Linear))
         .staticArgs(statics)
         .accepts(realDTypes);

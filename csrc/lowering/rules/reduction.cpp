@@ -56,6 +56,33 @@ AcceptsFn meanAccepts(bool full) {
   };
 }
 
+// ---- calls PyTorch CPU rejects although its meta kernels accept them (bool inputs of order statistics, reductions
+// over an empty dimension, bool cumulative sums): declined, so the call goes to the CPU kernel and the user gets
+// PyTorch's own error ----
+
+bool nonBoolInput(const Context& ctx) { return realDTypes(ctx) && ctx.tensor(0).dtype() != DType::Pred; }
+
+// max()/min() over everything: not of an empty tensor.
+bool nonEmptyInput(const Context& ctx) { return realDTypes(ctx) && ctx.tensor(0).type.numel() != 0; }
+
+// Reductions along one dim (argument dim_i, `dflt` when absent): not over an empty dimension, and not of bool
+// values unless `bools`.
+AcceptsFn alongNonEmptyDim(size_t dim_i, int64_t dflt, bool bools) {
+  return [dim_i, dflt, bools](const Context& ctx) {
+    if (!realDTypes(ctx)) return false;
+    const Value& x = ctx.tensor(0);
+    if (!bools && x.dtype() == DType::Pred) return false;
+    int64_t d = ctx.has(dim_i) ? ctx.toInt(dim_i) : dflt, r = x.rank();
+    if (r == 0 || d < -r || d >= r) return true;  // 0-d, or a bad dim the rule reports
+    return x.shape()[size_t(d < 0 ? d + r : d)] != 0;
+  };
+}
+
+// cumsum/cumprod(self, dim, dtype?): not with a bool result.
+bool cumAccepts(const Context& ctx) {
+  return realDTypes(ctx) && sumType(ctx, 2, ctx.tensor(0).dtype()) != DType::Pred;
+}
+
 // amax/amin over a dim list (empty = all), max/min over everything.
 std::vector<Value> extremeRule(Context& ctx, bool full, bool is_max) {
   Value x = ctx.tensor(0);
@@ -335,12 +362,12 @@ void populateReduction(Registry& r) {
   }).accepts(realDTypes);
   r.add("aten::amax", [](Context& ctx) { return extremeRule(ctx, false, true); }).accepts(realDTypes);
   r.add("aten::amin", [](Context& ctx) { return extremeRule(ctx, false, false); }).accepts(realDTypes);
-  r.add("aten::max", [](Context& ctx) { return extremeRule(ctx, true, true); }).accepts(realDTypes);
-  r.add("aten::min", [](Context& ctx) { return extremeRule(ctx, true, false); }).accepts(realDTypes);
-  r.add("aten::argmax", [](Context& ctx) { return argRule(ctx, true); }).accepts(realDTypes);
-  r.add("aten::argmin", [](Context& ctx) { return argRule(ctx, false); }).accepts(realDTypes);
-  r.add("aten::max.dim", [](Context& ctx) { return maxDimRule(ctx, true); }).accepts(realDTypes);
-  r.add("aten::min.dim", [](Context& ctx) { return maxDimRule(ctx, false); }).accepts(realDTypes);
+  r.add("aten::max", [](Context& ctx) { return extremeRule(ctx, true, true); }).accepts(nonEmptyInput);
+  r.add("aten::min", [](Context& ctx) { return extremeRule(ctx, true, false); }).accepts(nonEmptyInput);
+  r.add("aten::argmax", [](Context& ctx) { return argRule(ctx, true); }).accepts(nonBoolInput);
+  r.add("aten::argmin", [](Context& ctx) { return argRule(ctx, false); }).accepts(nonBoolInput);
+  r.add("aten::max.dim", [](Context& ctx) { return maxDimRule(ctx, true); }).accepts(alongNonEmptyDim(1, 0, true));
+  r.add("aten::min.dim", [](Context& ctx) { return maxDimRule(ctx, false); }).accepts(alongNonEmptyDim(1, 0, true));
   r.add("aten::any", [](Context& ctx) { return anyAllRule(ctx, true, 0); }).accepts(realDTypes);
   r.add("aten::any.dim", [](Context& ctx) { return anyAllRule(ctx, true, 1); }).accepts(realDTypes);
   r.add("aten::any.dims", [](Context& ctx) { return anyAllRule(ctx, true, 2); }).accepts(realDTypes);
@@ -489,7 +516,7 @@ void populateReduction(Registry& r) {
     int64_t d = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, x.rank());
     auto res = pickAlong(b, sortAlong(b, x, d), d, b.constantInt(k - 1, DType::S64));
     return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
-  }).accepts(realDTypes);
+  }).accepts(alongNonEmptyDim(2, -1, false));
   for (bool ignore : {false, true}) {
     std::string base = ignore ? "aten::nanmedian" : "aten::median";
     r.add(base, [ignore](Context& ctx) -> std::vector<Value> {
@@ -498,7 +525,7 @@ void populateReduction(Registry& r) {
       if (x.type.numel() == 0) return {b.constantF(NAN, x.dtype(), {})};
       Value flat = b.reshape(x, {x.type.numel()});
       return {medianAlong(b, flat, 0, ignore)[0]};
-    }).accepts(realDTypes);
+    }).accepts(nonBoolInput);
     r.add(base + ".dim", [ignore](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value x = ctx.tensor(0);
@@ -507,7 +534,7 @@ void populateReduction(Registry& r) {
       int64_t d = normDim(ctx, ctx.toInt(1), x.rank());
       auto res = medianAlong(b, x, d, ignore);
       return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
-    }).accepts(realDTypes);
+    }).accepts(alongNonEmptyDim(1, 0, false));
   }
   // _cdist_forward(x1 [..., P, M], x2 [..., R, M], p, compute_mode) -> [..., P, R]: pairwise p-norm distances.
   r.add("aten::_cdist_forward", [](Context& ctx) -> std::vector<Value> {
@@ -537,7 +564,10 @@ void populateReduction(Registry& r) {
     Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
     if (m == 0) return {b.zeros(ot)};
     return {vectorNorm(b, d, p, {r}, ot.dtype)};
-  }).staticArgs({"p"}).accepts(floatInput);
+    // PyTorch CPU's cdist implements float32/float64 only (half types raise there)
+  }).staticArgs({"p"}).accepts([](const Context& ctx) {
+    return realDTypes(ctx) && (ctx.tensor(0).dtype() == DType::F32 || ctx.tensor(0).dtype() == DType::F64);
+  });
   // _cdist_backward(grad [..., P, R], x1 [..., P, M], x2 [..., R, M], p, cdist) -> grad of x1.
   r.add("aten::_cdist_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -613,8 +643,8 @@ void populateReduction(Registry& r) {
     val = b.convert(val, x0.dtype());
     return {keepDims(b, val, x0.shape(), {d}, keep), keepDims(b, idx, x0.shape(), {d}, keep)};
   }).accepts(realDTypes);
-  r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); }).accepts(realDTypes);
-  r.add("aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); }).accepts(realDTypes);
+  r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); }).accepts(cumAccepts);
+  r.add("aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); }).accepts(cumAccepts);
   r.add("aten::trace", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);

@@ -38,7 +38,8 @@ void populateSortSearch(Registry& r) {
     if (x.rank() == 0) return res;
     int64_t dim = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, x.rank());
     return {b.sliceInDim(res[0], 0, k, 1, dim), b.sliceInDim(res[1], 0, k, 1, dim)};
-  }).accepts(realDTypes);
+    // PyTorch CPU has no bool topk: declined, and its kernel raises
+  }).accepts([](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(0).dtype() != DType::Pred; });
   // searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter) / bucketize(self, boundaries, *,
   // out_int32, right): the count of boundaries below (left) or not above (right) each value. A 1-d sequence serves
   // every value; an N-d one is searched row by row (its leading dims match the values').
@@ -90,18 +91,21 @@ void populateSortSearch(Registry& r) {
     }
     return b.reduce(b.convert(below, DType::S64), {int64_t(big.size()) - 1}, ReduceKind::Sum);
   };
+  // PyTorch CPU has no bool searchsorted: declined, and its kernel raises
   for (const char* op : {"aten::searchsorted.Tensor", "aten::searchsorted.Scalar"})
     r.add(op, [search](Context& ctx) -> std::vector<Value> {
       bool right = (ctx.has(3) && ctx.toBool(3)) || (ctx.has(4) && ctx.arg(4).s == "right");
       Value res = search(ctx, 0, 1, right, 5);
       return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
-    }).accepts(realDTypes);
+    }).accepts([](const Context& ctx) { return realDTypes(ctx) && resultTypeOf(ctx, {0, 1}) != DType::Pred; });
   for (const char* op : {"aten::bucketize.Tensor", "aten::bucketize.Scalar"}) {
-    // boundaries must be 1-d: otherwise declined, and the CPU kernel raises PyTorch's error
+    // boundaries must be 1-d and the values not bool: otherwise declined, and the CPU kernel raises PyTorch's error
     r.add(op, [search](Context& ctx) -> std::vector<Value> {
       Value res = search(ctx, 1, 0, ctx.has(3) && ctx.toBool(3), -1);
       return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
-    }).accepts([](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).rank() == 1; });
+    }).accepts([](const Context& ctx) {
+      return realDTypes(ctx) && ctx.tensor(1).rank() == 1 && resultTypeOf(ctx, {0, 1}) != DType::Pred;
+    });
   }
   // isin(elements, test_elements, *, assume_unique, invert): every element compared with every test element.
   for (const char* op : {"aten::isin.Tensor_Tensor", "aten::isin.Tensor_Scalar", "aten::isin.Scalar_Tensor"}) {
