@@ -63,12 +63,18 @@ class Signature {
   std::vector<shlo::DType> btype;            // buffer element type
   std::vector<uint8_t> written;              // per slot: the call may write it
   std::vector<uint8_t> donatable;            // per slot: written, and nobody else holds the buffer (see seal)
+  std::vector<uint8_t> pending;              // per slot: the value is pending in the fused-eager trace (recording)
+  // Fused eager records the call instead of launching it: pending storages are read as they will be (no flush), and
+  // nothing is donated (the recorder decides about buffers when it launches the trace).
+  bool recording = false;
 
   // Adds a tpu tensor (on the signature's device; the first tensor decides it) and appends its key bytes. `writes`:
   // the call may write the tensor's storage. Returns the tensor's index.
   int add(const at::Tensor& t, bool writes);
   // Appends the per-storage facts (has a buffer; for written storages, donatable) once every tensor is added.
   void seal();
+  // Empties the signature, keeping its capacity (a signature reused call after call allocates nothing).
+  void clear();
 
   viewprog::Layout layout(int ti) const;
 };

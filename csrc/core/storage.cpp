@@ -12,7 +12,14 @@ namespace torch_tpu {
 
 namespace {
 
-void deleteStorage(void* ctx) { delete static_cast<TpuStorage*>(ctx); }
+void (*g_flush_hook)(TpuStorage*) = nullptr;
+void (*g_died_hook)(TpuStorage*) = nullptr;
+
+void deleteStorage(void* ctx) {
+  auto* s = static_cast<TpuStorage*>(ctx);
+  if (s->trace.load(std::memory_order_acquire) != nullptr && g_died_hook) g_died_hook(s);
+  delete s;
+}
 
 struct TpuAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
@@ -36,6 +43,15 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 c10::Allocator* tpuAllocator() { return &g_allocator; }
 
+void TpuStorage::setPendingHooks(void (*flush)(TpuStorage*), void (*died)(TpuStorage*)) {
+  g_flush_hook = flush;
+  g_died_hook = died;
+}
+
+void TpuStorage::flushPending(TpuStorage* s) {
+  if (g_flush_hook) g_flush_hook(s);
+}
+
 TpuStorage* storageOf(const c10::Storage& s) {
   auto* ctx = static_cast<TpuStorage*>(s.data_ptr().get_context());
   TORCH_CHECK(ctx != nullptr && s.data_ptr().get_deleter() == &deleteStorage,
@@ -47,6 +63,7 @@ TpuStorage* storageOf(const at::Tensor& t) { return storageOf(t.storage()); }
 
 runtime::BufferPtr bufferOf(const at::Tensor& t) {
   TpuStorage* s = storageOf(t);
+  if (s->pending.load(std::memory_order_acquire)) TpuStorage::flushPending(s);
   std::lock_guard<std::mutex> g(s->mu);
   if (!s->buffer) {
     size_t item = t.element_size();
@@ -58,20 +75,24 @@ runtime::BufferPtr bufferOf(const at::Tensor& t) {
   return s->buffer;
 }
 
-at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device) {
-  size_t nbytes = buffer->byteSize();
-  c10::DataPtr dp;
-  {
-    c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
-    dp = g_allocator.allocate(nbytes);
-  }
-  static_cast<TpuStorage*>(dp.get_context())->buffer = std::move(buffer);
+at::Tensor emptyTensor(size_t nbytes, at::ScalarType dtype, c10::IntArrayRef sizes, int device) {
+  auto* s = new TpuStorage();
+  s->device = device;
+  s->nbytes = nbytes;
+  c10::DataPtr dp(s, s, &deleteStorage, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
   auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes, std::move(dp),
                                                         &g_allocator, /*resizable=*/true);
   auto t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(std::move(storage)),
                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                     caffe2::TypeMeta::fromScalarType(dtype));
   t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
+at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device) {
+  const size_t nbytes = buffer->byteSize();
+  at::Tensor t = emptyTensor(nbytes, dtype, sizes, device);
+  static_cast<TpuStorage*>(t.storage().data_ptr().get_context())->buffer = std::move(buffer);
   return t;
 }
 

@@ -8,6 +8,7 @@
 #include "core/client.h"
 #include "core/rng.h"
 #include "eager/device.h"
+#include "eager/fused.h"
 #include "eager/views.h"
 
 namespace torch_tpu {
@@ -41,8 +42,15 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     return static_cast<c10::DeviceIndex>(torch_tpu::deviceCount());
   }
   bool queryStream(const c10::Stream&) const override { return false; }
-  void synchronizeStream(const c10::Stream& s) const override { client().synchronize(s.device_index()); }
-  void synchronizeDevice(const c10::DeviceIndex d) const override { client().synchronize(d < 0 ? currentDevice() : d); }
+  void synchronizeStream(const c10::Stream& s) const override {
+    fused::flush(s.device_index());
+    client().synchronize(s.device_index());
+  }
+  void synchronizeDevice(const c10::DeviceIndex d) const override {
+    const int dev = d < 0 ? currentDevice() : d;
+    fused::flush(dev);
+    client().synchronize(dev);
+  }
   // Events mark the device's queue. Programs on one device are ordered by their data dependencies, so `block`
   // needs no work; waiting on an event waits for everything launched on its device so far.
   struct Event {
@@ -51,6 +59,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& s, const c10::DeviceIndex, const c10::EventFlag) const override {
     if (*event == nullptr) *event = new Event();
     static_cast<Event*>(*event)->device = s.device_index() < 0 ? currentDevice() : s.device_index();
+    fused::flush(static_cast<Event*>(*event)->device);  // the event marks what was recorded so far
   }
   void block(void*, const c10::Stream&) const override {}
   bool queryEvent(void* event) const override {

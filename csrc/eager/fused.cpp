@@ -1,0 +1,535 @@
+#include "eager/fused.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/executables.h"
+#include "core/lru.h"
+#include "core/rng.h"
+#include "core/scalars.h"
+
+namespace torch_tpu::fused {
+
+using core::put;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings.
+
+std::atomic<int> g_mode{-1};  // -1: not read yet, 0 strict, 1 fused
+
+int readMode() {
+  const char* e = std::getenv("TORCH_TPU_EAGER_MODE");
+  if (!e || !*e || std::strcmp(e, "strict") == 0) return 0;
+  if (std::strcmp(e, "fused") == 0) return 1;
+  TORCH_WARN("torch_tpu: TORCH_TPU_EAGER_MODE must be 'strict' or 'fused', not '", e, "'; using strict");
+  return 0;
+}
+
+size_t maxOps() {
+  static const size_t v = [] {
+    const char* e = std::getenv("TORCH_TPU_FUSED_MAX_OPS");
+    long long n = e && *e ? std::atoll(e) : 0;
+    return n > 0 ? static_cast<size_t>(n) : size_t(1024);
+  }();
+  return v;
+}
+
+// A trace shorter than this is not worth cutting at a loop period of its own: a cut covers whole periods.
+constexpr size_t kMinCut = 32;
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The trace.
+
+// A value of the trace: an input read from outside (a buffer captured when recorded) or an output of a recorded op.
+struct Val {
+  runtime::BufferPtr buf;        // external input
+  int op = -1, out = -1;         // produced: op index, output index
+  int rec = -1;                  // the storage record this value belongs to (-1: none)
+  const std::string* type = nullptr;  // MLIR type
+};
+
+struct OpRec {
+  std::shared_ptr<EagerProgram> p;
+  std::vector<int> in;  // value per program parameter
+  int first_out = 0;    // outputs are values first_out ..
+  int num_out = 0;
+};
+
+// A storage the trace touched. `st` is cleared (under g_live_mu) when the storage is destroyed.
+struct StorageRec {
+  TpuStorage* st = nullptr;
+  int value = -1;  // the storage's current value in the trace
+  int index = 0;   // position in Trace::recs
+};
+
+struct Trace {
+  int device = -1;
+  std::vector<Val> vals;
+  std::vector<OpRec> ops;
+  std::deque<StorageRec> recs;  // stable addresses: storages point at their record
+  std::vector<int> externals;   // value ids of the program inputs, in order
+  std::string key;
+  std::vector<uint64_t> seq;    // entry id per op (loop period)
+};
+
+std::recursive_mutex g_mu;  // the trace and the fused program cache
+Trace g_trace;
+size_t g_cut = 0;           // cut traces at this length (a whole number of loop periods); 0: at the size limit
+
+// Guards StorageRec::st and TpuStorage::trace against a storage being destroyed on another thread. Never held while
+// taking another lock but a storage's own mutex.
+std::mutex g_live_mu;
+
+struct FusedProgram {
+  runtime::ExecutablePtr exe;
+};
+core::LruMap<std::shared_ptr<FusedProgram>> g_programs;
+std::unordered_set<uint64_t> g_seen;  // hashes of trace keys run once
+
+std::mutex g_stats_mu;
+Stats g_stats;
+std::atomic<int64_t> g_ops{0};
+
+void died(TpuStorage* st) {
+  std::lock_guard<std::mutex> g(g_live_mu);
+  auto* rec = static_cast<StorageRec*>(st->trace.load(std::memory_order_acquire));
+  if (rec) {
+    rec->st = nullptr;
+    st->trace.store(nullptr, std::memory_order_release);
+  }
+}
+
+void flushFor(TpuStorage*) { flush(-1); }
+
+struct HookInstaller {
+  HookInstaller() { TpuStorage::setPendingHooks(&flushFor, &died); }
+} g_hooks;
+
+// The record of `st` in the trace (created on first touch).
+StorageRec& recOf(TpuStorage* st) {
+  auto* rec = static_cast<StorageRec*>(st->trace.load(std::memory_order_acquire));
+  if (!rec) {
+    g_trace.recs.push_back(StorageRec{st, -1, static_cast<int>(g_trace.recs.size())});
+    rec = &g_trace.recs.back();
+    std::lock_guard<std::mutex> g(g_live_mu);
+    st->trace.store(rec, std::memory_order_release);
+  }
+  return *rec;
+}
+
+int addExternal(runtime::BufferPtr buf, const std::string* type) {
+  Val v;
+  v.buf = std::move(buf);
+  v.type = type;
+  g_trace.vals.push_back(std::move(v));
+  const int id = static_cast<int>(g_trace.vals.size() - 1);
+  g_trace.externals.push_back(id);
+  put<uint8_t>(g_trace.key, 'x');
+  return id;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Building the fused program of a trace.
+
+std::string fusedText(const std::vector<int>& outputs) {
+  const Trace& t = g_trace;
+  std::string s = "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+  std::unordered_set<uint64_t> emitted;
+  for (const OpRec& op : t.ops)
+    if (emitted.insert(op.p->id).second) s += op.p->function().text;
+  std::vector<int> ext_index(t.vals.size(), -1);
+  for (size_t i = 0; i < t.externals.size(); ++i) ext_index[t.externals[i]] = static_cast<int>(i);
+  auto ref = [&](int v) {
+    const Val& val = t.vals[v];
+    if (val.op < 0) return "%arg" + std::to_string(ext_index[v]);
+    const OpRec& op = t.ops[val.op];
+    std::string r = "%c" + std::to_string(val.op);
+    if (op.num_out > 1) r += "#" + std::to_string(val.out);
+    return r;
+  };
+  s += "  func.func public @main(";
+  for (size_t i = 0; i < t.externals.size(); ++i) {
+    if (i) s += ", ";
+    s += "%arg" + std::to_string(i) + ": " + *t.vals[t.externals[i]].type;
+  }
+  s += ") -> (";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (i) s += ", ";
+    s += *t.vals[outputs[i]].type;
+  }
+  s += ") {\n";
+  for (size_t k = 0; k < t.ops.size(); ++k) {
+    const OpRec& op = t.ops[k];
+    const EagerProgram::Function& fn = op.p->function();
+    s += "    ";
+    if (op.num_out == 1) s += "%c" + std::to_string(k) + " = ";
+    else if (op.num_out > 1) s += "%c" + std::to_string(k) + ":" + std::to_string(op.num_out) + " = ";
+    s += "func.call @e" + std::to_string(op.p->id) + "(";
+    for (size_t i = 0; i < op.in.size(); ++i) {
+      if (i) s += ", ";
+      s += ref(op.in[i]);
+    }
+    s += ") : (";
+    for (size_t i = 0; i < fn.arg_types.size(); ++i) {
+      if (i) s += ", ";
+      s += fn.arg_types[i];
+    }
+    s += ") -> ";
+    if (fn.result_types.size() == 1) {
+      s += fn.result_types[0];
+    } else {
+      s += "(";
+      for (size_t i = 0; i < fn.result_types.size(); ++i) {
+        if (i) s += ", ";
+        s += fn.result_types[i];
+      }
+      s += ")";
+    }
+    s += "\n";
+  }
+  s += "    return";
+  for (size_t i = 0; i < outputs.size(); ++i) s += (i ? ", " : " ") + ref(outputs[i]);
+  if (!outputs.empty()) {
+    s += " : ";
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (i) s += ", ";
+      s += *t.vals[outputs[i]].type;
+    }
+  }
+  s += "\n  }\n}\n";
+  return s;
+}
+
+uint64_t hashKey(const std::string& k) { return std::hash<std::string>()(k); }
+
+std::string opList(const Trace& t, size_t max = 8) {
+  std::string s;
+  for (size_t i = 0; i < t.ops.size() && i < max; ++i) s += (i ? ", " : "") + t.ops[i].p->op;
+  if (t.ops.size() > max) s += ", ... (" + std::to_string(t.ops.size()) + " ops)";
+  return s;
+}
+
+// Runs the trace op by op with the per-op executables. Returns every value's buffer.
+std::vector<runtime::BufferPtr> replay(const Trace& t) {
+  std::vector<runtime::BufferPtr> bufs(t.vals.size());
+  for (int e : t.externals) bufs[e] = t.vals[e].buf;
+  std::vector<runtime::Buffer*> raw;
+  for (const OpRec& op : t.ops) {
+    raw.clear();
+    for (int v : op.in) raw.push_back(bufs[v].get());
+    std::vector<runtime::BufferPtr> outs;
+    try {
+      outs = op.p->executable()->execute(t.device, raw);
+    } catch (const c10::Error& e) {
+      TORCH_CHECK(false, "tpu: ", op.p->op, " (recorded in fused eager mode) failed: ", e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "tpu: ", op.p->op, " (recorded in fused eager mode) failed: ", e.what());
+    }
+    for (int j = 0; j < op.num_out; ++j) bufs[op.first_out + j] = std::move(outs[j]);
+    if (launchBlocking()) client().synchronize(t.device);
+  }
+  return bufs;
+}
+
+// Gives the trace's live storages their buffers and forgets the trace.
+void finishTrace(const std::vector<int>& outputs, std::vector<runtime::BufferPtr>& out_bufs) {
+  Trace& t = g_trace;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Val& v = t.vals[outputs[i]];
+      TpuStorage* st = v.rec >= 0 ? t.recs[v.rec].st : nullptr;
+      if (!st) continue;  // destroyed meanwhile
+      std::lock_guard<std::mutex> sg(st->mu);
+      st->buffer = std::move(out_bufs[i]);
+    }
+    for (StorageRec& r : t.recs) {
+      if (!r.st) continue;
+      r.st->pending.store(false, std::memory_order_release);
+      r.st->trace.store(nullptr, std::memory_order_release);
+    }
+  }
+  t = Trace();
+}
+
+// Forgets the trace after a failure: storages keep the buffers they had.
+void abandonTrace() {
+  Trace& t = g_trace;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    for (StorageRec& r : t.recs) {
+      if (!r.st) continue;
+      r.st->pending.store(false, std::memory_order_release);
+      r.st->trace.store(nullptr, std::memory_order_release);
+    }
+  }
+  t = Trace();
+}
+
+void flushLocked(bool at_limit) {
+  Trace& t = g_trace;
+  if (t.ops.empty()) {
+    abandonTrace();
+    return;
+  }
+  if (!at_limit) g_cut = 0;
+  // 1. Outputs: the current values of storages still alive.
+  std::vector<int> outputs;
+  std::string live;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    for (size_t v = 0; v < t.vals.size(); ++v) {
+      const Val& val = t.vals[v];
+      bool out = val.op >= 0 && val.rec >= 0 && t.recs[val.rec].st != nullptr && t.recs[val.rec].value == static_cast<int>(v);
+      live.push_back(out ? '1' : '0');
+      if (out) outputs.push_back(static_cast<int>(v));
+    }
+  }
+  std::string key = t.key;
+  key += '|';
+  key += live;
+
+  // 2. The program: cached, from the disk cache, compiled (a trace seen before), or none (run op by op).
+  std::shared_ptr<FusedProgram> fp;
+  if (auto* e = g_programs.find(key)) fp = *e;
+  bool hit = fp != nullptr, from_disk = false, compiled = false;
+  double secs = 0;
+  if (!fp) {
+    const uint64_t h = hashKey(key);
+    const bool seen = g_seen.count(h) > 0;
+    std::string text;
+    try {
+      text = fusedText(outputs);
+      auto t0 = std::chrono::steady_clock::now();
+      core::ExecutableLookup ex;
+      if (seen) {
+        ex = core::executableFor(text, core::ExecutableCaches{false, true});
+      } else {
+        // First sighting: use a fused program only if the disk cache has it.
+        ex = core::executableFor(text, core::ExecutableCaches{false, false, /*compile=*/false});
+      }
+      secs = secondsSince(t0);
+      if (ex.exe) {
+        fp = std::make_shared<FusedProgram>();
+        fp->exe = ex.exe;
+        from_disk = ex.source == core::ExecutableLookup::Source::Disk;
+        compiled = ex.source == core::ExecutableLookup::Source::Compiled;
+        g_programs.insert(key, fp, core::programCacheLimit());
+        g_seen.erase(h);
+      } else {
+        if (g_seen.size() > 65536) g_seen.clear();
+        g_seen.insert(h);
+      }
+    } catch (const std::exception& e) {
+      // The fused program could not be built or compiled: run op by op, where a failing op names itself.
+      fp = nullptr;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> g(g_stats_mu);
+    g_stats.flushes++;
+    if (at_limit) g_stats.limit_flushes++;
+    if (hit) g_stats.fused_hits++;
+    if (from_disk) g_stats.fused_disk_hits++;
+    if (compiled) g_stats.fused_compiles++;
+    if (!fp) g_stats.replays++;
+    g_stats.compile_seconds += secs;
+    g_stats.entries = static_cast<int64_t>(g_programs.size());
+    g_stats.evictions = g_programs.evictions();
+  }
+
+  // 3. Launch.
+  std::vector<runtime::BufferPtr> out_bufs;
+  try {
+    if (fp) {
+      std::vector<runtime::Buffer*> raw;
+      raw.reserve(t.externals.size());
+      for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
+      out_bufs = fp->exe->execute(t.device, raw);
+      if (launchBlocking()) client().synchronize(t.device);
+    } else {
+      std::vector<runtime::BufferPtr> all = replay(t);
+      for (int v : outputs) out_bufs.push_back(std::move(all[v]));
+    }
+  } catch (...) {
+    abandonTrace();
+    throw;
+  }
+  finishTrace(outputs, out_bufs);
+}
+
+// The smallest period p of the recorded op sequence (its last 2p entries repeat), 0 if none.
+size_t loopPeriod(const std::vector<uint64_t>& seq) {
+  const size_t n = seq.size();
+  for (size_t p = 1; 2 * p <= n; ++p) {
+    bool same = true;
+    for (size_t i = 0; i < p && same; ++i) same = seq[n - p + i] == seq[n - 2 * p + i];
+    if (same) return p;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+
+bool active() {
+  int m = g_mode.load(std::memory_order_relaxed);
+  if (m < 0) {
+    m = readMode();
+    g_mode = m;
+  }
+  return m == 1;
+}
+
+std::string mode() { return active() ? "fused" : "strict"; }
+
+void setMode(const std::string& m) {
+  TORCH_CHECK_VALUE(m == "strict" || m == "fused", "eager mode must be 'strict' or 'fused', got '", m, "'");
+  flush(-1);
+  g_mode = m == "fused" ? 1 : 0;
+}
+
+std::recursive_mutex& mutex() { return g_mu; }
+
+std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Signature& sig, core::Program::HostFn host,
+                               const std::optional<at::Generator>& gen) {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  const EagerProgram::Function& fn = p->function();
+  TORCH_INTERNAL_ASSERT(fn.arg_types.size() == p->prog.params.size(), "tpu: fused eager: parameter count mismatch");
+  if (g_trace.device >= 0 && g_trace.device != sig.device) flushLocked(false);
+  Trace& t = g_trace;
+  t.device = sig.device;
+  const core::Program& prog = p->prog;
+  const int k = static_cast<int>(t.ops.size());
+  OpRec op;
+  op.p = p;
+  op.in.reserve(prog.params.size());
+  put<uint64_t>(t.key, p->id);
+  for (size_t i = 0; i < prog.params.size(); ++i) {
+    const core::Param& prm = prog.params[i];
+    const std::string* type = &fn.arg_types[i];
+    switch (prm.kind) {
+      case core::Param::Kind::Storage: {
+        TpuStorage* st = sig.storages[prm.index];
+        StorageRec& r = recOf(st);
+        if (r.value < 0) {
+          TORCH_INTERNAL_ASSERT(!sig.pending[prm.index], "tpu: a pending storage outside the trace");
+          r.value = addExternal(sig.buffers[prm.index], type);
+          t.vals[r.value].rec = r.index;
+        } else {
+          put<uint8_t>(t.key, 'v');
+          put<int32_t>(t.key, r.value);
+        }
+        op.in.push_back(r.value);
+        break;
+      }
+      case core::Param::Kind::Offset:
+        op.in.push_back(addExternal(
+            scalarBuffer(c10::Scalar(sig.tensors[prm.index].t.storage_offset()), shlo::DType::S64, sig.device), type));
+        break;
+      case core::Param::Kind::Rng: {
+        uint64_t state[2] = {nextRngKey(gen, sig.device), 0};
+        op.in.push_back(addExternal(client().fromHost(state, runtime::ElementType::U64, {2}, sig.device), type));
+        break;
+      }
+      case core::Param::Kind::Host:
+        op.in.push_back(addExternal(host(prm), type));
+        break;
+    }
+  }
+  // Outputs: written storages' new buffers, then fresh results.
+  op.first_out = static_cast<int>(t.vals.size());
+  op.num_out = static_cast<int>(fn.result_types.size());
+  std::vector<at::Tensor> fresh;
+  fresh.reserve(prog.results.size());
+  int j = 0;
+  auto produce = [&](int ri) {
+    Val v;
+    v.op = k;
+    v.out = j;
+    v.rec = ri;
+    v.type = &fn.result_types[j];
+    t.vals.push_back(std::move(v));
+    ++j;
+    return static_cast<int>(t.vals.size() - 1);
+  };
+  for (int slot : prog.written_slots) {
+    TpuStorage* st = sig.storages[slot];
+    StorageRec& r = recOf(st);
+    r.value = produce(r.index);
+    st->pending_dims = sig.bdims[slot];
+    st->pending_type = static_cast<runtime::ElementType>(sig.btype[slot]);
+    st->pending.store(true, std::memory_order_release);
+  }
+  for (const core::Program::Result& res : prog.results) {
+    int64_t n = 1;
+    for (int64_t d : res.sizes) n *= d;
+    at::Tensor out = emptyTensor(static_cast<size_t>(n) * c10::elementSize(res.dtype), res.dtype, res.sizes, sig.device);
+    TpuStorage* st = storageOf(out);
+    StorageRec& r = recOf(st);
+    r.value = produce(r.index);
+    st->pending_dims = res.sizes;
+    st->pending_type = static_cast<runtime::ElementType>(toDType(res.dtype));
+    st->pending.store(true, std::memory_order_release);
+    fresh.push_back(std::move(out));
+  }
+  while (j < op.num_out) produce(-1);  // outputs nobody reads (none today)
+  t.ops.push_back(std::move(op));
+  t.seq.push_back(p->id);
+  sig.buffers.clear();
+  g_ops.fetch_add(1, std::memory_order_relaxed);
+
+  // Cut: at the loop period found earlier, or at the size limit (then look for a period).
+  const size_t n = t.ops.size();
+  if (launchBlocking()) {
+    flushLocked(false);
+  } else if (g_cut > 0 && n >= g_cut) {
+    flushLocked(true);
+  } else if (n >= maxOps()) {
+    size_t p_len = loopPeriod(t.seq);
+    g_cut = p_len ? p_len * ((kMinCut + p_len - 1) / p_len) : 0;
+    if (g_cut > maxOps()) g_cut = 0;
+    flushLocked(true);
+  }
+  return fresh;
+}
+
+void flush(int device) {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  if (g_trace.ops.empty() && g_trace.recs.empty()) return;
+  if (device >= 0 && g_trace.device >= 0 && g_trace.device != device) return;
+  flushLocked(false);
+}
+
+Stats stats() {
+  std::lock_guard<std::mutex> g(g_stats_mu);
+  Stats s = g_stats;
+  s.ops = g_ops.load();
+  return s;
+}
+
+void clearCache() {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  g_programs.clear();
+  g_seen.clear();
+}
+
+}  // namespace torch_tpu::fused
