@@ -3,9 +3,14 @@
     python benchmarks/eager_op_latency.py [--n 20000]
 
 Prints a table: per-call latency of `a + b` on 1k floats (launch only, and launch + wait), the same op on torch
-CPU eager, their ratio, and the first-compile time of the op (cache cleared first).
+CPU eager, their ratio, and the first-compile time of the op (cache cleared first). Fused eager rows
+(torch_tpu.set_eager_mode("fused")): the op is recorded, and a loop of them runs as one program cut at the loop
+period (32 ops): "results dropped" lets the program skip the adds whose results died (what fused eager does with
+temporaries), "results kept" keeps every result alive (every add computed), "+ synchronize" runs one recorded op per
+step.
 """
 import argparse
+import os
 import time
 
 import torch
@@ -53,22 +58,51 @@ def main():
 
     waited = per_call(add_and_wait, args.n // 4)
     cpu = per_call(lambda: a_cpu + b_cpu, args.n)
+    kept = []
+
+    def keep_cpu():
+        kept.append(a_cpu + b_cpu)
+        if len(kept) >= 1000:
+            kept.clear()
+
+    cpu_kept = per_call(keep_cpu, args.n)
+    kept.clear()
+
+    torch_tpu.set_eager_mode("fused")
+    fused = per_call(lambda: a + b, args.n)
+    torch.tpu.synchronize()
+
+    def keep_tpu():
+        kept.append(a + b)
+        if len(kept) >= 1000:
+            kept.clear()
+
+    fused_kept = per_call(keep_tpu, args.n)
+    kept.clear()
+    torch.tpu.synchronize()
+    fused_waited = per_call(add_and_wait, args.n // 4)
+    torch_tpu.set_eager_mode("strict")
     info = torch_tpu._C._plugin_info()
 
     rows = [
         ("tpu eager, cached add (launch)", launch * 1e6, launch / cpu),
         ("tpu eager, cached add + synchronize", waited * 1e6, waited / cpu),
         ("torch CPU eager add", cpu * 1e6, 1.0),
+        ("tpu fused eager, add (results dropped)", fused * 1e6, fused / cpu),
+        ("tpu fused eager, add (results kept)", fused_kept * 1e6, fused_kept / cpu_kept),
+        ("torch CPU eager add (results kept)", cpu_kept * 1e6, cpu_kept / cpu),
+        ("tpu fused eager, add + synchronize", fused_waited * 1e6, fused_waited / cpu),
         ("tpu first op of the process (one-time start-up)", process_first_op * 1e6, process_first_op / cpu),
         ("tpu first call (compile + run + copy back)", first_call * 1e6, first_call / cpu),
         ("tpu first compile alone", compile_s * 1e6, compile_s / cpu),
     ]
     print(f"plugin: {info['path']}  PJRT API {info['api_version']}  platform {info['platform_name']}")
     print(f"op: a + b, {args.numel} float32 elements, {args.n} calls\n")
-    print(f"| {'case':<44} | {'us/call':>10} | {'x CPU eager':>11} |")
-    print(f"|{'-' * 46}|{'-' * 12}|{'-' * 13}|")
+    print(f"| {'case':<48} | {'us/call':>10} | {'x CPU eager':>11} |")
+    print(f"|{'-' * 50}|{'-' * 12}|{'-' * 13}|")
     for name, us, ratio in rows:
-        print(f"| {name:<44} | {us:>10.2f} | {ratio:>11.2f} |")
+        print(f"| {name:<48} | {us:>10.2f} | {ratio:>11.2f} |")
+    print(f"\nload average {os.getloadavg()}")
 
 
 if __name__ == "__main__":

@@ -34,11 +34,13 @@ def run(cmd, cache):
 
 
 def demo_numbers(out):
-    m = re.search(r"eager programs compiled: (\d+) in ([\d.]+) s, read from the disk cache: (\d+) in ([\d.]+) s", out)
+    m = re.search(r"eager programs compiled: (\d+) in ([\d.]+) s, read from the disk cache: (\d+) in ([\d.]+) s; "
+                  r"built \(meta \+ lowering\) (\d+) in ([\d.]+) s", out)
     gen = re.findall(r"(eager|compiled)\s+first\s*:\s*([\d.]+) s", out)
     firsts = {k: float(v) for k, v in gen}
     return dict(compiles=int(m.group(1)), compile_s=float(m.group(2)), disk_hits=int(m.group(3)),
-                disk_s=float(m.group(4)), eager_first=firsts.get("eager"), compiled_first=firsts.get("compiled"))
+                disk_s=float(m.group(4)), built=int(m.group(5)), lower_s=float(m.group(6)),
+                eager_first=firsts.get("eager"), compiled_first=firsts.get("compiled"))
 
 
 def main():
@@ -57,12 +59,13 @@ def main():
                 n = demo_numbers(out)
                 rows.append((label, dt, n))
                 print(f"# demo, {label}: {dt:.1f} s", flush=True)
-            print("\n| examples/demo.py | wall s | eager programs compiled | read from disk | first generate() eager s "
-                  "| first generate() compiled s |")
-            print("|---|---|---|---|---|---|")
+            print("\n| examples/demo.py | wall s | eager programs compiled | read from disk | built (meta + lowering) "
+                  "| first generate() eager s | first generate() compiled s |")
+            print("|---|---|---|---|---|---|---|")
             for label, dt, n in rows:
                 print(f"| {label} | {dt:.1f} | {n['compiles']} ({n['compile_s']:.1f} s) | {n['disk_hits']} "
-                      f"({n['disk_s']:.1f} s) | {n['eager_first']:.2f} | {n['compiled_first']:.2f} |")
+                      f"({n['disk_s']:.1f} s) | {n['built']} ({n['lower_s']:.1f} s) | {n['eager_first']:.2f} "
+                      f"| {n['compiled_first']:.2f} |")
             cold, warm = rows[0][2], rows[1][2]
             print(f"\nfirst eager generate(): {cold['eager_first'] / warm['eager_first']:.1f}x faster warm; "
                   f"first compiled generate(): {cold['compiled_first'] / warm['compiled_first']:.1f}x")

@@ -116,7 +116,12 @@ def test_synchronization_points(sync, capsys):
         got = y.cpu()
     elif sync == "fallback":
         # An op without a rule runs on the CPU: its input is read from the device first.
-        got = torch.ops.aten._test_no_rule_op(y).cpu() if hasattr(torch.ops.aten, "_test_no_rule_op") else y.cpu()
+        from test_fallback import NO_RULE
+
+        cubed = NO_RULE(y)
+        assert fused_stats()["flushes"] == before + 1
+        assert torch.equal(cubed.cpu(), (x.cpu() * 3 - 1) ** 3)
+        got = y.cpu()
     elif sync == "other_device":
         z = y.to("tpu:1")
         assert fused_stats()["flushes"] >= before + 1
