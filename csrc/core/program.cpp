@@ -75,8 +75,10 @@ int Signature::add(const at::Tensor& t, bool writes) {
     runtime::BufferPtr buf;
     bool pend = false;
     if (recording) {
+      const uint8_t ps = st->pending.load(std::memory_order_acquire);
+      if (ps == TpuStorage::kLost) TpuStorage::flushPending(st);  // raises: the value was lost
       buf = st->peek();
-      pend = st->pending.load(std::memory_order_acquire);
+      pend = ps == TpuStorage::kPending;
     } else {
       buf = st->get();
     }

@@ -26,11 +26,13 @@ struct TpuStorage {
   int device = 0;
   size_t nbytes = 0;
 
-  // Fused eager (eager/fused.h): while `pending`, the storage's value is computed by recorded ops not launched yet,
-  // into a buffer of `pending_dims` / `pending_type`. Reading or replacing the buffer from outside the recorder
-  // (get, set, bufferOf) launches the recorded ops first. `trace` is the recorder's record of this storage (set and
-  // cleared by the recorder; the storage's destruction tells the recorder).
-  std::atomic<bool> pending{false};
+  // Fused eager (eager/fused.h): while `pending` is kPending, the storage's value is computed by recorded ops not
+  // launched yet, into a buffer of `pending_dims` / `pending_type`. Reading or replacing the buffer from outside the
+  // recorder (get, set, bufferOf) launches the recorded ops first. kLost: the recorded ops failed (their error was
+  // raised); reading the storage raises until it is written again. `trace` is the recorder's record of this storage
+  // (set and cleared by the recorder; the storage's destruction tells the recorder).
+  static constexpr uint8_t kPending = 1, kLost = 2;
+  std::atomic<uint8_t> pending{0};
   std::atomic<void*> trace{nullptr};
   std::vector<int64_t> pending_dims;
   runtime::ElementType pending_type = runtime::ElementType::F32;
@@ -42,7 +44,9 @@ struct TpuStorage {
   }
   void set(runtime::BufferPtr b) {
     // A trace that read (or writes) this storage launches first: it captured the buffer being replaced.
-    if (pending.load(std::memory_order_acquire) || trace.load(std::memory_order_acquire)) flushPending(this);
+    const uint8_t p = pending.load(std::memory_order_acquire);
+    if (p == kLost) pending.store(0, std::memory_order_release);
+    else if (p || trace.load(std::memory_order_acquire)) flushPending(this);
     std::lock_guard<std::mutex> g(mu);
     buffer = std::move(b);
   }

@@ -116,7 +116,12 @@ void died(TpuStorage* st) {
   }
 }
 
-void flushFor(TpuStorage*) { flush(-1); }
+void flushFor(TpuStorage* st) {
+  if (st->pending.load(std::memory_order_acquire) == TpuStorage::kLost)
+    TORCH_CHECK(false, "tpu: this tensor's value was lost: the fused eager ops computing it failed (the error was "
+                       "raised at the synchronization point that launched them)");
+  flush(-1);
+}
 
 struct HookInstaller {
   HookInstaller() { TpuStorage::setPendingHooks(&flushFor, &died); }
@@ -237,8 +242,9 @@ std::vector<runtime::BufferPtr> replay(const Trace& t) {
     std::vector<runtime::BufferPtr> outs;
     try {
       outs = op.p->executable()->execute(t.device, raw);
-    } catch (const c10::Error& e) {
-      TORCH_CHECK(false, "tpu: ", op.p->op, " (recorded in fused eager mode) failed: ", e.what_without_backtrace());
+    } catch (c10::Error& e) {
+      e.add_context("tpu: in " + op.p->op + " (recorded in fused eager mode)");
+      throw;
     } catch (const std::exception& e) {
       TORCH_CHECK(false, "tpu: ", op.p->op, " (recorded in fused eager mode) failed: ", e.what());
     }
@@ -262,21 +268,22 @@ void finishTrace(const std::vector<int>& outputs, std::vector<runtime::BufferPtr
     }
     for (StorageRec& r : t.recs) {
       if (!r.st) continue;
-      r.st->pending.store(false, std::memory_order_release);
+      r.st->pending.store(0, std::memory_order_release);
       r.st->trace.store(nullptr, std::memory_order_release);
     }
   }
   t = Trace();
 }
 
-// Forgets the trace after a failure: storages keep the buffers they had.
+// Forgets the trace after a failure: the storages it was computing lose their value (reading them raises).
 void abandonTrace() {
   Trace& t = g_trace;
   {
     std::lock_guard<std::mutex> g(g_live_mu);
     for (StorageRec& r : t.recs) {
       if (!r.st) continue;
-      r.st->pending.store(false, std::memory_order_release);
+      if (r.st->pending.load(std::memory_order_acquire) == TpuStorage::kPending)
+        r.st->pending.store(TpuStorage::kLost, std::memory_order_release);
       r.st->trace.store(nullptr, std::memory_order_release);
     }
   }
@@ -362,9 +369,15 @@ void flushLocked(bool at_limit) {
       std::vector<runtime::Buffer*> raw;
       raw.reserve(t.externals.size());
       for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
-      out_bufs = fp->exe->execute(t.device, raw);
-      if (launchBlocking()) client().synchronize(t.device);
-    } else {
+      try {
+        out_bufs = fp->exe->execute(t.device, raw);
+      } catch (const std::exception&) {
+        // Nothing ran. Run op by op: the op that fails names itself.
+        fp = nullptr;
+      }
+      if (fp && launchBlocking()) client().synchronize(t.device);
+    }
+    if (!fp) {
       std::vector<runtime::BufferPtr> all = replay(t);
       for (int v : outputs) out_bufs.push_back(std::move(all[v]));
     }
@@ -477,7 +490,7 @@ std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Sig
     r.value = produce(r.index);
     st->pending_dims = sig.bdims[slot];
     st->pending_type = static_cast<runtime::ElementType>(sig.btype[slot]);
-    st->pending.store(true, std::memory_order_release);
+    st->pending.store(TpuStorage::kPending, std::memory_order_release);
   }
   for (const core::Program::Result& res : prog.results) {
     int64_t n = 1;
@@ -488,7 +501,7 @@ std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Sig
     r.value = produce(r.index);
     st->pending_dims = res.sizes;
     st->pending_type = static_cast<runtime::ElementType>(toDType(res.dtype));
-    st->pending.store(true, std::memory_order_release);
+    st->pending.store(TpuStorage::kPending, std::memory_order_release);
     fresh.push_back(std::move(out));
   }
   while (j < op.num_out) produce(-1);  // outputs nobody reads (none today)

@@ -167,14 +167,17 @@ class CallScope {
     call_->sig.clear();
     --*depth_;
   }
+  // The call, empty (a retry starts over).
   Call& get() {
-    call_->sig.clear();
+    if (used_) call_->sig.clear();
+    used_ = true;
     return *call_;
   }
 
  private:
   Call* call_;
   size_t* depth_;
+  bool used_ = false;
 };
 
 // A Python number (or 0-d CPU tensor) given for a tensor argument: a program input, keyed by its dtype.

@@ -248,3 +248,20 @@ def test_meta_errors_raise_at_the_op_and_keep_the_trace():
     with pytest.raises(RuntimeError, match="size of tensor a"):
         y + torch.ones(5, device="tpu")
     assert torch.equal(y.cpu(), torch.arange(6.0) * 2)
+
+
+def test_an_error_inside_a_fused_block_names_the_op():
+    # The device cannot allocate 256 GiB: the error surfaces when the block is launched and names the op, both the
+    # first time (op by op) and once the block has a fused program (which then reruns op by op to find it).
+    x = torch.ones(3, device="tpu")
+    for attempt in range(3):
+        torch.tpu.synchronize()
+        big = torch.zeros(2**36, device="tpu")
+        y = (x + 1) * 2
+        with pytest.raises(RuntimeError, match="aten::zero"):
+            y.cpu()
+        # The block's results are lost, not silently zero.
+        with pytest.raises(RuntimeError, match="value was lost"):
+            y.cpu()
+        del big, y
+    assert torch.equal(((x + 1) * 2).cpu(), torch.full((3,), 4.0))
