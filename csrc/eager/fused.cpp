@@ -2,7 +2,13 @@
 
 #include <c10/util/Exception.h>
 
+#include <pthread.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <condition_variable>
+#include <iterator>
+#include <thread>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -97,11 +103,79 @@ size_t g_cut = 0;           // cut traces at this length (a whole number of loop
 // taking another lock but a storage's own mutex.
 std::mutex g_live_mu;
 
+// The fused program of a trace key. Its outputs are a superset of the values alive at any launch seen so far (what
+// is alive can vary between otherwise identical steps, e.g. with the timing of Python's garbage collector): a launch
+// whose live values it covers uses it, another one makes a program with the union.
 struct FusedProgram {
-  runtime::ExecutablePtr exe;
+  runtime::ExecutablePtr exe;  // null: none could be built (the trace always runs op by op)
+  std::vector<int> outputs;    // value ids, ascending
 };
-core::LruMap<std::shared_ptr<FusedProgram>> g_programs;
-std::unordered_set<uint64_t> g_seen;  // hashes of trace keys run once
+core::LruMap<std::shared_ptr<FusedProgram>> g_programs;  // by trace key
+std::unordered_set<uint64_t> g_seen;       // hashes of trace keys run once without a fused program
+std::unordered_set<uint64_t> g_compiling;  // hashes of trace keys whose program is being compiled
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fused programs are compiled in the background: meanwhile the trace runs op by op, as strict mode would.
+
+struct CompileJob {
+  std::string key;
+  uint64_t hash;
+  std::string text;
+  std::vector<int> outputs;
+};
+
+class Compiler {
+ public:
+  static Compiler& get() {
+    static Compiler* c = new Compiler();  // leaked: joined at exit, never destroyed
+    return *c;
+  }
+  void enqueue(CompileJob job) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopped_) return;
+    q_.push_back(std::move(job));
+    if (!thread_) {
+      owner_ = ::getpid();
+      thread_ = new std::thread([this] { run(); });
+      std::atexit([] { Compiler::get().shutdown(); });
+    }
+    cv_.notify_one();
+  }
+  // Waits until every queued compile is done.
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    idle_.wait(lk, [&] { return (q_.empty() && !busy_) || !thread_; });
+  }
+  void shutdown() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!thread_ || owner_ != ::getpid()) return;
+    stopped_ = true;
+    q_.clear();  // a compile not started is not worth delaying exit
+    cv_.notify_all();
+    lk.unlock();
+    thread_->join();
+  }
+
+ private:
+  Compiler() {
+    pthread_atfork([] { Compiler::get().mu_.lock(); }, [] { Compiler::get().mu_.unlock(); },
+                   [] {
+                     Compiler& c = Compiler::get();
+                     c.mu_.unlock();
+                     c.thread_ = nullptr;  // no compile thread in a forked child
+                     c.q_.clear();
+                     c.busy_ = false;
+                   });
+  }
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable cv_, idle_;
+  std::deque<CompileJob> q_;
+  bool busy_ = false, stopped_ = false;
+  std::thread* thread_ = nullptr;
+  pid_t owner_ = 0;
+};
 
 std::mutex g_stats_mu;
 Stats g_stats;
@@ -262,7 +336,7 @@ void finishTrace(const std::vector<int>& outputs, std::vector<runtime::BufferPtr
     for (size_t i = 0; i < outputs.size(); ++i) {
       const Val& v = t.vals[outputs[i]];
       TpuStorage* st = v.rec >= 0 ? t.recs[v.rec].st : nullptr;
-      if (!st) continue;  // destroyed meanwhile
+      if (!st || t.recs[v.rec].value != outputs[i]) continue;  // destroyed meanwhile, or not its final value
       std::lock_guard<std::mutex> sg(st->mu);
       st->buffer = std::move(out_bufs[i]);
     }
@@ -297,56 +371,56 @@ void flushLocked(bool at_limit) {
     return;
   }
   if (!at_limit) g_cut = 0;
-  // 1. Outputs: the current values of storages still alive.
-  std::vector<int> outputs;
-  std::string live;
+  // 1. The values to keep: the current values of storages still alive.
+  std::vector<int> live;
   {
     std::lock_guard<std::mutex> g(g_live_mu);
     for (size_t v = 0; v < t.vals.size(); ++v) {
       const Val& val = t.vals[v];
-      bool out = val.op >= 0 && val.rec >= 0 && t.recs[val.rec].st != nullptr && t.recs[val.rec].value == static_cast<int>(v);
-      live.push_back(out ? '1' : '0');
-      if (out) outputs.push_back(static_cast<int>(v));
+      if (val.op >= 0 && val.rec >= 0 && t.recs[val.rec].st != nullptr &&
+          t.recs[val.rec].value == static_cast<int>(v))
+        live.push_back(static_cast<int>(v));
     }
   }
-  std::string key = t.key;
-  key += '|';
-  key += live;
 
-  // 2. The program: cached, from the disk cache, compiled (a trace seen before), or none (run op by op).
+  // 2. The program: a cached one covering the live values, or (first sighting) one from the disk cache. Otherwise
+  //    the trace runs op by op, and from its second sighting on a program is compiled in the background.
   std::shared_ptr<FusedProgram> fp;
-  if (auto* e = g_programs.find(key)) fp = *e;
-  bool hit = fp != nullptr, from_disk = false, compiled = false;
+  if (auto* e = g_programs.find(t.key)) fp = *e;
+  bool usable = fp && fp->exe && std::includes(fp->outputs.begin(), fp->outputs.end(), live.begin(), live.end());
+  bool hit = usable, from_disk = false, queued = false;
   double secs = 0;
-  if (!fp) {
-    const uint64_t h = hashKey(key);
-    const bool seen = g_seen.count(h) > 0;
-    std::string text;
-    try {
-      text = fusedText(outputs);
-      auto t0 = std::chrono::steady_clock::now();
-      core::ExecutableLookup ex;
-      if (seen) {
-        ex = core::executableFor(text, core::ExecutableCaches{false, true});
-      } else {
-        // First sighting: use a fused program only if the disk cache has it.
-        ex = core::executableFor(text, core::ExecutableCaches{false, false, /*compile=*/false});
+  if (!usable && !(fp && !fp->exe)) {
+    const uint64_t h = hashKey(t.key);
+    if (!g_compiling.count(h)) {
+      try {
+        if (!fp && !g_seen.count(h)) {
+          auto t0 = std::chrono::steady_clock::now();
+          core::ExecutableLookup ex =
+              core::executableFor(fusedText(live), core::ExecutableCaches{false, true, /*compile=*/false});
+          secs = secondsSince(t0);
+          if (ex.exe) {
+            fp = std::make_shared<FusedProgram>(FusedProgram{ex.exe, live});
+            g_programs.insert(t.key, fp, core::programCacheLimit());
+            usable = from_disk = true;
+          } else {
+            if (g_seen.size() > 65536) g_seen.clear();
+            g_seen.insert(h);
+          }
+        } else {
+          std::vector<int> want;
+          if (fp) std::set_union(fp->outputs.begin(), fp->outputs.end(), live.begin(), live.end(),
+                                 std::back_inserter(want));
+          else want = live;
+          Compiler::get().enqueue(CompileJob{t.key, h, fusedText(want), std::move(want)});
+          g_compiling.insert(h);
+          g_seen.erase(h);
+          queued = true;
+        }
+      } catch (const std::exception&) {
+        // No fused program for this trace: it runs op by op, where a failing op names itself.
+        g_programs.insert(t.key, std::make_shared<FusedProgram>(), core::programCacheLimit());
       }
-      secs = secondsSince(t0);
-      if (ex.exe) {
-        fp = std::make_shared<FusedProgram>();
-        fp->exe = ex.exe;
-        from_disk = ex.source == core::ExecutableLookup::Source::Disk;
-        compiled = ex.source == core::ExecutableLookup::Source::Compiled;
-        g_programs.insert(key, fp, core::programCacheLimit());
-        g_seen.erase(h);
-      } else {
-        if (g_seen.size() > 65536) g_seen.clear();
-        g_seen.insert(h);
-      }
-    } catch (const std::exception& e) {
-      // The fused program could not be built or compiled: run op by op, where a failing op names itself.
-      fp = nullptr;
     }
   }
   {
@@ -355,30 +429,33 @@ void flushLocked(bool at_limit) {
     if (at_limit) g_stats.limit_flushes++;
     if (hit) g_stats.fused_hits++;
     if (from_disk) g_stats.fused_disk_hits++;
-    if (compiled) g_stats.fused_compiles++;
-    if (!fp) g_stats.replays++;
+    if (queued) g_stats.fused_compiles++;
+    if (!usable) g_stats.replays++;
     g_stats.compile_seconds += secs;
     g_stats.entries = static_cast<int64_t>(g_programs.size());
     g_stats.evictions = g_programs.evictions();
   }
 
   // 3. Launch.
+  std::vector<int> outputs = live;
   std::vector<runtime::BufferPtr> out_bufs;
   try {
-    if (fp) {
+    if (usable) {
       std::vector<runtime::Buffer*> raw;
       raw.reserve(t.externals.size());
       for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
       try {
         out_bufs = fp->exe->execute(t.device, raw);
+        outputs = fp->outputs;  // values that died meanwhile are dropped by finishTrace
       } catch (const std::exception&) {
         // Nothing ran. Run op by op: the op that fails names itself.
-        fp = nullptr;
+        usable = false;
       }
-      if (fp && launchBlocking()) client().synchronize(t.device);
+      if (usable && launchBlocking()) client().synchronize(t.device);
     }
-    if (!fp) {
+    if (!usable) {
       std::vector<runtime::BufferPtr> all = replay(t);
+      out_bufs.clear();
       for (int v : outputs) out_bufs.push_back(std::move(all[v]));
     }
   } catch (...) {
@@ -386,6 +463,41 @@ void flushLocked(bool at_limit) {
     throw;
   }
   finishTrace(outputs, out_bufs);
+}
+
+void Compiler::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return !q_.empty() || stopped_; });
+    if (q_.empty()) break;
+    CompileJob job = std::move(q_.front());
+    q_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    std::shared_ptr<FusedProgram> fp = std::make_shared<FusedProgram>();
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      fp->exe = core::executableFor(job.text, core::ExecutableCaches{false, true}).exe;
+      fp->outputs = std::move(job.outputs);
+    } catch (const std::exception&) {
+      fp->exe = nullptr;  // the trace keeps running op by op
+    }
+    const double secs = secondsSince(t0);
+    {
+      std::lock_guard<std::recursive_mutex> g(g_mu);
+      g_programs.insert(job.key, fp, core::programCacheLimit());
+      g_compiling.erase(job.hash);
+    }
+    {
+      std::lock_guard<std::mutex> g(g_stats_mu);
+      g_stats.compile_seconds += secs;
+    }
+    lk.lock();
+    busy_ = false;
+    idle_.notify_all();
+  }
+  busy_ = false;
+  idle_.notify_all();
 }
 
 // The smallest period p of the recorded op sequence (its last 2p entries repeat), 0 if none.
@@ -540,9 +652,12 @@ Stats stats() {
 }
 
 void clearCache() {
+  Compiler::get().wait();
   std::lock_guard<std::recursive_mutex> lk(g_mu);
   g_programs.clear();
   g_seen.clear();
 }
+
+void waitForCompiles() { Compiler::get().wait(); }
 
 }  // namespace torch_tpu::fused

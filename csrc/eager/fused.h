@@ -19,8 +19,10 @@
 // when it is launched (a temporary that died inside the trace is never materialized). Its cache key is the sequence
 // of per-op cache entries, how their inputs connect, and which values are outputs.
 //
-// A trace seen for the first time runs op by op (the per-op executables, as strict mode would); the second time its
-// fused program is compiled (or read from the disk cache), and used from then on. An op whose program fails names
+// A trace seen for the first time runs op by op (the per-op executables, as strict mode would) unless the disk cache
+// has its fused program; from the second time on its fused program is compiled in the background while the trace
+// keeps running op by op, and used once ready. What is alive at a launch can vary between identical steps (garbage
+// collection timing): a program's outputs grow to the union of the live sets seen. An op whose program fails names
 // itself in the error.
 #pragma once
 
@@ -58,7 +60,7 @@ struct Stats {
   int64_t ops = 0;            // ops recorded
   int64_t flushes = 0;        // traces launched
   int64_t fused_hits = 0;     // traces launched as a cached fused program
-  int64_t fused_compiles = 0; // fused programs compiled
+  int64_t fused_compiles = 0; // fused programs compiled (queued for the background compiler)
   int64_t fused_disk_hits = 0;// fused programs read from the disk cache
   int64_t replays = 0;        // traces run op by op (first sighting, or no fused program)
   int64_t limit_flushes = 0;  // traces cut at the size limit or the loop period
@@ -68,5 +70,7 @@ struct Stats {
 };
 Stats stats();
 void clearCache();
+// Waits for the fused programs being compiled in the background (tests, benchmarks).
+void waitForCompiles();
 
 }  // namespace torch_tpu::fused

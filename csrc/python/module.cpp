@@ -222,7 +222,14 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release nogil;
     fused::flush(-1);
   });
-  m.def("_clear_fused_cache", &fused::clearCache);
+  m.def("_clear_fused_cache", []() {
+    py::gil_scoped_release nogil;
+    fused::clearCache();
+  });
+  m.def("_fused_wait", []() {
+    py::gil_scoped_release nogil;
+    fused::waitForCompiles();
+  });
   m.def("_clear_cache", &clearKernelCache);
   m.def("_fallback_counts", []() { return fallbackCounts(); });
   m.def("_fallback_reasons", []() { return fallbackReasons(); });

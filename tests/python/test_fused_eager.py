@@ -151,11 +151,12 @@ def test_fused_equals_strict_bitwise_and_repeats_hit_the_cache():
     for x, (ws, wm) in zip(xs, want):
         s, m = _step(w, x, bias)
         assert torch.equal(s.cpu(), ws) and torch.equal(m.cpu(), wm)
+        torch_tpu._C._fused_wait()
     after = fused_stats()
-    # The same step four times: run op by op once, compiled the second time, a cached program from then on.
-    assert after["replays"] - before["replays"] >= 1
+    # The same step four times: run op by op once, compiled (in the background) the second time, a cached program
+    # from then on (or read from the disk cache at once, when an earlier run left it there).
     assert after["hits"] - before["hits"] >= 1
-    assert after["compiles"] + after["disk_hits"] - before["compiles"] - before["disk_hits"] >= 1
+    assert after["compiles"] + after["disk_hits"] - before["compiles"] - before["disk_hits"] == 1
 
 
 def test_in_place_writes_through_views():
@@ -226,20 +227,26 @@ torch_tpu.set_eager_mode("fused")
 w = torch.randn(8, 8).to("tpu")
 acc = torch.zeros(8, 8, device="tpu")
 torch.tpu.synchronize()
-for i in range(200):          # 5 ops per iteration, never synchronized
-    acc = (acc @ w).tanh() * 0.5 + w
+def loop(n):
+    global acc
+    for i in range(n):          # 4 ops per iteration, never synchronized
+        acc = (acc @ w).tanh() * 0.5 + w
+loop(100)
+torch_tpu._C._fused_wait()
+s0 = torch_tpu.cache_stats()["fused"]
+loop(200)                       # cut into identical traces, each one launch of the same fused program
+s1 = torch_tpu.cache_stats()["fused"]
 torch.tpu.synchronize()
-s = torch_tpu.cache_stats()["fused"]
 ref = torch.zeros(8, 8)
 wc = w.cpu()
-for i in range(200):
+for i in range(300):
     ref = (ref @ wc).tanh() * 0.5 + wc
 assert torch.allclose(acc.cpu(), ref, atol=1e-5), (acc.cpu() - ref).abs().max()
-print(s["limit_flushes"], s["hits"], s["flushes"])
+print(s1["limit_flushes"] - s0["limit_flushes"], s1["hits"] - s0["hits"], s1["compiles"])
 """
     r = run_python(code, env={"TORCH_TPU_FUSED_MAX_OPS": "100", "TORCH_TPU_CACHE_DIR": ""})
-    limit_flushes, hits, flushes = map(int, r.stdout.split())
-    assert limit_flushes >= 10 and hits >= limit_flushes - 4, r.stdout
+    cuts, hits, compiles = map(int, r.stdout.split())
+    assert cuts >= 8 and hits == cuts and compiles <= 2, r.stdout
 
 
 def test_meta_errors_raise_at_the_op_and_keep_the_trace():
