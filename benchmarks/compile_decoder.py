@@ -67,6 +67,9 @@ class eager_mode:
 
     def __exit__(self, *exc):
         torch_tpu.set_eager_mode(self.prev)
+        # Background work (fused programs compiling, disk cache writes) must not overlap the next measurement.
+        torch_tpu._C._fused_wait()
+        torch_tpu._C._flush_disk_cache()
 
 
 def bench_decode(mode: str, iters: int) -> float:
