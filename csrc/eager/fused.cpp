@@ -98,6 +98,7 @@ struct Trace {
 std::recursive_mutex g_mu;  // the trace and the fused program cache
 Trace g_trace;
 size_t g_cut = 0;           // cut traces at this length (a whole number of loop periods); 0: at the size limit
+int g_cut_misses = 0;       // consecutive cut traces seen for the first time
 
 // Guards StorageRec::st and TpuStorage::trace against a storage being destroyed on another thread. Never held while
 // taking another lock but a storage's own mutex.
@@ -370,7 +371,6 @@ void flushLocked(bool at_limit) {
     abandonTrace();
     return;
   }
-  if (!at_limit) g_cut = 0;
   // 1. The values to keep: the current values of storages still alive.
   std::vector<int> live;
   {
@@ -406,6 +406,8 @@ void flushLocked(bool at_limit) {
           } else {
             if (g_seen.size() > 65536) g_seen.clear();
             g_seen.insert(h);
+            // Traces cut at a loop period that keep being new: the loop changed; look for its period again.
+            if (at_limit && g_cut > 0 && ++g_cut_misses >= 4) g_cut = 0;
           }
         } else {
           std::vector<int> want;
@@ -423,6 +425,7 @@ void flushLocked(bool at_limit) {
       }
     }
   }
+  if (usable) g_cut_misses = 0;
   {
     std::lock_guard<std::mutex> g(g_stats_mu);
     g_stats.flushes++;
