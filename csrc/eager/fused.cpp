@@ -56,6 +56,12 @@ size_t maxOps() {
 // A trace shorter than this is not worth cutting at a loop period of its own: a cut covers whole periods.
 constexpr size_t kMinCut = 32;
 
+// Fused programs are large (a whole step each): keep a sixteenth as many as the per-op caches.
+size_t fusedCacheLimit() {
+  const size_t n = core::programCacheLimit();
+  return n == 0 ? 0 : std::max<size_t>(16, n / 16);
+}
+
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -401,7 +407,7 @@ void flushLocked(bool at_limit) {
           secs = secondsSince(t0);
           if (ex.exe) {
             fp = std::make_shared<FusedProgram>(FusedProgram{ex.exe, live});
-            g_programs.insert(t.key, fp, core::programCacheLimit());
+            g_programs.insert(t.key, fp, fusedCacheLimit());
             usable = from_disk = true;
           } else {
             if (g_seen.size() > 65536) g_seen.clear();
@@ -421,7 +427,7 @@ void flushLocked(bool at_limit) {
         }
       } catch (const std::exception&) {
         // No fused program for this trace: it runs op by op, where a failing op names itself.
-        g_programs.insert(t.key, std::make_shared<FusedProgram>(), core::programCacheLimit());
+        g_programs.insert(t.key, std::make_shared<FusedProgram>(), fusedCacheLimit());
       }
     }
   }
@@ -488,7 +494,7 @@ void Compiler::run() {
     const double secs = secondsSince(t0);
     {
       std::lock_guard<std::recursive_mutex> g(g_mu);
-      g_programs.insert(job.key, fp, core::programCacheLimit());
+      g_programs.insert(job.key, fp, fusedCacheLimit());
       g_compiling.erase(job.hash);
     }
     {
