@@ -5,8 +5,10 @@ Two shapes:
 * prefill: batch 4, sequence 256, hidden 512: the forward, and a training step (forward, backward, AdamW),
   where arithmetic dominates.
 
-Each is timed as tpu compiled, tpu eager, torch CPU eager and torch CPU inductor in one run; prints a markdown table
-with the ratios. Usage: python3 benchmarks/compile_decoder.py [--iters N] [--skip-inductor]
+Each is timed as tpu compiled, tpu eager (strict), tpu fused eager (torch_tpu.set_eager_mode("fused")), torch CPU
+eager and torch CPU inductor in one run; prints a markdown table with the ratios. Fused eager is warmed up longer
+(--fused-warmup steps, default 12, then until the fused programs compiled in the background are ready): a recorded
+trace runs op by op until its fused program is ready. Usage: python3 benchmarks/compile_decoder.py [--iters N] [--skip-inductor] [--skip-fused]
 """
 
 from __future__ import annotations
@@ -38,11 +40,36 @@ def timeit(fn, dev: str, iters: int, warmup: int = 2) -> float:
     for _ in range(warmup):
         fn()
     sync(dev)
+    if dev == "tpu" and torch_tpu.eager_mode() == "fused":
+        torch_tpu._C._fused_wait()  # fused programs are compiled in the background: let them land
+        for _ in range(2):
+            fn()
+        sync(dev)
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
     sync(dev)
     return (time.perf_counter() - t0) / iters
+
+
+FUSED_WARMUP = 12
+
+
+class eager_mode:
+    """Sets torch_tpu's eager mode for the "tpu fused" runs."""
+
+    def __init__(self, mode: str):
+        self.mode = "fused" if mode == "tpu fused" else "strict"
+
+    def __enter__(self):
+        self.prev = torch_tpu.eager_mode()
+        torch_tpu.set_eager_mode(self.mode)
+
+    def __exit__(self, *exc):
+        torch_tpu.set_eager_mode(self.prev)
+        # Background work (fused programs compiling, disk cache writes) must not overlap the next measurement.
+        torch_tpu._C._fused_wait()
+        torch_tpu._C._flush_disk_cache()
 
 
 def bench_decode(mode: str, iters: int) -> float:
@@ -63,7 +90,20 @@ def bench_decode(mode: str, iters: int) -> float:
             fwd(ids, positions[state["i"] % 200])
         state["i"] += 1
 
-    return timeit(step, dev, iters, warmup=3)
+    with eager_mode(mode):
+        return timeit(step, dev, iters, warmup=FUSED_WARMUP if mode == "tpu fused" else 3)
+
+
+def decode_logits(mode: str, steps: int = 6) -> torch.Tensor:
+    """Logits of `steps` decode steps on tpu in eager `mode` ("tpu eager" or "tpu fused"), from the same weights."""
+    m = seeded(0, Qwen3Decoder, DECODE).to("tpu")
+    m.init_kv_cache(1, 256, device="tpu")
+    ids = torch.tensor([[17]], device="tpu")
+    outs = []
+    with eager_mode(mode), torch.no_grad():
+        for i in range(steps):
+            outs.append(m(ids, torch.tensor([i], device="tpu")))
+        return torch.stack([o.cpu() for o in outs])
 
 
 def bench_prefill(mode: str, iters: int, train: bool) -> float:
@@ -97,7 +137,8 @@ def bench_prefill(mode: str, iters: int, train: bool) -> float:
             loss.backward()
             opt_step()
             opt.zero_grad(set_to_none=True)
-    return timeit(step, dev, iters, warmup=2)
+    with eager_mode(mode):
+        return timeit(step, dev, iters, warmup=FUSED_WARMUP if mode == "tpu fused" else 2)
 
 
 def main() -> None:
@@ -106,11 +147,16 @@ def main() -> None:
     ap.add_argument("--skip-inductor", action="store_true")
     ap.add_argument("--only", default="", help="comma list of: decode,prefill,train")
     ap.add_argument("--torch-threads", type=int, default=0, help="torch.set_num_threads for the CPU runs (0: default)")
+    ap.add_argument("--skip-fused", action="store_true")
+    ap.add_argument("--fused-warmup", type=int, default=12)
     args = ap.parse_args()
+    global FUSED_WARMUP
+    FUSED_WARMUP = args.fused_warmup
     if args.torch_threads:
         torch.set_num_threads(args.torch_threads)
     print(f"# torch threads {torch.get_num_threads()}, cpus {os.cpu_count()}, load average {os.getloadavg()}")
-    modes = ["tpu compiled", "tpu eager", "cpu eager"] + ([] if args.skip_inductor else ["cpu inductor"])
+    modes = (["tpu compiled", "tpu eager"] + ([] if args.skip_fused else ["tpu fused"]) + ["cpu eager"] +
+             ([] if args.skip_inductor else ["cpu inductor"]))
     benches = [
         ("decode (b1, 1 token, kv 256, h256)", lambda md, n: bench_decode(md, n), 50),
         ("prefill forward (b4, s256, h512)", lambda md, n: bench_prefill(md, n, False), 5),
@@ -120,6 +166,11 @@ def main() -> None:
         keep = args.only.split(",")
         benches = [b for b in benches if b[0].split()[0] in keep]
     results = {}
+    same = None
+    if not args.skip_fused:
+        a, b = decode_logits("tpu eager"), decode_logits("tpu fused")
+        same = (torch.equal(a, b), (a - b).abs().max().item())
+        print(f"# decode logits, fused vs strict eager over 6 steps: equal={same[0]} max |diff|={same[1]:.3g}")
     for name, fn, n in benches:
         for md in modes:
             t0 = time.perf_counter()
@@ -129,13 +180,18 @@ def main() -> None:
                   flush=True)
     stats = torch_tpu.compile_stats()
     print()
-    print("| benchmark | " + " | ".join(f"{md} (ms)" for md in modes) +
-          " | eager/compiled | cpu eager/compiled" + ("" if args.skip_inductor else " | cpu inductor/compiled") + " |")
-    print("|---" * (len(modes) + 3 - args.skip_inductor) + "|---|")
+    ratio_names = ["eager/compiled"] + ([] if args.skip_fused else ["eager/fused", "fused/compiled"]) + \
+        ["cpu eager/compiled"] + ([] if args.skip_inductor else ["cpu inductor/compiled"])
+    print("| benchmark | " + " | ".join(f"{md} (ms)" for md in modes) + " | " + " | ".join(ratio_names) + " |")
+    print("|---" * (len(modes) + len(ratio_names) + 1) + "|")
     for name, _, _ in benches:
         row = [results[(name, md)] for md in modes]
         c = results[(name, "tpu compiled")]
-        ratios = [results[(name, "tpu eager")] / c, results[(name, "cpu eager")] / c]
+        ratios = [results[(name, "tpu eager")] / c]
+        if not args.skip_fused:
+            f = results[(name, "tpu fused")]
+            ratios += [results[(name, "tpu eager")] / f, f / c]
+        ratios.append(results[(name, "cpu eager")] / c)
         if not args.skip_inductor:
             ratios.append(results[(name, "cpu inductor")] / c)
         print(f"| {name} | " + " | ".join(f"{t * 1e3:.2f}" for t in row) + " | " +
@@ -145,6 +201,10 @@ def main() -> None:
     print(f"tpu compile stats: compiles={stats['compiles']} disk_hits={stats['disk_hits']} "
           f"compile_seconds={stats['compile_seconds']:.2f} lowerings={stats['lowerings']} "
           f"packed_weights={stats['packed_weights']}")
+    f = torch_tpu.cache_stats()["fused"]
+    print(f"tpu fused eager: ops recorded={f['ops']} traces={f['flushes']} fused hits={f['hits']} "
+          f"fused compiles={f['compiles']} (+{f['disk_hits']} from disk) replays={f['replays']} "
+          f"cut at loop period/limit={f['limit_flushes']}")
 
 
 if __name__ == "__main__":

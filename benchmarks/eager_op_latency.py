@@ -3,9 +3,16 @@
     python benchmarks/eager_op_latency.py [--n 20000]
 
 Prints a table: per-call latency of `a + b` on 1k floats (launch only, and launch + wait), the same op on torch
-CPU eager, their ratio, and the first-compile time of the op (cache cleared first).
+CPU eager, their ratio, and the first-compile time of the op (cache cleared first). Fused eager rows
+(torch_tpu.set_eager_mode("fused")): the op is recorded, and a loop of them runs as one program cut at the loop
+period (32 ops): "results dropped" lets the program skip the adds whose results died (what fused eager does with
+temporaries), "results kept" keeps every result alive (every add computed), "+ synchronize" runs one recorded op per
+step.
 """
 import argparse
+import os
+import shutil
+import tempfile
 import time
 
 import torch
@@ -36,12 +43,24 @@ def main():
     t0 = time.perf_counter()
     (a * b).cpu()
     process_first_op = time.perf_counter() - t0
+    # A private disk cache directory: the first call compiles, and after dropping the process cache the same call
+    # reads the executable back from disk (what a second process does).
+    old_dir = torch_tpu._C._compile_cache_dir()
+    tmp = tempfile.mkdtemp()
+    torch_tpu._C._compile_set_cache_dir(tmp)
     torch_tpu._C._clear_cache()
     c0 = torch_tpu.cache_stats()["compile_seconds"]
     t0 = time.perf_counter()
     (a + b).cpu()
     first_call = time.perf_counter() - t0
     compile_s = torch_tpu.cache_stats()["compile_seconds"] - c0
+    torch_tpu._C._flush_disk_cache()
+    torch_tpu._C._clear_cache()
+    t0 = time.perf_counter()
+    (a + b).cpu()
+    disk_call = time.perf_counter() - t0
+    torch_tpu._C._compile_set_cache_dir(old_dir)
+    shutil.rmtree(tmp, ignore_errors=True)
 
     launch = per_call(lambda: a + b, args.n)
     torch.tpu.synchronize()
@@ -53,22 +72,62 @@ def main():
 
     waited = per_call(add_and_wait, args.n // 4)
     cpu = per_call(lambda: a_cpu + b_cpu, args.n)
+    kept = []
+
+    def keep_cpu():
+        kept.append(a_cpu + b_cpu)
+        if len(kept) >= 1000:
+            kept.clear()
+
+    cpu_kept = per_call(keep_cpu, args.n)
+    kept.clear()
+
+    torch_tpu.set_eager_mode("fused")
+
+    def fused_per_call(fn, n):
+        # Warm up until the loop's fused program (compiled in the background) is in use.
+        per_call(fn, 2000)
+        torch_tpu._C._fused_wait()
+        return per_call(fn, n)
+
+    fused = fused_per_call(lambda: a + b, args.n)
+    torch.tpu.synchronize()
+
+    def keep_tpu():
+        kept.append(a + b)
+        if len(kept) >= 1000:
+            kept.clear()
+
+    fused_kept = fused_per_call(keep_tpu, args.n)
+    kept.clear()
+    torch.tpu.synchronize()
+    fused_waited = fused_per_call(add_and_wait, args.n // 4)
+    stats = torch_tpu.cache_stats()["fused"]
+    torch_tpu.set_eager_mode("strict")
     info = torch_tpu._C._plugin_info()
 
     rows = [
         ("tpu eager, cached add (launch)", launch * 1e6, launch / cpu),
         ("tpu eager, cached add + synchronize", waited * 1e6, waited / cpu),
         ("torch CPU eager add", cpu * 1e6, 1.0),
+        ("tpu fused eager, add (results dropped)", fused * 1e6, fused / cpu),
+        ("tpu fused eager, add (results kept)", fused_kept * 1e6, fused_kept / cpu_kept),
+        ("torch CPU eager add (results kept)", cpu_kept * 1e6, cpu_kept / cpu),
+        ("tpu fused eager, add + synchronize", fused_waited * 1e6, fused_waited / cpu),
         ("tpu first op of the process (one-time start-up)", process_first_op * 1e6, process_first_op / cpu),
         ("tpu first call (compile + run + copy back)", first_call * 1e6, first_call / cpu),
         ("tpu first compile alone", compile_s * 1e6, compile_s / cpu),
+        ("tpu first call, executable from the disk cache", disk_call * 1e6, disk_call / cpu),
     ]
     print(f"plugin: {info['path']}  PJRT API {info['api_version']}  platform {info['platform_name']}")
     print(f"op: a + b, {args.numel} float32 elements, {args.n} calls\n")
-    print(f"| {'case':<44} | {'us/call':>10} | {'x CPU eager':>11} |")
-    print(f"|{'-' * 46}|{'-' * 12}|{'-' * 13}|")
+    print(f"| {'case':<48} | {'us/call':>10} | {'x CPU eager':>11} |")
+    print(f"|{'-' * 50}|{'-' * 12}|{'-' * 13}|")
     for name, us, ratio in rows:
-        print(f"| {name:<44} | {us:>10.2f} | {ratio:>11.2f} |")
+        print(f"| {name:<48} | {us:>10.2f} | {ratio:>11.2f} |")
+    print(f"\nfused eager: {stats['ops']} ops recorded, {stats['flushes']} traces, {stats['hits']} fused program hits, "
+          f"{stats['replays']} run op by op, {stats['compiles']} fused programs compiled")
+    print(f"load average {os.getloadavg()}")
 
 
 if __name__ == "__main__":

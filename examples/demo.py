@@ -219,7 +219,9 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             results[name] = part(tmp)
     stats = torch_tpu.cache_stats()
-    print(f"\neager programs compiled: {stats['compiles']} in {stats['compile_seconds']:.1f} s; "
+    print(f"\neager programs compiled: {stats['compiles']} in {stats['compile_seconds']:.1f} s, "
+          f"read from the disk cache: {stats['disk_hits']} in {stats['disk_seconds']:.1f} s; "
+          f"built (meta + lowering) {stats['misses']} in {stats['lower_seconds']:.1f} s; "
           f"cache hits {stats['hits']}/{stats['requests']}")
     print(f"ops that fell back to CPU: {torch_tpu._C._fallback_counts() or 'none'}")
     ok = all(results.values())

@@ -241,8 +241,33 @@ def set_device_checks(enabled: bool = True) -> None:
 
 
 def cache_stats() -> Dict[str, Any]:
-    r"""Compilation cache counters: requests, hits, compiles, compile_seconds."""
+    r"""Eager program cache counters.
+
+    ``requests`` (op calls with a lowering), ``hits`` (= ``memory_hits``: served by the process cache),
+    ``misses`` (programs built: meta kernels and lowering, ``lower_seconds``), ``compiles`` (executables compiled,
+    ``compile_seconds``), ``disk_hits`` (executables read from the disk cache instead, ``disk_seconds``),
+    ``entries`` / ``entry_limit`` / ``evictions`` (the process cache, bounded by ``TORCH_TPU_PROGRAM_CACHE_SIZE``).
+    ``disk``: the on-disk executable cache shared with compiled graphs (``TORCH_TPU_CACHE_DIR``, bounded by
+    ``TORCH_TPU_CACHE_MAX_BYTES``): hits, misses, writes, corrupt entries ignored, evictions, pending writes.
+    ``fused``: fused eager mode (see :func:`set_eager_mode`): ops recorded, traces flushed, fused programs hit,
+    compiled, read from disk, traces replayed op by op.
+    """
     return dict(_C._cache_stats())
+
+
+def set_eager_mode(mode: str) -> None:
+    r"""``"strict"`` (default): every op is launched when called. ``"fused"``: ops are recorded and launched
+    together as one cached program at the next synchronization point (``.item()``, ``.cpu()``, printing,
+    ``torch.tpu.synchronize()``, a data-dependent shape, a CPU fallback, or ``TORCH_TPU_FUSED_MAX_OPS`` recorded
+    ops). Results are the same; repeated steps reuse the fused program. Also set by ``TORCH_TPU_EAGER_MODE``.
+    Switching launches whatever was recorded.
+    """
+    _C._set_eager_mode(str(mode))
+
+
+def eager_mode() -> str:
+    r"""The current eager mode, ``"strict"`` or ``"fused"`` (see :func:`set_eager_mode`)."""
+    return str(_C._eager_mode())
 
 
 def __getattr__(name: str) -> Any:
@@ -268,6 +293,8 @@ __all__ = [
     "jax_op",
     "ops",
     "cache_stats",
+    "eager_mode",
+    "set_eager_mode",
     "fallback_counts",
     "fallback_reasons",
     "fallback_report",

@@ -1,28 +1,87 @@
 #include "core/executables.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <deque>
 #include <mutex>
-#include <unordered_map>
+#include <thread>
+#include <vector>
 
 #include "core/client.h"
+#include "core/lru.h"
 
 namespace torch_tpu::core {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Limits.
+
+namespace {
+std::atomic<int64_t> g_program_cache_limit{-1};
+std::atomic<int64_t> g_cache_max_bytes{-1};
+
+int64_t envInt(const char* name, int64_t dflt) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return dflt;
+  char* end = nullptr;
+  long long v = std::strtoll(e, &end, 10);
+  if (end == e || v < 0) return dflt;
+  // Optional suffix K/M/G (powers of 1024).
+  if (end && *end) {
+    switch (*end) {
+      case 'k': case 'K': v <<= 10; break;
+      case 'm': case 'M': v <<= 20; break;
+      case 'g': case 'G': v <<= 30; break;
+      default: break;
+    }
+  }
+  return v;
+}
+}  // namespace
+
+size_t programCacheLimit() {
+  int64_t v = g_program_cache_limit.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = envInt("TORCH_TPU_PROGRAM_CACHE_SIZE", 4096);
+    g_program_cache_limit = v;
+  }
+  return static_cast<size_t>(v);
+}
+
+void setProgramCacheLimit(size_t n) { g_program_cache_limit = static_cast<int64_t>(n); }
+
+int64_t cacheMaxBytes() {
+  int64_t v = g_cache_max_bytes.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = envInt("TORCH_TPU_CACHE_MAX_BYTES", int64_t(2) << 30);
+    g_cache_max_bytes = v;
+  }
+  return v;
+}
+
+void setCacheMaxBytes(int64_t n) { g_cache_max_bytes = std::max<int64_t>(n, 0); }
 
 namespace {
 
 std::mutex g_exe_mu;
-std::unordered_map<std::string, runtime::ExecutablePtr> g_exes;  // program text -> executable
+LruMap<runtime::ExecutablePtr> g_exes;  // program text -> executable
 
 std::mutex g_dir_mu;
 std::string g_cache_dir;
 bool g_cache_dir_set = false;
+
+std::mutex g_stats_mu;
+DiskCacheStats g_disk;
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -34,6 +93,23 @@ uint64_t fnv1a(const std::string& s, uint64_t h) {
     h *= 1099511628211ULL;
   }
   return h;
+}
+
+// A fast 64-bit hash of a payload (8 bytes per step), to recognize truncated or garbled entries before the plugin
+// parses them.
+uint64_t payloadHash(const char* p, size_t n) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ (w * 0xBF58476D1CE4E5B9ULL)) * 0x94D049BB133111EBULL;
+    h ^= h >> 31;
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, p + i, n - i);
+  h = (h ^ (tail * 0xBF58476D1CE4E5B9ULL)) * 0x94D049BB133111EBULL;
+  return h ^ (h >> 29);
 }
 
 std::string hex(uint64_t v) {
@@ -63,6 +139,8 @@ std::string diskKey(const std::string& text) {
   return hex(fnv1a(all, 14695981039346656037ULL)) + hex(fnv1a(all, 0x84222325cbf29ce4ULL ^ all.size()));
 }
 
+uint64_t textHash(const std::string& text) { return fnv1a(text, 1469598103934665603ULL); }
+
 void mkdirs(const std::string& path) {
   std::string cur;
   for (size_t i = 0; i <= path.size(); ++i) {
@@ -73,50 +151,278 @@ void mkdirs(const std::string& path) {
   }
 }
 
-constexpr char kMagic[] = "TORCH_TPU_EXE_1\n";
+// Entry layout: magic, text length, text hash, payload length, payload hash (u64 each), payload.
+constexpr char kMagic[] = "TORCH_TPU_EXE_2\n";
+constexpr size_t kMagicLen = sizeof(kMagic) - 1;
+constexpr size_t kHeader = kMagicLen + 32;
 
-runtime::ExecutablePtr diskLoad(const std::string& dir, const std::string& key, const std::string& text) {
-  std::ifstream f(dir + "/" + key + ".exe", std::ios::binary);
-  if (!f) return nullptr;
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t m = sizeof(kMagic) - 1;
-  if (data.size() < m + 16 || data.compare(0, m, kMagic) != 0) return nullptr;
-  uint64_t len = 0, h = 0;
-  std::memcpy(&len, data.data() + m, 8);
-  std::memcpy(&h, data.data() + m + 8, 8);
-  if (len != text.size() || h != fnv1a(text, 1469598103934665603ULL)) return nullptr;  // a hash collision
-  try {
-    return client().deserialize(data.substr(m + 16));
-  } catch (const std::exception&) {
-    return nullptr;
+std::string entryPath(const std::string& dir, const std::string& key) { return dir + "/" + key + ".exe"; }
+
+bool readFile(const std::string& path, std::string& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return false;
   }
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd, &out[got], out.size() - got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  out.resize(got);
+  return true;
 }
 
-bool diskStore(const std::string& dir, const std::string& key, const std::string& text,
-               const runtime::Executable& exe) {
-  std::string bytes;
+enum class LoadResult { Missing, Corrupt, Ok };
+
+LoadResult diskLoad(const std::string& dir, const std::string& key, const std::string& text,
+                    runtime::ExecutablePtr& exe) {
+  const std::string path = entryPath(dir, key);
+  std::string data;
+  if (!readFile(path, data)) return LoadResult::Missing;
+  auto bad = [&] {
+    // Truncated, garbled, written by another format, or a hash collision: drop it; the caller compiles and rewrites.
+    ::unlink(path.c_str());
+    return LoadResult::Corrupt;
+  };
+  if (data.size() < kHeader || data.compare(0, kMagicLen, kMagic) != 0) return bad();
+  uint64_t len = 0, h = 0, plen = 0, ph = 0;
+  std::memcpy(&len, data.data() + kMagicLen, 8);
+  std::memcpy(&h, data.data() + kMagicLen + 8, 8);
+  std::memcpy(&plen, data.data() + kMagicLen + 16, 8);
+  std::memcpy(&ph, data.data() + kMagicLen + 24, 8);
+  if (len != text.size() || h != textHash(text)) return bad();
+  if (plen != data.size() - kHeader || ph != payloadHash(data.data() + kHeader, plen)) return bad();
   try {
-    bytes = exe.serialize();
+    exe = client().deserialize(data.substr(kHeader));
   } catch (const std::exception&) {
-    return false;  // the plugin cannot serialize: the program is recompiled in the next process
+    return bad();
   }
-  mkdirs(dir);
-  std::string tmp = dir + "/." + key + "." + std::to_string(::getpid()) + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return false;
-    uint64_t len = text.size(), h = fnv1a(text, 1469598103934665603ULL);
-    f.write(kMagic, sizeof(kMagic) - 1);
-    f.write(reinterpret_cast<const char*>(&len), 8);
-    f.write(reinterpret_cast<const char*>(&h), 8);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f) {
-      std::remove(tmp.c_str());
-      return false;
+  // Least recently used is judged by mtime, shared by every process using the directory.
+  ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);
+  return LoadResult::Ok;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Eviction: the oldest entries (by mtime) go until the directory is within the budget.
+
+struct DirEntry {
+  std::string name;
+  int64_t size;
+  int64_t mtime_ns;
+};
+
+// Lists the entries (and removes temporary files left behind by a process that died mid-write, after an hour).
+int64_t listEntries(const std::string& dir, std::vector<DirEntry>* out) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int64_t total = 0;
+  const int64_t now = static_cast<int64_t>(::time(nullptr));
+  while (struct dirent* e = ::readdir(d)) {
+    const char* n = e->d_name;
+    size_t len = std::strlen(n);
+    struct stat st;
+    std::string path = dir + "/" + n;
+    if (len > 4 && std::strcmp(n + len - 4, ".exe") == 0) {
+      if (::stat(path.c_str(), &st) != 0) continue;
+      total += st.st_size;
+      if (out)
+        out->push_back({n, static_cast<int64_t>(st.st_size),
+                        static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec});
+    } else if (n[0] == '.' && len > 4 && std::strcmp(n + len - 4, ".tmp") == 0) {
+      if (::stat(path.c_str(), &st) == 0 && now - st.st_mtime > 3600) ::unlink(path.c_str());
     }
   }
-  return std::rename(tmp.c_str(), (dir + "/" + key + ".exe").c_str()) == 0;
+  ::closedir(d);
+  return total;
 }
+
+// Returns the directory's size after eviction.
+int64_t evict(const std::string& dir, int64_t budget) {
+  std::vector<DirEntry> entries;
+  int64_t total = listEntries(dir, &entries);
+  if (budget <= 0 || total <= budget) return total;
+  std::sort(entries.begin(), entries.end(), [](const DirEntry& a, const DirEntry& b) {
+    return a.mtime_ns != b.mtime_ns ? a.mtime_ns < b.mtime_ns : a.name < b.name;
+  });
+  int64_t n = 0, bytes = 0;
+  for (const DirEntry& e : entries) {
+    if (total <= budget) break;
+    if (::unlink((dir + "/" + e.name).c_str()) == 0) {
+      ++n;
+      bytes += e.size;
+    }
+    total -= e.size;  // gone either way (another process may have removed it first)
+  }
+  std::lock_guard<std::mutex> g(g_stats_mu);
+  g_disk.evictions += n;
+  g_disk.evicted_bytes += bytes;
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The background writer.
+
+struct WriteJob {
+  std::string dir, key;
+  uint64_t text_len, text_hash;
+  runtime::ExecutablePtr exe;
+};
+
+class DiskWriter {
+ public:
+  static DiskWriter& get() {
+    static DiskWriter* w = new DiskWriter();  // leaked: joined by the exit handler, never destroyed
+    return *w;
+  }
+
+  void enqueue(WriteJob job) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stopped_) return;
+    q_.push_back(std::move(job));
+    if (!running_) start();
+    cv_.notify_one();
+  }
+
+  void flush() {
+    std::unique_lock<std::mutex> lk(mu_);
+    idle_.wait(lk, [&] { return (q_.empty() && busy_ == 0) || !running_; });
+  }
+
+  int64_t pending() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return static_cast<int64_t>(q_.size()) + busy_;
+  }
+
+  // Process exit: finish the queued writes, stop the thread.
+  void shutdown() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!running_ || owner_ != ::getpid()) return;
+    stopped_ = true;
+    cv_.notify_all();
+    lk.unlock();
+    thread_->join();
+    lk.lock();
+    running_ = false;
+  }
+
+  // Forked child: no writer thread exists there.
+  void afterFork() {
+    running_ = false;
+    stopped_ = false;
+    busy_ = 0;
+    q_.clear();
+    thread_ = nullptr;  // the parent's thread object (leaked on purpose: it does not exist in this process)
+  }
+  std::mutex& mutex() { return mu_; }
+
+ private:
+  DiskWriter() {
+    pthread_atfork([] { DiskWriter::get().mutex().lock(); }, [] { DiskWriter::get().mutex().unlock(); },
+                   [] {
+                     DiskWriter& w = DiskWriter::get();
+                     w.mutex().unlock();
+                     w.afterFork();
+                   });
+  }
+
+  void start() {
+    running_ = true;
+    owner_ = ::getpid();
+    thread_ = new std::thread([this] { run(); });
+    static bool registered = [] {
+      // Registered after the plugin was loaded, so it runs before the plugin's own static destructors.
+      std::atexit([] { DiskWriter::get().shutdown(); });
+      return true;
+    }();
+    (void)registered;
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return !q_.empty() || stopped_; });
+      if (q_.empty()) break;  // stopped and drained
+      WriteJob job = std::move(q_.front());
+      q_.pop_front();
+      ++busy_;
+      lk.unlock();
+      write(job);
+      job.exe.reset();
+      lk.lock();
+      --busy_;
+      idle_.notify_all();
+    }
+    idle_.notify_all();
+  }
+
+  void write(const WriteJob& job) {
+    std::string bytes;
+    try {
+      bytes = job.exe->serialize();
+    } catch (const std::exception&) {
+      std::lock_guard<std::mutex> g(g_stats_mu);
+      g_disk.write_failures++;  // the plugin cannot serialize: the program is recompiled in the next process
+      return;
+    }
+    mkdirs(job.dir);
+    std::string tmp = job.dir + "/." + job.key + "." + std::to_string(::getpid()) + "." +
+                      std::to_string(++tmp_counter_) + ".tmp";
+    bool ok = false;
+    if (FILE* f = std::fopen(tmp.c_str(), "wb")) {
+      uint64_t head[4] = {job.text_len, job.text_hash, bytes.size(), payloadHash(bytes.data(), bytes.size())};
+      ok = std::fwrite(kMagic, 1, kMagicLen, f) == kMagicLen && std::fwrite(head, 8, 4, f) == 4 &&
+           std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+      ok = (std::fclose(f) == 0) && ok;
+    }
+    ok = ok && std::rename(tmp.c_str(), entryPath(job.dir, job.key).c_str()) == 0;
+    if (!ok) ::unlink(tmp.c_str());
+    const int64_t size = static_cast<int64_t>(kHeader + bytes.size());
+    {
+      std::lock_guard<std::mutex> g(g_stats_mu);
+      if (ok) {
+        g_disk.writes++;
+        g_disk.write_bytes += size;
+      } else {
+        g_disk.write_failures++;
+      }
+    }
+    if (!ok) return;
+    // The directory's size: listed on the first write and every 64 writes (other processes write too), else
+    // counted; beyond the budget, the least recently used entries go.
+    const int64_t budget = cacheMaxBytes();
+    if (job.dir != dir_ || writes_since_scan_ >= 64) {
+      dir_ = job.dir;
+      dir_bytes_ = listEntries(dir_, nullptr);
+      writes_since_scan_ = 0;
+    } else {
+      dir_bytes_ += size;
+      ++writes_since_scan_;
+    }
+    if (budget > 0 && dir_bytes_ > budget) {
+      dir_bytes_ = evict(dir_, budget);
+      writes_since_scan_ = 0;
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_, idle_;
+  std::deque<WriteJob> q_;
+  bool running_ = false, stopped_ = false;
+  int busy_ = 0;
+  pid_t owner_ = 0;
+  std::thread* thread_ = nullptr;
+  // Writer thread only:
+  uint64_t tmp_counter_ = 0;
+  std::string dir_;
+  int64_t dir_bytes_ = 0;
+  int writes_since_scan_ = 0;
+};
 
 }  // namespace
 
@@ -124,9 +430,8 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches)
   ExecutableLookup r;
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
-    auto it = g_exes.find(text);
-    if (it != g_exes.end()) {
-      r.exe = it->second;
+    if (runtime::ExecutablePtr* e = g_exes.find(text)) {
+      r.exe = *e;
       r.source = ExecutableLookup::Source::Memory;
       return r;
     }
@@ -135,18 +440,30 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches)
   auto t0 = std::chrono::steady_clock::now();
   if (!dir.empty()) {
     r.disk_key = diskKey(text);
-    r.exe = diskLoad(dir, r.disk_key, text);
-    if (r.exe) r.source = ExecutableLookup::Source::Disk;
+    LoadResult lr = diskLoad(dir, r.disk_key, text, r.exe);
+    std::lock_guard<std::mutex> g(g_stats_mu);
+    if (lr == LoadResult::Ok) {
+      r.source = ExecutableLookup::Source::Disk;
+      g_disk.hits++;
+      g_disk.load_seconds += secondsSince(t0);
+    } else {
+      g_disk.misses++;
+      if (lr == LoadResult::Corrupt) g_disk.corrupt++;
+    }
   }
+  if (!r.exe && !caches.compile) return r;
   if (!r.exe) {
     r.exe = client().compile(text);
     r.source = ExecutableLookup::Source::Compiled;
-    r.disk_written = !dir.empty() && diskStore(dir, r.disk_key, text, *r.exe);
+    if (!dir.empty()) {
+      DiskWriter::get().enqueue(WriteJob{dir, r.disk_key, text.size(), textHash(text), r.exe});
+      r.disk_written = true;
+    }
   }
   r.seconds = secondsSince(t0);
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
-    g_exes.emplace(text, r.exe);
+    g_exes.insert(text, r.exe, programCacheLimit());
   }
   return r;
 }
@@ -154,6 +471,11 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches)
 void clearExecutables() {
   std::lock_guard<std::mutex> g(g_exe_mu);
   g_exes.clear();
+}
+
+int64_t executableEvictions() {
+  std::lock_guard<std::mutex> g(g_exe_mu);
+  return g_exes.evictions();
 }
 
 void setCacheDir(const std::string& dir) {
@@ -176,6 +498,23 @@ std::string cacheDir() {
     }
   }
   return g_cache_dir;
+}
+
+DiskCacheStats diskCacheStats() {
+  DiskCacheStats s;
+  {
+    std::lock_guard<std::mutex> g(g_stats_mu);
+    s = g_disk;
+  }
+  s.pending = DiskWriter::get().pending();
+  return s;
+}
+
+void flushDiskCache() { DiskWriter::get().flush(); }
+
+void trimDiskCache() {
+  std::string dir = cacheDir();
+  if (!dir.empty()) evict(dir, cacheMaxBytes());
 }
 
 }  // namespace torch_tpu::core

@@ -1,11 +1,22 @@
 // Compiled executables by program text: an in-process cache and an on-disk cache shared by processes.
 //
 // The disk cache (TORCH_TPU_CACHE_DIR, default $XDG_CACHE_HOME/torch_tpu or ~/.cache/torch_tpu; "" disables it)
-// holds serialized executables keyed by the program text and everything else that decides the executable: the
-// plugin (path, size, mtime, API and platform versions, attributes) and XLA_FLAGS. Entries are written atomically
-// (temporary file + rename); an entry that fails to load is ignored.
+// holds serialized executables of eager programs, fused eager programs and compiled graphs alike, keyed by the
+// program text and everything else that decides the executable: the plugin (path, size, mtime, API and platform
+// versions, attributes) and XLA_FLAGS.
+//  - Writes never slow the caller: a background thread serializes and writes each new executable (temporary file +
+//    rename, so readers never see a partial entry); flushDiskCache() waits for it, and so does process exit.
+//  - Every entry carries the length and hash of its program text and of its payload: an entry that is truncated,
+//    garbled or from a hash collision is ignored (and removed), the program compiled and the entry rewritten.
+//  - Bounded: TORCH_TPU_CACHE_MAX_BYTES (default 2 GiB; 0 = unbounded). When a process's writes take the directory
+//    beyond it, the least recently used entries go first; a disk hit refreshes its entry's mtime, so recency is
+//    shared by every process using the directory.
+//  - Several processes may share the directory: entries are immutable once renamed into place, a process that loses
+//    a race to write the same entry simply replaces it with identical bytes, and an entry evicted while another
+//    process reads it stays readable to that process.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "runtime/runtime.h"
@@ -17,12 +28,13 @@ struct ExecutableLookup {
   enum class Source { Memory, Disk, Compiled } source = Source::Compiled;
   double seconds = 0;        // compile or load time
   std::string disk_key;      // "" when the disk cache was not used
-  bool disk_written = false;
+  bool disk_written = false; // queued for the disk cache
 };
 
 struct ExecutableCaches {
   bool memory = true;  // the process cache by program text
   bool disk = true;    // the disk cache (when a cache directory is set)
+  bool compile = true; // compile on a miss (false: exe is null when no cache has it)
 };
 
 // The executable of `text`: from the process cache, the disk cache, or the compiler (then stored in both).
@@ -31,5 +43,26 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches 
 void clearExecutables();                   // the process cache (the disk cache stays)
 void setCacheDir(const std::string& dir);  // "" disables the disk cache
 std::string cacheDir();
+
+// TORCH_TPU_CACHE_MAX_BYTES (default 2 GiB; 0 = unbounded).
+int64_t cacheMaxBytes();
+void setCacheMaxBytes(int64_t n);
+
+struct DiskCacheStats {
+  int64_t hits = 0, misses = 0;          // lookups that found / did not find a usable entry
+  int64_t writes = 0, write_bytes = 0;   // entries written
+  int64_t write_failures = 0;            // the plugin could not serialize, or the directory was not writable
+  int64_t corrupt = 0;                   // entries ignored as truncated or garbled (then removed)
+  int64_t evictions = 0, evicted_bytes = 0;  // entries this process removed to stay within the budget
+  int64_t pending = 0;                   // writes queued, not yet on disk
+  double load_seconds = 0;               // reading + deserializing hits
+};
+DiskCacheStats diskCacheStats();
+// Waits until every queued write is on disk (or failed).
+void flushDiskCache();
+// Runs an eviction pass now: removes least recently used entries until the directory is within the budget.
+void trimDiskCache();
+// Entries evicted from the process cache of executables by program text.
+int64_t executableEvictions();
 
 }  // namespace torch_tpu::core

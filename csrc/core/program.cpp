@@ -28,6 +28,39 @@ void deviceMismatch(int device, const c10::Device& other) {
 // ---------------------------------------------------------------------------------------------------------------
 // Signature
 
+namespace {
+// viewprog::isIdentity without building a Layout: offset 0, the buffer's element count, row-major strides (size-1
+// dimensions ignored).
+bool coversBuffer(const shlo::Shape& bd, c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset) {
+  if (offset != 0) return false;
+  int64_t n = 1, m = 1;
+  for (int64_t d : bd) n *= d;
+  for (int64_t d : sizes) m *= d;
+  if (n != m) return false;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (sizes[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+}  // namespace
+
+void Signature::clear() {
+  device = -1;
+  key.clear();
+  tensors.clear();
+  storages.clear();
+  buffers.clear();
+  bdims.clear();
+  btype.clear();
+  written.clear();
+  donatable.clear();
+  pending.clear();
+  recording = false;
+}
+
 int Signature::add(const at::Tensor& t, bool writes) {
   const int dev = t.device().index();
   if (device < 0) device = dev;
@@ -42,8 +75,21 @@ int Signature::add(const at::Tensor& t, bool writes) {
   if (slot < 0) {
     slot = static_cast<int>(storages.size());
     storages.push_back(st);
-    runtime::BufferPtr buf = st->get();
-    if (buf) {
+    runtime::BufferPtr buf;
+    bool pend = false;
+    if (recording) {
+      const uint8_t ps = st->pending.load(std::memory_order_acquire);
+      if (ps == TpuStorage::kLost) TpuStorage::flushPending(st);  // raises: the value was lost
+      buf = st->peek();
+      pend = ps == TpuStorage::kPending;
+    } else {
+      buf = st->get();
+    }
+    if (pend) {  // the buffer-to-be of a recorded op (fused eager)
+      bdims.push_back(st->pending_dims);
+      btype.push_back(DType(st->pending_type));
+      buf = nullptr;
+    } else if (buf) {
       bdims.push_back(buf->dims());
       btype.push_back(DType(buf->type()));
     } else {  // never written: reads as zeros, no program input
@@ -53,12 +99,12 @@ int Signature::add(const at::Tensor& t, bool writes) {
     buffers.push_back(std::move(buf));
     written.push_back(0);
     donatable.push_back(0);
+    pending.push_back(pend);
   }
   if (writes) written[slot] = 1;
   const auto sizes = t.sizes();
   const shlo::Shape& bd = bdims[slot];
-  bool identity = toDType(t.scalar_type()) == btype[slot] &&
-                  viewprog::isIdentity(bd, viewprog::Layout{sizes.vec(), t.strides().vec(), t.storage_offset()});
+  const bool identity = toDType(t.scalar_type()) == btype[slot] && coversBuffer(bd, sizes, t.strides(), t.storage_offset());
   put<uint8_t>(key, 't');
   put<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
   put<int8_t>(key, static_cast<int8_t>(slot));
@@ -81,8 +127,8 @@ void Signature::seal() {
     const runtime::BufferPtr& buf = buffers[s];
     // Donated when nobody but the storage (and this call) holds the buffer, and it is large enough that donating
     // beats copying.
-    donatable[s] = written[s] && buf && buf.use_count() <= 2 && buf->byteSize() >= donateMinBytes();
-    put<uint8_t>(key, !buf ? 'z' : donatable[s] ? 'D' : 'b');
+    donatable[s] = !recording && written[s] && buf && buf.use_count() <= 2 && buf->byteSize() >= donateMinBytes();
+    put<uint8_t>(key, !buf && !pending[s] ? 'z' : donatable[s] ? 'D' : 'b');
   }
   overlap_hazard = write_alias = false;
   for (size_t i = 0; i < tensors.size() && !overlap_hazard; ++i) {
@@ -124,7 +170,7 @@ Value ProgramBuilder::storage(int slot) {
   Value& v = storage_vals_[slot];
   if (v.valid()) return v;
   TensorType bt{sig.btype[slot], sig.bdims[slot]};
-  if (!sig.buffers[slot]) {
+  if (!sig.buffers[slot] && !sig.pending[slot]) {
     v = b.zeros(bt);
     return v;
   }

@@ -71,6 +71,10 @@ class Signature {
   // A written tensor shares memory with another tensor of the call (any overlap, the same tensor included): out=
   // forms of gather, take, cat, ... reject even that.
   bool write_alias = false;
+  std::vector<uint8_t> pending;              // per slot: the value is pending in the fused-eager trace (recording)
+  // Fused eager records the call instead of launching it: pending storages are read as they will be (no flush), and
+  // nothing is donated (the recorder decides about buffers when it launches the trace).
+  bool recording = false;
 
   // Adds a tpu tensor (on the signature's device; the first tensor decides it) and appends its key bytes. `writes`:
   // the call may write the tensor's storage. Returns the tensor's index.
@@ -78,6 +82,8 @@ class Signature {
   // Appends the per-storage facts (has a buffer; for written storages, donatable) once every tensor is added, and
   // sets overlap_hazard.
   void seal();
+  // Empties the signature, keeping its capacity (a signature reused call after call allocates nothing).
+  void clear();
 
   viewprog::Layout layout(int ti) const;
 };

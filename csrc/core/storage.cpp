@@ -13,8 +13,12 @@ namespace torch_tpu {
 
 namespace {
 
+void (*g_flush_hook)(TpuStorage*) = nullptr;
+void (*g_died_hook)(TpuStorage*) = nullptr;
+
 void deleteStorage(void* ctx) {
   auto* s = static_cast<TpuStorage*>(ctx);
+  if (s->trace.load(std::memory_order_acquire) != nullptr && g_died_hook) g_died_hook(s);
   if (s->reserved) s->unreserve();
   delete s;
 }
@@ -53,6 +57,15 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 
 c10::Allocator* tpuAllocator() { return &g_allocator; }
 
+void TpuStorage::setPendingHooks(void (*flush)(TpuStorage*), void (*died)(TpuStorage*)) {
+  g_flush_hook = flush;
+  g_died_hook = died;
+}
+
+void TpuStorage::flushPending(TpuStorage* s) {
+  if (g_flush_hook) g_flush_hook(s);
+}
+
 TpuStorage* storageOf(const c10::Storage& s) {
   auto* ctx = static_cast<TpuStorage*>(s.data_ptr().get_context());
   TORCH_CHECK(ctx != nullptr && s.data_ptr().get_deleter() == &deleteStorage,
@@ -79,6 +92,7 @@ void TpuStorage::resize(size_t n) {
 
 runtime::BufferPtr bufferOf(const at::Tensor& t) {
   TpuStorage* s = storageOf(t);
+  if (s->pending.load(std::memory_order_acquire)) TpuStorage::flushPending(s);
   std::lock_guard<std::mutex> g(s->mu);
   if (!s->buffer) {
     size_t item = t.element_size();
@@ -91,12 +105,12 @@ runtime::BufferPtr bufferOf(const at::Tensor& t) {
   return s->buffer;
 }
 
-at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device) {
-  size_t nbytes = buffer->byteSize();
-  auto* s = new TpuStorage();  // holds its buffer from the start: nothing to reserve
+at::Tensor emptyTensor(size_t nbytes, at::ScalarType dtype, c10::IntArrayRef sizes, int device) {
+  // Not reserved: the storage gets its buffer when the fused-eager trace that computes it launches (or wrapBuffer
+  // sets it at once); memory queries flush pending traces first.
+  auto* s = new TpuStorage();
   s->device = device;
   s->nbytes = nbytes;
-  s->buffer = std::move(buffer);
   c10::DataPtr dp = dataPtrOf(s);
   auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes, std::move(dp),
                                                         &g_allocator, /*resizable=*/true);
@@ -104,6 +118,13 @@ at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntA
                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                     caffe2::TypeMeta::fromScalarType(dtype));
   t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  return t;
+}
+
+at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device) {
+  const size_t nbytes = buffer->byteSize();
+  at::Tensor t = emptyTensor(nbytes, dtype, sizes, device);
+  static_cast<TpuStorage*>(t.storage().data_ptr().get_context())->buffer = std::move(buffer);
   return t;
 }
 

@@ -15,7 +15,9 @@
 #include <ATen/ATen.h>
 #include <c10/core/Allocator.h>
 
+#include <atomic>
 #include <mutex>
+#include <vector>
 
 #include "runtime/runtime.h"
 
@@ -28,11 +30,27 @@ struct TpuStorage {
   size_t nbytes = 0;
   bool reserved = false;      // nbytes are reserved in the accounting (no buffer yet); guarded by mu
 
+  // Fused eager (eager/fused.h): while `pending` is kPending, the storage's value is computed by recorded ops not
+  // launched yet, into a buffer of `pending_dims` / `pending_type`. Reading or replacing the buffer from outside the
+  // recorder (get, set, bufferOf) launches the recorded ops first. kLost: the recorded ops failed (their error was
+  // raised); reading the storage raises until it is written again. `trace` is the recorder's record of this storage
+  // (set and cleared by the recorder; the storage's destruction tells the recorder).
+  static constexpr uint8_t kPending = 1, kLost = 2;
+  std::atomic<uint8_t> pending{0};
+  std::atomic<void*> trace{nullptr};
+  std::vector<int64_t> pending_dims;
+  runtime::ElementType pending_type = runtime::ElementType::F32;
+
   runtime::BufferPtr get() {
+    if (pending.load(std::memory_order_acquire)) flushPending(this);
     std::lock_guard<std::mutex> g(mu);
     return buffer;
   }
   void set(runtime::BufferPtr b) {
+    // A trace that read (or writes) this storage launches first: it captured the buffer being replaced.
+    const uint8_t p = pending.load(std::memory_order_acquire);
+    if (p == kLost) pending.store(0, std::memory_order_release);
+    else if (p || trace.load(std::memory_order_acquire)) flushPending(this);
     std::lock_guard<std::mutex> g(mu);
     buffer = std::move(b);
     if (reserved) unreserve();
@@ -42,6 +60,17 @@ struct TpuStorage {
   // The storage grows or shrinks to `n` bytes (resize_); a reservation follows (raises torch.OutOfMemoryError when
   // the growth does not fit).
   void resize(size_t n);
+
+  // The buffer as it is, pending or not (the recorder's own reads).
+  runtime::BufferPtr peek() {
+    std::lock_guard<std::mutex> g(mu);
+    return buffer;
+  }
+
+  // Hooks of the fused-eager recorder: `flush` launches the recorded ops (a pending storage is read from outside),
+  // `died` tells it a storage it records is destroyed.
+  static void setPendingHooks(void (*flush)(TpuStorage*), void (*died)(TpuStorage*));
+  static void flushPending(TpuStorage* s);
 };
 
 // The allocator registered for the PrivateUse1 device type.
@@ -53,6 +82,9 @@ TpuStorage* storageOf(const c10::Storage& s);
 
 // The buffer of `t`'s storage, materialized (zero-filled, flat, of t's dtype) when it has none yet.
 runtime::BufferPtr bufferOf(const at::Tensor& t);
+
+// A new contiguous tensor on `device` over a new storage of `nbytes` without a buffer.
+at::Tensor emptyTensor(size_t nbytes, at::ScalarType dtype, c10::IntArrayRef sizes, int device);
 
 // A new contiguous tensor on `device` whose storage is `buffer` (its element count must match sizes).
 at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device);

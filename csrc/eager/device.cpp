@@ -10,6 +10,7 @@
 #include "core/client.h"
 #include "core/rng.h"
 #include "eager/device.h"
+#include "eager/fused.h"
 #include "eager/views.h"
 
 namespace torch_tpu {
@@ -46,6 +47,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& s) const override { synchronizeDevice(s.device_index()); }
   void synchronizeDevice(const c10::DeviceIndex d) const override {
     const int dev = d < 0 ? currentDevice() : d;
+    fused::flush(dev);
     client().synchronize(dev);
     core::raisePendingChecks(dev);
   }
@@ -57,6 +59,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   void record(void** event, const c10::Stream& s, const c10::DeviceIndex, const c10::EventFlag) const override {
     if (*event == nullptr) *event = new Event();
     static_cast<Event*>(*event)->device = s.device_index() < 0 ? currentDevice() : s.device_index();
+    fused::flush(static_cast<Event*>(*event)->device);  // the event marks what was recorded so far
   }
   void block(void*, const c10::Stream&) const override {}
   bool queryEvent(void* event) const override {

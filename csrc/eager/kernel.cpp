@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <atomic>
@@ -23,11 +24,14 @@
 #include "core/client.h"
 #include "core/dtype.h"
 #include "core/executables.h"
+#include "core/lru.h"
 #include "core/ops.h"
 #include "core/program.h"
 #include "core/scalars.h"
 #include "eager/copy.h"
+#include "eager/entry.h"
 #include "eager/fallback.h"
+#include "eager/fused.h"
 #include "eager/overlap.h"
 
 namespace torch_tpu {
@@ -58,6 +62,7 @@ struct OpInfo {
   int generator_arg = -1;
   bool returns_ok = true;              // every return is a Tensor or Tensor[]
   bool void_returns = false;           // returns nothing: results go to mutated_args, in order
+  bool is_clone = false;
 };
 
 std::string fullName(const c10::OperatorName& n) {
@@ -67,7 +72,7 @@ std::string fullName(const c10::OperatorName& n) {
 std::mutex g_info_mu;
 std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> g_infos;
 
-const OpInfo& infoFor(const c10::OperatorHandle& op) {
+const OpInfo& buildInfo(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   std::lock_guard<std::mutex> g(g_info_mu);
   auto it = g_infos.find(&schema);
@@ -105,34 +110,39 @@ const OpInfo& infoFor(const c10::OperatorHandle& op) {
     }
     info->return_alias.push_back(alias);
   }
+  info->is_clone = info->name == "aten::clone";
   const OpInfo& out = *info;
   g_infos.emplace(&schema, std::move(info));
   return out;
 }
 
+// Per-thread memo of the shared table (infos are never removed): no lock on the hot path.
+const OpInfo& infoFor(const c10::OperatorHandle& op) {
+  thread_local std::unordered_map<const void*, const OpInfo*> memo;
+  const void* key = &op.schema();
+  auto it = memo.find(key);
+  if (it != memo.end()) return *it->second;
+  const OpInfo& info = buildInfo(op);
+  memo.emplace(key, &info);
+  return info;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Programs and the cache.
 
-struct Program {
-  bool fallback = false;          // no rule applies: run on CPU
-  bool error_on_cpu = false;      // the meta kernel rejected the call: let the CPU kernel raise
-  std::string fallback_reason;
-  core::Program prog;
-  // Results are "flat": one per returned tensor (Tensor[] returns expanded), or, for ops returning nothing, one per
-  // tensor of the mutated arguments (then all written). Fresh results are the defined ones not written.
-  int num_flat = 0;
-  std::vector<int> fresh_flat;               // flat index of each fresh result, in program output order
-  std::vector<std::vector<int>> ret_flat;    // per return: its flat results (-1: undefined)
-};
-
 struct CacheStats {
-  std::atomic<int64_t> requests{0}, hits{0}, compiles{0};
-  std::atomic<int64_t> compile_ns{0};
+  std::atomic<int64_t> requests{0}, hits{0}, misses{0}, compiles{0}, disk_hits{0};
+  std::atomic<int64_t> compile_ns{0}, disk_ns{0}, lower_ns{0};
 };
 CacheStats g_stats;
 
 std::mutex g_cache_mu;
-std::unordered_map<std::string, std::shared_ptr<Program>> g_cache;
+core::LruMap<std::shared_ptr<EagerProgram>> g_cache;  // call signature -> program
+std::atomic<uint64_t> g_next_id{1};
+
+int64_t nsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // A call's arguments: its tensors as a Signature, every argument's key bytes.
@@ -140,6 +150,35 @@ std::unordered_map<std::string, std::shared_ptr<Program>> g_cache;
 struct Call {
   core::Signature sig;
   std::vector<int> first_tensor;  // per stack argument: index of its first tensor in sig.tensors (-1: none)
+};
+
+// The Call of the current kernel invocation on this thread: reused (capacity kept), one per nesting level (a CPU
+// fallback copies through the kernel again). Emptied on release, so no tensor outlives its call.
+class CallScope {
+ public:
+  CallScope() {
+    thread_local std::vector<std::unique_ptr<Call>> pool;
+    thread_local size_t depth = 0;
+    depth_ = &depth;
+    if (pool.size() <= depth) pool.push_back(std::make_unique<Call>());
+    call_ = pool[depth].get();
+    ++depth;
+  }
+  ~CallScope() {
+    call_->sig.clear();
+    --*depth_;
+  }
+  // The call, empty (a retry starts over).
+  Call& get() {
+    if (used_) call_->sig.clear();
+    used_ = true;
+    return *call_;
+  }
+
+ private:
+  Call* call_;
+  size_t* depth_;
+  bool used_ = false;
 };
 
 // A Python number (or 0-d CPU tensor) given for a tensor argument: a program input, keyed by its dtype.
@@ -180,7 +219,6 @@ int64_t intOf(const c10::IValue& e) { return e.isInt() ? e.toInt() : e.toSymInt(
 void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t base, Call& c) {
   const size_t n = info.kinds.size();
   std::string& k = c.sig.key;
-  k.reserve(256);
   c.first_tensor.assign(n, -1);
   put(k, &schema, sizeof(&schema));
   for (size_t i = 0; i < n; ++i) {
@@ -314,13 +352,16 @@ struct MetaMaker {
   }
 };
 
-std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
+std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
                                       const torch::jit::Stack& stack, size_t base, const Call& c,
                                       bool& needs_resize) {
   const c10::FunctionSchema& schema = op.schema();
   const auto& args = schema.arguments();
   const core::Signature& sig = c.sig;
-  auto prog = std::make_shared<Program>();
+  auto t_start = std::chrono::steady_clock::now();
+  auto prog = std::make_shared<EagerProgram>();
+  prog->id = g_next_id.fetch_add(1);
+  prog->op = info.name;
   auto fallback = [&](std::string why) {
     prog->fallback = true;
     prog->fallback_reason = std::move(why);
@@ -509,23 +550,88 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
     fresh_types.push_back({toScalarType(out_types[k].dtype), out_types[k].shape});
     prog->fresh_flat.push_back(static_cast<int>(k));
   }
-  std::string text = pb.finish(fresh, std::move(fresh_types), prog->prog);
-  auto t0 = std::chrono::steady_clock::now();
+  prog->text = pb.finish(fresh, std::move(fresh_types), prog->prog);
+  g_stats.lower_ns += nsSince(t_start);
   try {
-    prog->prog.exe = core::executableFor(text, core::ExecutableCaches{false, false}).exe;
+    prog->executable();
   } catch (const std::exception& e) {
     return fallback(std::string("compile failed: ") + e.what());
   }
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-  g_stats.compiles++;
-  g_stats.compile_ns += ns;
   return prog;
 }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Entries.
+
+const runtime::ExecutablePtr& EagerProgram::executable() {
+  std::call_once(exe_once_, [this] {
+    // Eager programs are cached by call signature here; the executable comes from the disk cache or the compiler.
+    core::ExecutableLookup ex = core::executableFor(text, core::ExecutableCaches{false, true});
+    if (ex.source == core::ExecutableLookup::Source::Disk) {
+      g_stats.disk_hits++;
+      g_stats.disk_ns += static_cast<int64_t>(ex.seconds * 1e9);
+    } else {
+      g_stats.compiles++;
+      g_stats.compile_ns += static_cast<int64_t>(ex.seconds * 1e9);
+    }
+    prog.exe = std::move(ex.exe);
+  });
+  return prog.exe;
+}
+
+const EagerProgram::Function& EagerProgram::function() {
+  std::call_once(fn_once_, [this] {
+    // The builder's module is "module ... {\n  func.func public @main(ARGS) -> (RESULTS) {\n BODY  }\n}\n".
+    const std::string head = "  func.func public @main(";
+    size_t f = text.find(head);
+    size_t arrow = text.find(") -> (", f);
+    size_t open = text.find(") {\n", arrow);
+    size_t end = text.rfind("  }\n}");
+    TORCH_INTERNAL_ASSERT(f != std::string::npos && arrow != std::string::npos && open != std::string::npos &&
+                              end != std::string::npos && end > open,
+                          "tpu: unexpected program text for ", op);
+    Function fn;
+    // Arguments: "%arg0: TYPE {attrs}, %arg1: TYPE".
+    std::string args = text.substr(f + head.size(), arrow - f - head.size());
+    std::string clean_args;
+    size_t pos = 0;
+    while (pos < args.size()) {
+      size_t next = args.find(", %arg", pos);
+      std::string a = args.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+      size_t colon = a.find(": ");
+      size_t attr = a.find(" {", colon);
+      std::string type = a.substr(colon + 2, attr == std::string::npos ? std::string::npos : attr - colon - 2);
+      if (!clean_args.empty()) clean_args += ", ";
+      clean_args += a.substr(0, colon + 2) + type;  // no donation attributes in a private function
+      fn.arg_types.push_back(std::move(type));
+      if (next == std::string::npos) break;
+      pos = next + 2;
+    }
+    std::string results = text.substr(arrow + 6, open - arrow - 6);
+    pos = 0;
+    while (pos < results.size()) {
+      size_t next = results.find(", ", pos);
+      fn.result_types.push_back(results.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+      if (next == std::string::npos) break;
+      pos = next + 2;
+    }
+    fn.text = "  func.func private @e" + std::to_string(id) + "(" + clean_args + ") -> (" + results + ") {\n" +
+              text.substr(open + 3, end - open - 3) + "  }\n";
+    fn_ = std::move(fn);
+  });
+  return fn_;
+}
+
+namespace {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Launch.
 
-void launch(const Program& p, const OpInfo& info, torch::jit::Stack* stack, size_t base, Call& c) {
+void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::jit::Stack* stack, size_t base, Call& c,
+            bool record) {
+  const EagerProgram& p = *ep;
   std::optional<at::Generator> gen;
   if (info.generator_arg >= 0) {
     const c10::IValue& g = (*stack)[base + info.generator_arg];
@@ -537,11 +643,10 @@ void launch(const Program& p, const OpInfo& info, torch::jit::Stack* stack, size
     c10::Scalar x = v.isTensor() ? v.toTensor().item() : v.toScalar();
     return scalarBuffer(x, prm.dtype, c.sig.device);
   };
-  std::vector<at::Tensor> fresh = p.prog.launch(c.sig, host, gen);
-  std::vector<at::Tensor> by_flat(p.num_flat);
+  std::vector<at::Tensor> fresh = record ? fused::record(ep, c.sig, host, gen) : p.prog.launch(c.sig, host, gen);
+  c10::SmallVector<at::Tensor, 4> by_flat(p.num_flat);
   for (size_t j = 0; j < fresh.size(); ++j) by_flat[p.fresh_flat[j]] = std::move(fresh[j]);
-  std::vector<c10::IValue> rets;
-  rets.reserve(p.ret_flat.size());
+  c10::SmallVector<c10::IValue, 4> rets;
   for (size_t k = 0; k < p.ret_flat.size(); ++k) {
     int alias = info.return_alias[k];
     if (alias >= 0) {
@@ -568,28 +673,40 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
-  if (info.name == "aten::clone" && (*stack)[base].isTensor() &&
+  if (info.is_clone && (*stack)[base].isTensor() &&
       !supportedDType((*stack)[base].toTensor().scalar_type())) {
     at::Tensor out = hostClone((*stack)[base].toTensor());
     stack->erase(stack->begin() + base, stack->end());
     stack->push_back(std::move(out));
     return;
   }
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    Call c;
+  const bool recording = fused::active();
+  bool counted = false;
+  CallScope scope;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    // Fused eager: the recorder's lock covers reading the storages and recording, not building a program.
+    std::unique_lock<std::recursive_mutex> flk;
+    if (recording) flk = std::unique_lock<std::recursive_mutex>(fused::mutex());
+    Call& c = scope.get();
+    c.sig.recording = recording;
     scan(info, schema, *stack, base, c);
-    if (C10_UNLIKELY(c.sig.overlap_hazard || (c.sig.write_alias && info.op.variant == core::Variant::Out)))
+    if (C10_UNLIKELY(c.sig.overlap_hazard || (c.sig.write_alias && info.op.variant == core::Variant::Out))) {
+      if (flk) flk.unlock();
       checkWriteOverlap(op, *stack, base);
-    g_stats.requests++;
-    std::shared_ptr<Program> prog;
+      if (recording) flk = std::unique_lock<std::recursive_mutex>(fused::mutex());
+    }
+    std::shared_ptr<EagerProgram> prog;
     {
       std::lock_guard<std::mutex> g(g_cache_mu);
-      auto it = g_cache.find(c.sig.key);
-      if (it != g_cache.end()) prog = it->second;
+      if (auto* e = g_cache.find(c.sig.key)) prog = *e;
     }
-    if (prog) {
-      g_stats.hits++;
-    } else {
+    if (!counted) {
+      g_stats.requests++;
+      (prog ? g_stats.hits : g_stats.misses)++;
+      counted = true;
+    }
+    if (!prog) {
+      if (flk) flk.unlock();
       c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(c.sig.device)));
       bool needs_resize = false;
       prog = buildProgram(op, info, *stack, base, c, needs_resize);
@@ -601,29 +718,39 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
         cpuRunForError(op, stack);
         return;
       }
-      std::lock_guard<std::mutex> g(g_cache_mu);
-      g_cache.emplace(c.sig.key, prog);
+      {
+        std::lock_guard<std::mutex> g(g_cache_mu);
+        g_cache.insert(c.sig.key, prog, core::programCacheLimit());
+      }
+      // Recording reads the storages again under the recorder's lock (another thread may have launched the trace).
+      if (recording && !prog->fallback && info.returns_ok) continue;
     }
     if (prog->fallback || !info.returns_ok) {
+      if (flk) flk.unlock();
       if (prog->fallback) noteLoweringFallback(info.name, prog->fallback_reason);
       cpuFallback(op, stack);
       return;
     }
-    launch(*prog, info, stack, base, c);
+    launch(prog, info, stack, base, c, recording);
     return;
   }
-  TORCH_INTERNAL_ASSERT(false, "tpu: out= argument resize did not settle for ", info.name);
+  TORCH_INTERNAL_ASSERT(false, "tpu: the call signature did not settle for ", info.name);
 }
 
 KernelCacheStats kernelCacheStats() {
   KernelCacheStats r;
   r.requests = g_stats.requests;
   r.hits = g_stats.hits;
+  r.misses = g_stats.misses;
   r.compiles = g_stats.compiles;
+  r.disk_hits = g_stats.disk_hits;
   r.compile_seconds = g_stats.compile_ns / 1e9;
+  r.disk_seconds = g_stats.disk_ns / 1e9;
+  r.lower_seconds = g_stats.lower_ns / 1e9;
   {
     std::lock_guard<std::mutex> g(g_cache_mu);
     r.entries = static_cast<int64_t>(g_cache.size());
+    r.evictions = g_cache.evictions();
   }
   return r;
 }

@@ -16,8 +16,13 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
 std::vector<std::string> registerLoweringKernels();
 
 struct KernelCacheStats {
-  int64_t requests = 0, hits = 0, compiles = 0, entries = 0;
-  double compile_seconds = 0;
+  int64_t requests = 0;   // calls of ops with a lowering rule
+  int64_t hits = 0;       // served by the process cache of programs (memory hits)
+  int64_t misses = 0;     // programs built (meta kernels + lowering)
+  int64_t compiles = 0;   // executables compiled
+  int64_t disk_hits = 0;  // executables read from the disk cache instead
+  int64_t entries = 0, evictions = 0;
+  double compile_seconds = 0, disk_seconds = 0, lower_seconds = 0;
 };
 KernelCacheStats kernelCacheStats();
 void clearKernelCache();

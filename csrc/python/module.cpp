@@ -9,6 +9,8 @@
 #include "compile/plan.h"
 #include "core/checks.h"
 #include "core/client.h"
+#include "core/executables.h"
+#include "core/lru.h"
 #include "core/memory.h"
 #include "core/rng.h"
 #include "core/scalars.h"
@@ -16,6 +18,7 @@
 #include "eager/copy.h"
 #include "eager/device.h"
 #include "eager/fallback.h"
+#include "eager/fused.h"
 #include "eager/kernel.h"
 #include "python/bindings.h"
 
@@ -47,6 +50,7 @@ int checkDevice(int d) {
 void synchronize(int d) {
   d = checkDevice(d);
   py::gil_scoped_release nogil;
+  fused::flush(d);
   client().synchronize(d);
   awaitPendingCopies(d);
   core::raisePendingChecks(d);
@@ -60,6 +64,10 @@ struct Marker {
   double done_time = -1;
   void record(int d) {
     device = checkDevice(d);
+    {
+      py::gil_scoped_release nogil;
+      fused::flush(device);  // the marker covers what was recorded so far
+    }
     recorded = true;
     done = false;
     done_time = -1;
@@ -147,7 +155,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", &synchronize, py::arg("device") = -1);
   m.def("_device_kind", [](int d) { return client().deviceKind(checkDevice(d)); });
   m.def("_memory_stats", [](int d) {
-    core::MemoryInfo mi = core::memoryInfo(checkDevice(d));
+    d = checkDevice(d);
+    {
+      py::gil_scoped_release nogil;
+      fused::flush(d);  // what the recorded ops allocate counts
+    }
+    core::MemoryInfo mi = core::memoryInfo(d);
     py::dict r;
     r["allocated"] = mi.allocated;
     r["peak_allocated"] = mi.peak;
@@ -170,13 +183,77 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_cache_stats", []() {
     KernelCacheStats s = kernelCacheStats();
-    py::dict d;
-    d["requests"] = s.requests;
-    d["hits"] = s.hits;
-    d["compiles"] = s.compiles;
-    d["compile_seconds"] = s.compile_seconds;
-    d["entries"] = s.entries;
-    return d;
+    core::DiskCacheStats d = core::diskCacheStats();
+    fused::Stats f = fused::stats();
+    py::dict r;
+    r["requests"] = s.requests;
+    r["hits"] = s.hits;
+    r["memory_hits"] = s.hits;
+    r["misses"] = s.misses;
+    r["compiles"] = s.compiles;
+    r["disk_hits"] = s.disk_hits;
+    r["compile_seconds"] = s.compile_seconds;
+    r["disk_seconds"] = s.disk_seconds;
+    r["lower_seconds"] = s.lower_seconds;
+    r["entries"] = s.entries;
+    r["evictions"] = s.evictions;
+    r["entry_limit"] = static_cast<int64_t>(core::programCacheLimit());
+    py::dict disk;
+    disk["dir"] = core::cacheDir();
+    disk["max_bytes"] = core::cacheMaxBytes();
+    disk["hits"] = d.hits;
+    disk["misses"] = d.misses;
+    disk["writes"] = d.writes;
+    disk["write_bytes"] = d.write_bytes;
+    disk["write_failures"] = d.write_failures;
+    disk["corrupt"] = d.corrupt;
+    disk["evictions"] = d.evictions;
+    disk["evicted_bytes"] = d.evicted_bytes;
+    disk["pending_writes"] = d.pending;
+    disk["load_seconds"] = d.load_seconds;
+    r["disk"] = disk;
+    py::dict fu;
+    fu["mode"] = fused::mode();
+    fu["ops"] = f.ops;
+    fu["flushes"] = f.flushes;
+    fu["hits"] = f.fused_hits;
+    fu["compiles"] = f.fused_compiles;
+    fu["disk_hits"] = f.fused_disk_hits;
+    fu["replays"] = f.replays;
+    fu["limit_flushes"] = f.limit_flushes;
+    fu["entries"] = f.entries;
+    fu["evictions"] = f.evictions;
+    fu["compile_seconds"] = f.compile_seconds;
+    r["fused"] = fu;
+    return r;
+  });
+  m.def("_flush_disk_cache", []() {
+    py::gil_scoped_release nogil;
+    core::flushDiskCache();
+  });
+  m.def("_trim_disk_cache", []() {
+    py::gil_scoped_release nogil;
+    core::trimDiskCache();
+  });
+  m.def("_set_cache_max_bytes", &core::setCacheMaxBytes);
+  m.def("_set_program_cache_limit", [](int64_t n) { core::setProgramCacheLimit(static_cast<size_t>(std::max<int64_t>(n, 0))); });
+  m.def("_executable_evictions", &core::executableEvictions);
+  m.def("_set_eager_mode", [](const std::string& mode) {
+    py::gil_scoped_release nogil;
+    fused::setMode(mode);
+  });
+  m.def("_eager_mode", &fused::mode);
+  m.def("_fused_flush", []() {
+    py::gil_scoped_release nogil;
+    fused::flush(-1);
+  });
+  m.def("_clear_fused_cache", []() {
+    py::gil_scoped_release nogil;
+    fused::clearCache();
+  });
+  m.def("_fused_wait", []() {
+    py::gil_scoped_release nogil;
+    fused::waitForCompiles();
   });
   m.def("_clear_cache", &clearKernelCache);
   m.def("_fallback_counts", []() { return fallbackCounts(); });

@@ -1,0 +1,689 @@
+#include "eager/fused.h"
+
+#include <c10/util/Exception.h>
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <iterator>
+#include <thread>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/checks.h"
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/executables.h"
+#include "core/lru.h"
+#include "core/rng.h"
+#include "core/scalars.h"
+
+namespace torch_tpu::fused {
+
+using core::put;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Settings.
+
+std::atomic<int> g_mode{-1};  // -1: not read yet, 0 strict, 1 fused
+
+int readMode() {
+  const char* e = std::getenv("TORCH_TPU_EAGER_MODE");
+  if (!e || !*e || std::strcmp(e, "strict") == 0) return 0;
+  if (std::strcmp(e, "fused") == 0) return 1;
+  TORCH_WARN("torch_tpu: TORCH_TPU_EAGER_MODE must be 'strict' or 'fused', not '", e, "'; using strict");
+  return 0;
+}
+
+size_t maxOps() {
+  static const size_t v = [] {
+    const char* e = std::getenv("TORCH_TPU_FUSED_MAX_OPS");
+    long long n = e && *e ? std::atoll(e) : 0;
+    return n > 0 ? static_cast<size_t>(n) : size_t(1024);
+  }();
+  return v;
+}
+
+// A trace shorter than this is not worth cutting at a loop period of its own: a cut covers whole periods.
+constexpr size_t kMinCut = 32;
+
+// Fused programs are large (a whole step each): keep a sixteenth as many as the per-op caches.
+size_t fusedCacheLimit() {
+  const size_t n = core::programCacheLimit();
+  return n == 0 ? 0 : std::max<size_t>(16, n / 16);
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The trace.
+
+// A value of the trace: an input read from outside (a buffer captured when recorded) or an output of a recorded op.
+struct Val {
+  runtime::BufferPtr buf;        // external input
+  int op = -1, out = -1;         // produced: op index, output index
+  int rec = -1;                  // the storage record this value belongs to (-1: none)
+  const std::string* type = nullptr;  // MLIR type
+};
+
+struct OpRec {
+  std::shared_ptr<EagerProgram> p;
+  std::vector<int> in;  // value per program parameter
+  int first_out = 0;    // outputs are values first_out ..
+  int num_out = 0;
+};
+
+// A storage the trace touched. `st` is cleared (under g_live_mu) when the storage is destroyed.
+struct StorageRec {
+  TpuStorage* st = nullptr;
+  int value = -1;  // the storage's current value in the trace
+  int index = 0;   // position in Trace::recs
+};
+
+struct Trace {
+  int device = -1;
+  std::vector<Val> vals;
+  std::vector<OpRec> ops;
+  std::deque<StorageRec> recs;  // stable addresses: storages point at their record
+  std::vector<int> externals;   // value ids of the program inputs, in order
+  std::string key;
+  std::vector<uint64_t> seq;    // entry id per op (loop period)
+  // Flags of the recorded programs' device-side checks (core/checks.h): value id and sites. Always outputs of the
+  // trace; handed to addPendingCheck when it launches.
+  std::vector<std::pair<int, core::CheckSites>> checks;
+};
+
+std::recursive_mutex g_mu;  // the trace and the fused program cache
+Trace g_trace;
+size_t g_cut = 0;           // cut traces at this length (a whole number of loop periods); 0: at the size limit
+int g_cut_misses = 0;       // consecutive cut traces seen for the first time
+
+// Guards StorageRec::st and TpuStorage::trace against a storage being destroyed on another thread. Never held while
+// taking another lock but a storage's own mutex.
+std::mutex g_live_mu;
+
+// The fused program of a trace key. Its outputs are a superset of the values alive at any launch seen so far (what
+// is alive can vary between otherwise identical steps, e.g. with the timing of Python's garbage collector): a launch
+// whose live values it covers uses it, another one makes a program with the union.
+struct FusedProgram {
+  runtime::ExecutablePtr exe;  // null: none could be built (the trace always runs op by op)
+  std::vector<int> outputs;    // value ids, ascending
+};
+core::LruMap<std::shared_ptr<FusedProgram>> g_programs;  // by trace key
+std::unordered_set<uint64_t> g_seen;       // hashes of trace keys run once without a fused program
+std::unordered_set<uint64_t> g_compiling;  // hashes of trace keys whose program is being compiled
+
+// ---------------------------------------------------------------------------------------------------------------
+// Fused programs are compiled in the background: meanwhile the trace runs op by op, as strict mode would.
+
+struct CompileJob {
+  std::string key;
+  uint64_t hash;
+  std::string text;
+  std::vector<int> outputs;
+};
+
+class Compiler {
+ public:
+  static Compiler& get() {
+    static Compiler* c = new Compiler();  // leaked: joined at exit, never destroyed
+    return *c;
+  }
+  void enqueue(CompileJob job) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopped_) return;
+    q_.push_back(std::move(job));
+    if (!thread_) {
+      owner_ = ::getpid();
+      thread_ = new std::thread([this] { run(); });
+      std::atexit([] { Compiler::get().shutdown(); });
+    }
+    cv_.notify_one();
+  }
+  // Waits until every queued compile is done.
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    idle_.wait(lk, [&] { return (q_.empty() && !busy_) || !thread_; });
+  }
+  void shutdown() {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!thread_ || owner_ != ::getpid()) return;
+    stopped_ = true;
+    q_.clear();  // a compile not started is not worth delaying exit
+    cv_.notify_all();
+    lk.unlock();
+    thread_->join();
+  }
+
+ private:
+  Compiler() {
+    pthread_atfork([] { Compiler::get().mu_.lock(); }, [] { Compiler::get().mu_.unlock(); },
+                   [] {
+                     Compiler& c = Compiler::get();
+                     c.mu_.unlock();
+                     c.thread_ = nullptr;  // no compile thread in a forked child
+                     c.q_.clear();
+                     c.busy_ = false;
+                   });
+  }
+  void run();
+
+  std::mutex mu_;
+  std::condition_variable cv_, idle_;
+  std::deque<CompileJob> q_;
+  bool busy_ = false, stopped_ = false;
+  std::thread* thread_ = nullptr;
+  pid_t owner_ = 0;
+};
+
+std::mutex g_stats_mu;
+Stats g_stats;
+std::atomic<int64_t> g_ops{0};
+
+void died(TpuStorage* st) {
+  std::lock_guard<std::mutex> g(g_live_mu);
+  auto* rec = static_cast<StorageRec*>(st->trace.load(std::memory_order_acquire));
+  if (rec) {
+    rec->st = nullptr;
+    st->trace.store(nullptr, std::memory_order_release);
+  }
+}
+
+void flushFor(TpuStorage* st) {
+  if (st->pending.load(std::memory_order_acquire) == TpuStorage::kLost)
+    TORCH_CHECK(false, "tpu: this tensor's value was lost: the fused eager ops computing it failed (the error was "
+                       "raised at the synchronization point that launched them)");
+  flush(-1);
+}
+
+struct HookInstaller {
+  HookInstaller() { TpuStorage::setPendingHooks(&flushFor, &died); }
+} g_hooks;
+
+// The record of `st` in the trace (created on first touch).
+StorageRec& recOf(TpuStorage* st) {
+  auto* rec = static_cast<StorageRec*>(st->trace.load(std::memory_order_acquire));
+  if (!rec) {
+    g_trace.recs.push_back(StorageRec{st, -1, static_cast<int>(g_trace.recs.size())});
+    rec = &g_trace.recs.back();
+    std::lock_guard<std::mutex> g(g_live_mu);
+    st->trace.store(rec, std::memory_order_release);
+  }
+  return *rec;
+}
+
+int addExternal(runtime::BufferPtr buf, const std::string* type) {
+  Val v;
+  v.buf = std::move(buf);
+  v.type = type;
+  g_trace.vals.push_back(std::move(v));
+  const int id = static_cast<int>(g_trace.vals.size() - 1);
+  g_trace.externals.push_back(id);
+  put<uint8_t>(g_trace.key, 'x');
+  return id;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Building the fused program of a trace.
+
+std::string fusedText(const std::vector<int>& outputs) {
+  const Trace& t = g_trace;
+  std::string s = "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
+  std::unordered_set<uint64_t> emitted;
+  for (const OpRec& op : t.ops)
+    if (emitted.insert(op.p->id).second) s += op.p->function().text;
+  std::vector<int> ext_index(t.vals.size(), -1);
+  for (size_t i = 0; i < t.externals.size(); ++i) ext_index[t.externals[i]] = static_cast<int>(i);
+  auto ref = [&](int v) {
+    const Val& val = t.vals[v];
+    if (val.op < 0) return "%arg" + std::to_string(ext_index[v]);
+    const OpRec& op = t.ops[val.op];
+    std::string r = "%c" + std::to_string(val.op);
+    if (op.num_out > 1) r += "#" + std::to_string(val.out);
+    return r;
+  };
+  s += "  func.func public @main(";
+  for (size_t i = 0; i < t.externals.size(); ++i) {
+    if (i) s += ", ";
+    s += "%arg" + std::to_string(i) + ": " + *t.vals[t.externals[i]].type;
+  }
+  s += ") -> (";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (i) s += ", ";
+    s += *t.vals[outputs[i]].type;
+  }
+  s += ") {\n";
+  for (size_t k = 0; k < t.ops.size(); ++k) {
+    const OpRec& op = t.ops[k];
+    const EagerProgram::Function& fn = op.p->function();
+    s += "    ";
+    if (op.num_out == 1) s += "%c" + std::to_string(k) + " = ";
+    else if (op.num_out > 1) s += "%c" + std::to_string(k) + ":" + std::to_string(op.num_out) + " = ";
+    s += "func.call @e" + std::to_string(op.p->id) + "(";
+    for (size_t i = 0; i < op.in.size(); ++i) {
+      if (i) s += ", ";
+      s += ref(op.in[i]);
+    }
+    s += ") : (";
+    for (size_t i = 0; i < fn.arg_types.size(); ++i) {
+      if (i) s += ", ";
+      s += fn.arg_types[i];
+    }
+    s += ") -> ";
+    if (fn.result_types.size() == 1) {
+      s += fn.result_types[0];
+    } else {
+      s += "(";
+      for (size_t i = 0; i < fn.result_types.size(); ++i) {
+        if (i) s += ", ";
+        s += fn.result_types[i];
+      }
+      s += ")";
+    }
+    s += "\n";
+  }
+  s += "    return";
+  for (size_t i = 0; i < outputs.size(); ++i) s += (i ? ", " : " ") + ref(outputs[i]);
+  if (!outputs.empty()) {
+    s += " : ";
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (i) s += ", ";
+      s += *t.vals[outputs[i]].type;
+    }
+  }
+  s += "\n  }\n}\n";
+  return s;
+}
+
+uint64_t hashKey(const std::string& k) { return std::hash<std::string>()(k); }
+
+std::string opList(const Trace& t, size_t max = 8) {
+  std::string s;
+  for (size_t i = 0; i < t.ops.size() && i < max; ++i) s += (i ? ", " : "") + t.ops[i].p->op;
+  if (t.ops.size() > max) s += ", ... (" + std::to_string(t.ops.size()) + " ops)";
+  return s;
+}
+
+// Runs the trace op by op with the per-op executables. Returns every value's buffer.
+std::vector<runtime::BufferPtr> replay(const Trace& t) {
+  std::vector<runtime::BufferPtr> bufs(t.vals.size());
+  for (int e : t.externals) bufs[e] = t.vals[e].buf;
+  std::vector<runtime::Buffer*> raw;
+  for (const OpRec& op : t.ops) {
+    raw.clear();
+    for (int v : op.in) raw.push_back(bufs[v].get());
+    std::vector<runtime::BufferPtr> outs;
+    try {
+      outs = op.p->executable()->execute(t.device, raw);
+    } catch (c10::Error& e) {
+      e.add_context("tpu: in " + op.p->op + " (recorded in fused eager mode)");
+      throw;
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "tpu: ", op.p->op, " (recorded in fused eager mode) failed: ", e.what());
+    }
+    for (int j = 0; j < op.num_out; ++j) bufs[op.first_out + j] = std::move(outs[j]);
+    if (launchBlocking()) client().synchronize(t.device);
+  }
+  return bufs;
+}
+
+// Gives the trace's live storages their buffers and forgets the trace.
+void finishTrace(const std::vector<int>& outputs, std::vector<runtime::BufferPtr>& out_bufs) {
+  Trace& t = g_trace;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const Val& v = t.vals[outputs[i]];
+      TpuStorage* st = v.rec >= 0 ? t.recs[v.rec].st : nullptr;
+      if (!st || t.recs[v.rec].value != outputs[i]) continue;  // destroyed meanwhile, or not its final value
+      std::lock_guard<std::mutex> sg(st->mu);
+      st->buffer = std::move(out_bufs[i]);
+    }
+    for (StorageRec& r : t.recs) {
+      if (!r.st) continue;
+      r.st->pending.store(0, std::memory_order_release);
+      r.st->trace.store(nullptr, std::memory_order_release);
+    }
+  }
+  t = Trace();
+}
+
+// Forgets the trace after a failure: the storages it was computing lose their value (reading them raises).
+void abandonTrace() {
+  Trace& t = g_trace;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    for (StorageRec& r : t.recs) {
+      if (!r.st) continue;
+      if (r.st->pending.load(std::memory_order_acquire) == TpuStorage::kPending)
+        r.st->pending.store(TpuStorage::kLost, std::memory_order_release);
+      r.st->trace.store(nullptr, std::memory_order_release);
+    }
+  }
+  t = Trace();
+}
+
+void flushLocked(bool at_limit) {
+  Trace& t = g_trace;
+  if (t.ops.empty()) {
+    abandonTrace();
+    return;
+  }
+  // 1. The values to keep: the current values of storages still alive.
+  std::vector<int> live;
+  {
+    std::lock_guard<std::mutex> g(g_live_mu);
+    for (size_t v = 0; v < t.vals.size(); ++v) {
+      const Val& val = t.vals[v];
+      if (val.op >= 0 && val.rec >= 0 && t.recs[val.rec].st != nullptr &&
+          t.recs[val.rec].value == static_cast<int>(v))
+        live.push_back(static_cast<int>(v));
+    }
+  }
+  if (!t.checks.empty()) {
+    for (const auto& c : t.checks) live.push_back(c.first);
+    std::sort(live.begin(), live.end());
+  }
+
+  // 2. The program: a cached one covering the live values, or (first sighting) one from the disk cache. Otherwise
+  //    the trace runs op by op, and from its second sighting on a program is compiled in the background.
+  std::shared_ptr<FusedProgram> fp;
+  if (auto* e = g_programs.find(t.key)) fp = *e;
+  bool usable = fp && fp->exe && std::includes(fp->outputs.begin(), fp->outputs.end(), live.begin(), live.end());
+  bool hit = usable, from_disk = false, queued = false;
+  double secs = 0;
+  if (!usable && !(fp && !fp->exe)) {
+    const uint64_t h = hashKey(t.key);
+    if (!g_compiling.count(h)) {
+      try {
+        if (!fp && !g_seen.count(h)) {
+          auto t0 = std::chrono::steady_clock::now();
+          core::ExecutableLookup ex =
+              core::executableFor(fusedText(live), core::ExecutableCaches{false, true, /*compile=*/false});
+          secs = secondsSince(t0);
+          if (ex.exe) {
+            fp = std::make_shared<FusedProgram>(FusedProgram{ex.exe, live});
+            g_programs.insert(t.key, fp, fusedCacheLimit());
+            usable = from_disk = true;
+          } else {
+            if (g_seen.size() > 65536) g_seen.clear();
+            g_seen.insert(h);
+            // Traces cut at a loop period that keep being new: the loop changed; look for its period again.
+            if (at_limit && g_cut > 0 && ++g_cut_misses >= 4) g_cut = 0;
+          }
+        } else {
+          std::vector<int> want;
+          if (fp) std::set_union(fp->outputs.begin(), fp->outputs.end(), live.begin(), live.end(),
+                                 std::back_inserter(want));
+          else want = live;
+          Compiler::get().enqueue(CompileJob{t.key, h, fusedText(want), std::move(want)});
+          g_compiling.insert(h);
+          g_seen.erase(h);
+          queued = true;
+        }
+      } catch (const std::exception&) {
+        // No fused program for this trace: it runs op by op, where a failing op names itself.
+        g_programs.insert(t.key, std::make_shared<FusedProgram>(), fusedCacheLimit());
+      }
+    }
+  }
+  if (usable) g_cut_misses = 0;
+  {
+    std::lock_guard<std::mutex> g(g_stats_mu);
+    g_stats.flushes++;
+    if (at_limit) g_stats.limit_flushes++;
+    if (hit) g_stats.fused_hits++;
+    if (from_disk) g_stats.fused_disk_hits++;
+    if (queued) g_stats.fused_compiles++;
+    if (!usable) g_stats.replays++;
+    g_stats.compile_seconds += secs;
+    g_stats.entries = static_cast<int64_t>(g_programs.size());
+    g_stats.evictions = g_programs.evictions();
+  }
+
+  // 3. Launch.
+  std::vector<int> outputs = live;
+  std::vector<runtime::BufferPtr> out_bufs;
+  try {
+    if (usable) {
+      std::vector<runtime::Buffer*> raw;
+      raw.reserve(t.externals.size());
+      for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
+      try {
+        out_bufs = fp->exe->execute(t.device, raw);
+        outputs = fp->outputs;  // values that died meanwhile are dropped by finishTrace
+      } catch (const std::exception&) {
+        // Nothing ran. Run op by op: the op that fails names itself.
+        usable = false;
+      }
+      if (usable && launchBlocking()) client().synchronize(t.device);
+    }
+    if (!usable) {
+      std::vector<runtime::BufferPtr> all = replay(t);
+      out_bufs.clear();
+      for (int v : outputs) out_bufs.push_back(std::move(all[v]));
+    }
+  } catch (...) {
+    abandonTrace();
+    throw;
+  }
+  for (const auto& c : t.checks) {
+    auto it = std::lower_bound(outputs.begin(), outputs.end(), c.first);
+    if (it != outputs.end() && *it == c.first)
+      core::addPendingCheck(t.device, out_bufs[static_cast<size_t>(it - outputs.begin())], c.second);
+  }
+  finishTrace(outputs, out_bufs);
+}
+
+void Compiler::run() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return !q_.empty() || stopped_; });
+    if (q_.empty()) break;
+    CompileJob job = std::move(q_.front());
+    q_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    std::shared_ptr<FusedProgram> fp = std::make_shared<FusedProgram>();
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      fp->exe = core::executableFor(job.text, core::ExecutableCaches{false, true}).exe;
+      fp->outputs = std::move(job.outputs);
+    } catch (const std::exception&) {
+      fp->exe = nullptr;  // the trace keeps running op by op
+    }
+    const double secs = secondsSince(t0);
+    {
+      std::lock_guard<std::recursive_mutex> g(g_mu);
+      g_programs.insert(job.key, fp, fusedCacheLimit());
+      g_compiling.erase(job.hash);
+    }
+    {
+      std::lock_guard<std::mutex> g(g_stats_mu);
+      g_stats.compile_seconds += secs;
+    }
+    lk.lock();
+    busy_ = false;
+    idle_.notify_all();
+  }
+  busy_ = false;
+  idle_.notify_all();
+}
+
+// The smallest period p of the recorded op sequence (its last 2p entries repeat), 0 if none.
+size_t loopPeriod(const std::vector<uint64_t>& seq) {
+  const size_t n = seq.size();
+  for (size_t p = 1; 2 * p <= n; ++p) {
+    bool same = true;
+    for (size_t i = 0; i < p && same; ++i) same = seq[n - p + i] == seq[n - 2 * p + i];
+    if (same) return p;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+
+bool active() {
+  int m = g_mode.load(std::memory_order_relaxed);
+  if (m < 0) {
+    m = readMode();
+    g_mode = m;
+  }
+  return m == 1;
+}
+
+std::string mode() { return active() ? "fused" : "strict"; }
+
+void setMode(const std::string& m) {
+  TORCH_CHECK_VALUE(m == "strict" || m == "fused", "eager mode must be 'strict' or 'fused', got '", m, "'");
+  flush(-1);
+  g_mode = m == "fused" ? 1 : 0;
+}
+
+std::recursive_mutex& mutex() { return g_mu; }
+
+std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Signature& sig, core::Program::HostFn host,
+                               const std::optional<at::Generator>& gen) {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  const EagerProgram::Function& fn = p->function();
+  TORCH_INTERNAL_ASSERT(fn.arg_types.size() == p->prog.params.size(), "tpu: fused eager: parameter count mismatch");
+  if (g_trace.device >= 0 && g_trace.device != sig.device) flushLocked(false);
+  Trace& t = g_trace;
+  t.device = sig.device;
+  const core::Program& prog = p->prog;
+  const int k = static_cast<int>(t.ops.size());
+  OpRec op;
+  op.p = p;
+  op.in.reserve(prog.params.size());
+  put<uint64_t>(t.key, p->id);
+  for (size_t i = 0; i < prog.params.size(); ++i) {
+    const core::Param& prm = prog.params[i];
+    const std::string* type = &fn.arg_types[i];
+    switch (prm.kind) {
+      case core::Param::Kind::Storage: {
+        TpuStorage* st = sig.storages[prm.index];
+        StorageRec& r = recOf(st);
+        if (r.value < 0) {
+          TORCH_INTERNAL_ASSERT(!sig.pending[prm.index], "tpu: a pending storage outside the trace");
+          r.value = addExternal(sig.buffers[prm.index], type);
+          t.vals[r.value].rec = r.index;
+        } else {
+          put<uint8_t>(t.key, 'v');
+          put<int32_t>(t.key, r.value);
+        }
+        op.in.push_back(r.value);
+        break;
+      }
+      case core::Param::Kind::Offset:
+        op.in.push_back(addExternal(
+            scalarBuffer(c10::Scalar(sig.tensors[prm.index].t.storage_offset()), shlo::DType::S64, sig.device), type));
+        break;
+      case core::Param::Kind::Rng: {
+        uint64_t state[2] = {nextRngKey(gen, sig.device), 0};
+        op.in.push_back(addExternal(client().fromHost(state, runtime::ElementType::U64, {2}, sig.device), type));
+        break;
+      }
+      case core::Param::Kind::Host:
+        op.in.push_back(addExternal(host(prm), type));
+        break;
+    }
+  }
+  // Outputs: written storages' new buffers, then fresh results.
+  op.first_out = static_cast<int>(t.vals.size());
+  op.num_out = static_cast<int>(fn.result_types.size());
+  std::vector<at::Tensor> fresh;
+  fresh.reserve(prog.results.size());
+  int j = 0;
+  auto produce = [&](int ri) {
+    Val v;
+    v.op = k;
+    v.out = j;
+    v.rec = ri;
+    v.type = &fn.result_types[j];
+    t.vals.push_back(std::move(v));
+    ++j;
+    return static_cast<int>(t.vals.size() - 1);
+  };
+  for (int slot : prog.written_slots) {
+    TpuStorage* st = sig.storages[slot];
+    StorageRec& r = recOf(st);
+    r.value = produce(r.index);
+    st->pending_dims = sig.bdims[slot];
+    st->pending_type = static_cast<runtime::ElementType>(sig.btype[slot]);
+    st->pending.store(TpuStorage::kPending, std::memory_order_release);
+  }
+  for (const core::Program::Result& res : prog.results) {
+    int64_t n = 1;
+    for (int64_t d : res.sizes) n *= d;
+    at::Tensor out = emptyTensor(static_cast<size_t>(n) * c10::elementSize(res.dtype), res.dtype, res.sizes, sig.device);
+    TpuStorage* st = storageOf(out);
+    StorageRec& r = recOf(st);
+    r.value = produce(r.index);
+    st->pending_dims = res.sizes;
+    st->pending_type = static_cast<runtime::ElementType>(toDType(res.dtype));
+    st->pending.store(TpuStorage::kPending, std::memory_order_release);
+    fresh.push_back(std::move(out));
+  }
+  while (j < op.num_out) {
+    const int id = produce(-1);
+    // The last output of a program with device-side checks is their flag.
+    if (prog.checks && j == op.num_out) t.checks.emplace_back(id, prog.checks);
+  }
+  t.ops.push_back(std::move(op));
+  t.seq.push_back(p->id);
+  sig.buffers.clear();
+  g_ops.fetch_add(1, std::memory_order_relaxed);
+
+  // Cut: at the loop period found earlier, or at the size limit (then look for a period).
+  const size_t n = t.ops.size();
+  if (launchBlocking()) {
+    flushLocked(false);
+  } else if (g_cut > 0 && n >= g_cut) {
+    flushLocked(true);
+  } else if (n >= maxOps()) {
+    size_t p_len = loopPeriod(t.seq);
+    g_cut = p_len ? p_len * ((kMinCut + p_len - 1) / p_len) : 0;
+    if (g_cut > maxOps()) g_cut = 0;
+    flushLocked(true);
+  }
+  return fresh;
+}
+
+void flush(int device) {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  if (g_trace.ops.empty() && g_trace.recs.empty()) return;
+  if (device >= 0 && g_trace.device >= 0 && g_trace.device != device) return;
+  flushLocked(false);
+}
+
+Stats stats() {
+  std::lock_guard<std::mutex> g(g_stats_mu);
+  Stats s = g_stats;
+  s.ops = g_ops.load();
+  return s;
+}
+
+void clearCache() {
+  Compiler::get().wait();
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  g_programs.clear();
+  g_seen.clear();
+}
+
+void waitForCompiles() { Compiler::get().wait(); }
+
+}  // namespace torch_tpu::fused

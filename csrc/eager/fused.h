@@ -1,0 +1,76 @@
+// Fused eager: ops are recorded instead of launched, and launched together as ONE program at the next
+// synchronization point, cached by the recorded sequence so repeated steps reuse it.
+//
+// Opt-in: torch_tpu.set_eager_mode("fused") or TORCH_TPU_EAGER_MODE=fused ("strict", the default, launches every op
+// as it is called). Results are those of strict mode: the same per-op storage programs (eager/kernel.cpp) are
+// composed, each as a private function of the fused program, in call order; random ops draw their keys when they are
+// recorded, in the same order as strict mode.
+//
+// What is recorded: every op the lowering kernel runs on the device. A storage an op writes, and every fresh result,
+// becomes *pending* (core/storage.h): its value exists only in the trace. Anything that needs the buffer of a pending
+// storage from outside the recorder launches the trace first: copies to the host (.item(), .cpu(), printing), a copy
+// to another device, data-dependent shapes (they read a count), CPU fallbacks (they copy their inputs), compiled
+// graphs, resize_, torch.tpu.synchronize() and events. The trace is also launched when it reaches
+// TORCH_TPU_FUSED_MAX_OPS ops (default 1024); a loop without synchronization points is then cut at the period of its
+// op sequence, so that every trace of the loop is the same program.
+//
+// The program's inputs are the buffers the trace read from storages it did not produce (captured when read: buffers
+// are immutable), offsets, Python numbers and random keys; its outputs are the values of the storages still alive
+// when it is launched (a temporary that died inside the trace is never materialized). Its cache key is the sequence
+// of per-op cache entries, how their inputs connect, and which values are outputs.
+//
+// A trace seen for the first time runs op by op (the per-op executables, as strict mode would) unless the disk cache
+// has its fused program; from the second time on its fused program is compiled in the background while the trace
+// keeps running op by op, and used once ready. What is alive at a launch can vary between identical steps (garbage
+// collection timing): a program's outputs grow to the union of the live sets seen. An op whose program fails names
+// itself in the error.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/program.h"
+#include "eager/entry.h"
+
+namespace torch_tpu::fused {
+
+// Whether ops are recorded (fused) or launched one by one (strict). Cheap.
+bool active();
+// "strict" or "fused"; switching launches what was recorded.
+void setMode(const std::string& mode);
+std::string mode();
+
+// The lock every recording call holds while it reads storages and records (recursive: a flush may run inside).
+std::recursive_mutex& mutex();
+
+// Records one launch of `p` (instead of p->prog.launch): same arguments, same results (pending tensors).
+std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Signature& sig, core::Program::HostFn host,
+                               const std::optional<at::Generator>& gen);
+
+// Launches everything recorded (a synchronization point). `device` < 0: any device.
+void flush(int device = -1);
+
+struct Stats {
+  int64_t ops = 0;            // ops recorded
+  int64_t flushes = 0;        // traces launched
+  int64_t fused_hits = 0;     // traces launched as a cached fused program
+  int64_t fused_compiles = 0; // fused programs compiled (queued for the background compiler)
+  int64_t fused_disk_hits = 0;// fused programs read from the disk cache
+  int64_t replays = 0;        // traces run op by op (first sighting, or no fused program)
+  int64_t limit_flushes = 0;  // traces cut at the size limit or the loop period
+  int64_t entries = 0;        // fused programs in the process cache
+  int64_t evictions = 0;
+  double compile_seconds = 0;
+};
+Stats stats();
+void clearCache();
+// Waits for the fused programs being compiled in the background (tests, benchmarks).
+void waitForCompiles();
+
+}  // namespace torch_tpu::fused

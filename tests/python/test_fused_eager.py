@@ -1,0 +1,274 @@
+"""Fused eager mode: ops recorded and launched as one program at synchronization points.
+
+Part of the op tests (tests/python/test_ops_basic.py) and the model tests (tests/python/test_models.py) run again here
+with the mode set to "fused" (they compare with CPU); the tests below compare fused with strict directly and check
+the synchronization points, in-place writes through views, autograd, RNG, the trace cache and error attribution.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+
+import test_models as _tm
+import test_ops_basic as _ob
+
+
+@pytest.fixture(autouse=True)
+def fused_mode():
+    prev = torch_tpu.eager_mode()
+    torch_tpu.set_eager_mode("fused")
+    yield
+    torch_tpu.set_eager_mode(prev)
+
+
+def strict(fn, *args):
+    torch_tpu.set_eager_mode("strict")
+    try:
+        return fn(*args)
+    finally:
+        torch_tpu.set_eager_mode("fused")
+
+
+def fused_stats():
+    return torch_tpu.cache_stats()["fused"]
+
+
+# ---- the op and model tests, in fused mode (collected here, so the fixture above applies) ----
+
+_UNARY_SUBSET = [u for u in _ob.UNARY if u[0] in ("neg", "exp", "gelu", "floor", "sign", "to_int", "clone", "clamp")]
+
+
+@pytest.mark.parametrize("name,fn,dtypes,rng,diff", _UNARY_SUBSET, ids=[u[0] for u in _UNARY_SUBSET])
+def test_unary(name, fn, dtypes, rng, diff):
+    _ob.test_unary(name, fn, dtypes, rng, diff)
+
+
+_BINARY_SUBSET = [b for b in _ob.BINARY if b[0] in ("add", "sub", "mul", "div", "pow", "maximum", "eq", "atan2")]
+
+
+@pytest.mark.parametrize("name,fn,dtypes,diff", _BINARY_SUBSET, ids=[b[0] for b in _BINARY_SUBSET])
+def test_binary(name, fn, dtypes, diff):
+    _ob.test_binary(name, fn, dtypes, diff)
+
+
+test_python_scalars_and_promotion = _ob.test_python_scalars_and_promotion
+test_where_masked_fill_addcmul = _ob.test_where_masked_fill_addcmul
+test_reduction_nan_and_empty = _ob.test_reduction_nan_and_empty
+test_softmax_family = _ob.test_softmax_family
+test_layer_norm = _ob.test_layer_norm
+test_embedding_index_select = _ob.test_embedding_index_select
+test_mlp_attention_block_training_step = _ob.test_mlp_attention_block_training_step
+test_shape_ops = _ob.test_shape_ops
+test_indexing = _ob.test_indexing
+test_sort_topk = _ob.test_sort_topk
+test_factory = _ob.test_factory
+test_random_ops_ranges_and_seed = _ob.test_random_ops_ranges_and_seed
+test_qwen3_decoder_forward_backward_adamw_matches_cpu = _tm.test_qwen3_decoder_forward_backward_adamw_matches_cpu
+test_moe_block_forward_backward_matches_cpu = _tm.test_moe_block_forward_backward_matches_cpu
+test_batchnorm_running_stats_update_in_eager = _tm.test_batchnorm_running_stats_update_in_eager
+
+
+# ---- fused against strict ----
+
+
+def test_mode_switch_and_env(run_python):
+    assert torch_tpu.eager_mode() == "fused"
+    with pytest.raises(ValueError):
+        torch_tpu.set_eager_mode("lazy")
+    r = run_python("import torch_tpu; print(torch_tpu.eager_mode())", env={"TORCH_TPU_EAGER_MODE": "fused"})
+    assert r.stdout.strip() == "fused"
+
+
+def test_ops_are_recorded_and_launched_at_item():
+    x = torch.arange(6.0, device="tpu")
+    torch.tpu.synchronize()
+    before = fused_stats()
+    y = (x * 2 + 1).relu().sum()
+    mid = fused_stats()
+    assert mid["ops"] - before["ops"] >= 4 and mid["flushes"] == before["flushes"]
+    assert y.item() == 36.0
+    assert fused_stats()["flushes"] == before["flushes"] + 1
+
+
+@pytest.mark.parametrize("sync", ["cpu", "print", "synchronize", "nonzero", "fallback", "other_device", "event"])
+def test_synchronization_points(sync, capsys):
+    x = torch.arange(12.0, device="tpu").reshape(3, 4)
+    torch.tpu.synchronize()
+    before = fused_stats()["flushes"]
+    y = x * 3 - 1
+    if sync == "cpu":
+        got = y.cpu()
+    elif sync == "print":
+        print(y)
+        assert "tensor(" in capsys.readouterr().out
+        got = y.cpu()
+    elif sync == "synchronize":
+        torch.tpu.synchronize()
+        assert fused_stats()["flushes"] == before + 1
+        got = y.cpu()
+    elif sync == "nonzero":
+        nz = torch.nonzero(y > 10)
+        assert nz.shape == torch.nonzero((x.cpu() * 3 - 1) > 10).shape
+        got = y.cpu()
+    elif sync == "fallback":
+        # An op without a rule runs on the CPU: its input is read from the device first.
+        from test_fallback import NO_RULE
+
+        cubed = NO_RULE(y)
+        assert fused_stats()["flushes"] == before + 1
+        assert torch.equal(cubed.cpu(), (x.cpu() * 3 - 1) ** 3)
+        got = y.cpu()
+    elif sync == "other_device":
+        z = y.to("tpu:1")
+        assert fused_stats()["flushes"] >= before + 1
+        got = z.cpu()
+    else:
+        ev = torch.tpu.Event()
+        ev.record()
+        assert fused_stats()["flushes"] == before + 1
+        got = y.cpu()
+    assert fused_stats()["flushes"] >= before + 1
+    assert torch.equal(got, x.cpu() * 3 - 1)
+
+
+def _step(w, x, bias):
+    h = torch.tanh(x @ w + bias)
+    h = F.softmax(h * 0.5, dim=-1)
+    return h.sum(0), h.max()
+
+
+def test_fused_equals_strict_bitwise_and_repeats_hit_the_cache():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(16, 16, generator=g).to("tpu")
+    bias = torch.randn(16, generator=g).to("tpu")
+    xs = [torch.randn(8, 16, generator=g).to("tpu") for _ in range(4)]
+    want = [tuple(t.cpu() for t in strict(_step, w, x, bias)) for x in xs]
+    before = fused_stats()
+    for x, (ws, wm) in zip(xs, want):
+        s, m = _step(w, x, bias)
+        assert torch.equal(s.cpu(), ws) and torch.equal(m.cpu(), wm)
+        torch_tpu._C._fused_wait()
+    after = fused_stats()
+    # The same step four times: run op by op once, compiled (in the background) the second time, a cached program
+    # from then on (or read from the disk cache at once, when an earlier run left it there).
+    assert after["hits"] - before["hits"] >= 1
+    assert after["compiles"] + after["disk_hits"] - before["compiles"] - before["disk_hits"] == 1
+
+
+def test_in_place_writes_through_views():
+    def f(base):
+        a = base.clone()
+        v = a[1:, ::2]          # a strided view
+        v.mul_(10)
+        a[0].add_(a[2])         # reads a row written above
+        t = a.t()
+        t[0, 1] = -1.0          # write through a transposed view
+        a.unsqueeze(0)[0, 2, 3] += 5
+        return a, v.sum()
+
+    base = torch.arange(20.0).reshape(4, 5).to("tpu")
+    want = [t.cpu() for t in strict(f, base)]
+    got = f(base)
+    for g, w in zip(got, want):
+        assert torch.equal(g.cpu(), w)
+    cpu = f(base.cpu())
+    assert torch.equal(want[0], cpu[0])
+
+
+def test_temporaries_are_not_outputs_and_aliases_see_writes():
+    x = torch.ones(4, 4, device="tpu")
+    torch.tpu.synchronize()
+    y = x + 1
+    z = y * 2                  # y dies below, z stays
+    view = z.view(16)
+    del y
+    view[3] = 100.0
+    assert z[0, 3].item() == 100.0
+    assert torch.equal(z.cpu().flatten()[:3], torch.full((3,), 4.0))
+
+
+def test_autograd_backward_on_the_device_thread():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(6, 3)
+    x = torch.randn(5, 6)
+    tl = torch.nn.Linear(6, 3).to("tpu")
+    tl.load_state_dict(lin.state_dict())
+    loss_c = F.gelu(lin(x)).pow(2).mean()
+    loss_c.backward()
+    loss_t = F.gelu(tl(x.to("tpu"))).pow(2).mean()
+    loss_t.backward()
+    torch.testing.assert_close(loss_t.item(), loss_c.item())
+    torch.testing.assert_close(tl.weight.grad.cpu(), lin.weight.grad)
+    torch.testing.assert_close(tl.bias.grad.cpu(), lin.bias.grad)
+
+
+def test_rng_draws_the_same_keys_as_strict():
+    def draw():
+        torch.manual_seed(1234)
+        a = torch.rand(100, device="tpu")
+        b = torch.randn(7, 3, device="tpu")
+        c = F.dropout(torch.ones(50, device="tpu"), 0.5, training=True)
+        return a.cpu(), b.cpu(), c.cpu()
+
+    want = strict(draw)
+    got = draw()
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_loop_without_synchronization_is_cut_at_its_period(run_python):
+    code = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("fused")
+w = torch.randn(8, 8).to("tpu")
+acc = torch.zeros(8, 8, device="tpu")
+torch.tpu.synchronize()
+def loop(n):
+    global acc
+    for i in range(n):          # 4 ops per iteration, never synchronized
+        acc = (acc @ w).tanh() * 0.5 + w
+loop(100)
+torch_tpu._C._fused_wait()
+s0 = torch_tpu.cache_stats()["fused"]
+loop(200)                       # cut into identical traces, each one launch of the same fused program
+s1 = torch_tpu.cache_stats()["fused"]
+torch.tpu.synchronize()
+ref = torch.zeros(8, 8)
+wc = w.cpu()
+for i in range(300):
+    ref = (ref @ wc).tanh() * 0.5 + wc
+assert torch.allclose(acc.cpu(), ref, atol=1e-5), (acc.cpu() - ref).abs().max()
+print(s1["limit_flushes"] - s0["limit_flushes"], s1["hits"] - s0["hits"], s1["compiles"])
+"""
+    r = run_python(code, env={"TORCH_TPU_FUSED_MAX_OPS": "100", "TORCH_TPU_CACHE_DIR": ""})
+    cuts, hits, compiles = map(int, r.stdout.split())
+    assert cuts >= 8 and hits == cuts and compiles <= 2, r.stdout
+
+
+def test_meta_errors_raise_at_the_op_and_keep_the_trace():
+    x = torch.arange(6.0, device="tpu")
+    y = x * 2
+    with pytest.raises(RuntimeError, match="size of tensor a"):
+        y + torch.ones(5, device="tpu")
+    assert torch.equal(y.cpu(), torch.arange(6.0) * 2)
+
+
+def test_an_error_inside_a_fused_block_names_the_op():
+    # The device cannot allocate 256 GiB: the error surfaces when the block is launched and names the op, both the
+    # first time (op by op) and once the block has a fused program (which then reruns op by op to find it).
+    x = torch.ones(3, device="tpu")
+    for attempt in range(3):
+        torch.tpu.synchronize()
+        big = torch.zeros(2**36, device="tpu")
+        y = (x + 1) * 2
+        with pytest.raises(RuntimeError, match="aten::zero"):
+            y.cpu()
+        # The block's results are lost, not silently zero.
+        with pytest.raises(RuntimeError, match="value was lost"):
+            y.cpu()
+        del big, y
+    assert torch.equal(((x + 1) * 2).cpu(), torch.full((3,), 4.0))
