@@ -93,6 +93,11 @@ api._install_dynamo_hook()
 from ._dynamo_backend import _install as _install_compile, compile_stats  # noqa: E402  (torch.compile backend "tpu")
 _install_compile()
 
+# ---- 6. the c10d backend "tpu_dist" ----
+from . import distributed  # noqa: E402
+
+distributed._register()
+
 # ---- public helpers ----
 
 

@@ -85,6 +85,7 @@ PYBIND11_MODULE(_C, m) {
   registerHooks();
   registerLoweringKernels();
   { void bindCompile(pybind11::module_&); bindCompile(m); }  // csrc/python/compile_bindings.cpp
+  { void bindDistributed(pybind11::module_&); bindDistributed(m); }  // csrc/python/dist_bindings.cpp
 
   m.def("_set_plugin", [](const std::string& path, const py::dict& options) {
     std::vector<runtime::CreateOption> opts;
