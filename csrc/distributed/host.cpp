@@ -92,28 +92,35 @@ c10::intrusive_ptr<TpuWork> HostEngine::submit(const std::string& name, c10d::Op
     job->args[i].t = args[i].t;
   }
   if (!job->cpu) {
+    // Everything launched on the device here precedes the programs that will read the pending outputs: the
+    // device runs programs in launch order, so nothing this collective needs may be launched after them (the
+    // engine threads launch no program at all).
     // 1. Snapshot every input before any output is published (an input may be a view of an output).
     for (Staged& s : job->args) {
       if (s.role == Role::Out) continue;
       s.src = snapshot(s.t);
     }
-    // 2. Publish pending outputs.
+    // 2. On host memory, give In / InOut mirrors a buffer of their own, shaped like the tensor: the snapshot
+    //    itself when nothing else holds it once the outputs are published (a donating identity program waits
+    //    for its earlier readers), a copy otherwise.
+    if (host_memory_) {
+      for (Staged& s : job->args) {
+        if (s.role != Role::In && s.role != Role::InOut) continue;
+        if (s.t.numel() == 0) continue;
+        std::vector<int64_t> dims(s.t.sizes().begin(), s.t.sizes().end());
+        const bool held_by_storage = s.role == Role::InOut && coversStorage(s.t) && storageOf(s.t)->get() == s.src;
+        const long others = s.src.use_count() - 1 - (held_by_storage ? 1 : 0);
+        const bool exclusive = s.role == Role::InOut && others == 0 && s.src->byteSize() >= kTakeOverMinBytes;
+        s.own = identity(s.src, exclusive, &dims);
+        s.src.reset();
+      }
+    }
+    // 3. Publish pending outputs.
     for (Staged& s : job->args) {
       if (s.role != Role::Out && s.role != Role::InOut) continue;
       std::vector<int64_t> dims(s.t.sizes().begin(), s.t.sizes().end());
       s.pending = client().pending(elementType(s.t), dims, s.t.device().index());
       if (s.pending) assign(s.t, s.pending->buffer());
-    }
-    // 3. On host memory, give In / InOut mirrors a buffer of their own: the snapshot itself when nothing else
-    //    holds it (a donating identity program waits for its earlier readers), a copy otherwise.
-    if (host_memory_) {
-      for (Staged& s : job->args) {
-        if (s.role != Role::In && s.role != Role::InOut) continue;
-        if (s.t.numel() == 0) continue;
-        bool exclusive = s.src.use_count() == 1 && s.src->byteSize() >= kTakeOverMinBytes;
-        s.own = identity(s.src, exclusive);
-        s.src.reset();
-      }
     }
   }
   {
@@ -175,8 +182,7 @@ void HostEngine::publish(Job& job) {
     s.out.reset();
     s.own.reset();
     if (s.pending) {
-      if (value->dims() != dims) value = reshapeBuffer(value, dims);
-      s.pending->fulfill(value);
+      s.pending->fulfill(value);  // value has the tensor's dims (see submit / stage)
     } else {
       assign(s.t, value);
     }

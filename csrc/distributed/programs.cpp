@@ -50,7 +50,8 @@ std::string dimsKey(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-runtime::BufferPtr identity(const runtime::BufferPtr& src, bool donate) {
+runtime::BufferPtr identity(const runtime::BufferPtr& src, bool donate, const std::vector<int64_t>* out_dims) {
+  if (out_dims != nullptr && *out_dims != src->dims()) return reshapeBuffer(src, *out_dims);
   const auto type = src->type();
   const auto dims = src->dims();
   std::string key = std::string("dist.identity:") + runtime::elementTypeName(type) + ":" + dimsKey(dims) +

@@ -11,7 +11,8 @@ namespace torch_tpu::dist {
 
 // A buffer with `src`'s values that only the caller holds. With `donate`, `src` is donated to an identity
 // program (no copy; the program waits for every earlier reader of `src`), so `src` must have no other holder.
-runtime::BufferPtr identity(const runtime::BufferPtr& src, bool donate);
+// The result has dimensions `dims` (same element count; default: src's); a reshape is never donated.
+runtime::BufferPtr identity(const runtime::BufferPtr& src, bool donate, const std::vector<int64_t>* dims = nullptr);
 // `src`'s values (row-major) with dimensions `dims` (same element count), in a new buffer.
 runtime::BufferPtr reshapeBuffer(const runtime::BufferPtr& src, const std::vector<int64_t>& dims);
 // The executable compiled from build() under `key` (built and compiled once; thread-safe).

@@ -780,8 +780,12 @@ c10::intrusive_ptr<TpuWork> XlaEngine::send(at::Tensor& t, int dst, int64_t tag)
   TORCH_CHECK(dst >= 0 && dst < group_->size() && dst != rank_, "tpu_dist: send: invalid destination rank ", dst);
   auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::SEND, "send", std::vector<at::Tensor>{t});
   work->setTimeout(timeout_);
-  // The snapshot is immutable: the message is complete as soon as it is posted.
-  group_->send(rank_, dst, tag, snapshot(t));
+  // The snapshot is immutable: the message is complete as soon as it is posted. It travels flat, so the
+  // receiver needs no program of its own (one launched from another thread could queue behind its readers).
+  std::vector<int64_t> flat{t.numel()};
+  runtime::BufferPtr buf = snapshot(t);
+  if (buf->dims() != flat) buf = reshapeBuffer(buf, flat);
+  group_->send(rank_, dst, tag, std::move(buf));
   work->complete();
   return work;
 }
@@ -794,7 +798,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::recv(at::Tensor& t, int src, int64_t tag)
   auto work = c10::make_intrusive<TpuWork>(rank_, src < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, "recv",
                                            std::vector<at::Tensor>{t});
   work->setTimeout(timeout_);
-  std::vector<int64_t> dims = sizesOf(t);
+  std::vector<int64_t> dims{t.numel()};
   runtime::PendingBufferPtr pending = client().pending(elementType(t), dims, device_);
   if (pending) assign(t, pending->buffer());
   at::Tensor target = t;
@@ -805,7 +809,6 @@ c10::intrusive_ptr<TpuWork> XlaEngine::recv(at::Tensor& t, int src, int64_t tag)
                   "tpu_dist: recv: rank ", from, " sent ", runtime::elementTypeName(buf->type()), " x ",
                   buf->numElements(), ", the receiving tensor is ", describe(target));
       runtime::BufferPtr mine = client().copyToDevice(*buf, device);
-      if (mine->dims() != dims) mine = reshapeBuffer(mine, dims);
       if (pending)
         pending->fulfill(mine);
       else
