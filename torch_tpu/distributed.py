@@ -215,10 +215,32 @@ def run_ranks_as_threads(
         except BaseException as e:  # noqa: BLE001 - reported below
             errors[rank] = e
 
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
     with _threads_lock:
         old_world = c10d._world
         c10d._world = _ThreadLocalWorld()
         torch._C._distributed_c10d._set_thread_isolation_mode(True)
+        # DTensor's sharding propagation enters a fake-tensor mode per call: one thread at a time, and without
+        # the fake-tensor dispatch cache, whose keys see device "tpu" but not which tpu each thread uses.
+        old_fake_lock = ShardingPropagator._fake_mode_lock
+        ShardingPropagator._fake_mode_lock = threading.Lock()
+        import torch._dynamo.config as dynamo_config
+
+        old_fake_cache = dynamo_config.fake_tensor_cache_enabled
+        dynamo_config.fake_tensor_cache_enabled = False
+        # Fake tensors for "tpu" land on the calling rank's device (torch may hand a fake-tensor factory another
+        # thread's device index).
+        from torch._subclasses.fake_tensor import FakeTensor
+
+        old_normalize = FakeTensor.__dict__["_normalize_fake_device"]
+
+        def _normalize(device: torch.device) -> torch.device:
+            if device.type == "tpu":
+                return torch.device("tpu", torch.tpu.current_device())
+            return old_normalize.__func__(device)
+
+        FakeTensor._normalize_fake_device = staticmethod(_normalize)
         try:
             threads = [threading.Thread(target=body, args=(r,), name=f"tpu_dist-rank{r}", daemon=True)
                        for r in range(world_size)]
@@ -228,6 +250,9 @@ def run_ranks_as_threads(
                 t.join(timeout)
             stuck = [r for r, t in enumerate(threads) if t.is_alive()]
         finally:
+            FakeTensor._normalize_fake_device = old_normalize
+            dynamo_config.fake_tensor_cache_enabled = old_fake_cache
+            ShardingPropagator._fake_mode_lock = old_fake_lock
             torch._C._distributed_c10d._set_thread_isolation_mode(False)
             c10d._world = old_world
     if stuck:

@@ -17,6 +17,19 @@ void checkTensors(const char* what, const std::vector<at::Tensor>& ts) {
   }
 }
 
+int64_t totalNumel(const std::vector<at::Tensor>& ts) {
+  int64_t n = 0;
+  for (const at::Tensor& t : ts) n += t.numel();
+  return n;
+}
+
+HostEngine::Signature sigOf(c10d::OpType op, const std::vector<at::Tensor>& ts, int64_t extra) {
+  return HostEngine::signature(op, ts.empty() ? at::Tensor() : ts[0], static_cast<int64_t>(ts.size()),
+                               totalNumel(ts), extra);
+}
+
+int64_t opCode(const c10d::ReduceOp& op) { return static_cast<int64_t>(op.op_); }
+
 std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<at::Tensor> out;
   for (const auto& l : lists)
@@ -58,9 +71,10 @@ bool TpuBackend::onXla(const std::vector<at::Tensor>& tensors) const {
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::submit(const std::string& name, c10d::OpType op,
                                                   std::vector<HostEngine::Arg> args, std::vector<at::Tensor> outputs,
-                                                  HostEngine::Call call, HostEngine::Hook pre, HostEngine::Hook post) {
-  auto work = host_->submit(name, op, std::move(args), std::move(outputs), std::move(call), std::move(pre),
-                            std::move(post));
+                                                  HostEngine::Call call, HostEngine::Hook pre,
+                                                  HostEngine::Signature sig) {
+  auto work = host_->submit(name, op, std::move(args), std::move(outputs), std::move(call), std::move(pre), {},
+                            std::move(sig));
   work->setTimeout(timeout_);
   return work;
 }
@@ -81,7 +95,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
   }
   auto gloo = host_->gloo();
   return submit("all_reduce", c10d::OpType::ALLREDUCE, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce(m, o); }, pre);
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce(m, o); }, pre,
+                sigOf(c10d::OpType::ALLREDUCE, tensors, opCode(opts.reduceOp)));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -98,7 +113,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::T
   }
   auto gloo = host_->gloo();
   return submit("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce_coalesced(m, o); }, pre);
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce_coalesced(m, o); }, pre,
+                sigOf(c10d::OpType::ALLREDUCE_COALESCED, tensors, opCode(opts.reduceOp)));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -115,7 +131,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tenso
   }
   auto gloo = host_->gloo();
   return submit("reduce", c10d::OpType::REDUCE, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->reduce(m, o); }, pre);
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->reduce(m, o); }, pre,
+                sigOf(c10d::OpType::REDUCE, tensors, opts.rootRank * 16 + opCode(opts.reduceOp)));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -128,7 +145,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
   auto gloo = host_->gloo();
   auto o = opts;
   return submit("broadcast", c10d::OpType::BROADCAST, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->broadcast(m, o); });
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->broadcast(m, o); }, {},
+                sigOf(c10d::OpType::BROADCAST, tensors, opts.rootRank));
 }
 
 // ------------------------------------------------------------------------------------------------ gathers
@@ -159,7 +177,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                     k += c;
                   }
                   return gloo->allgather(out, in, o);
-                });
+                },
+                {}, sigOf(c10d::OpType::ALLGATHER, inputs, -1));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
@@ -188,7 +207,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::
                     k += c;
                   }
                   return gloo->allgather_coalesced(out, in, o);
-                });
+                },
+                {}, sigOf(c10d::OpType::ALLGATHER_COALESCED, inputs, -1));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -221,7 +241,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::
                   std::vector<at::Tensor> out(m.begin() + static_cast<long>(n), m.end());
                   if (n == 1) return gloo->_allgather_base(out[0], in[0], o);
                   return gloo->allgather_into_tensor_coalesced(out, in, o);
-                });
+                },
+                {}, sigOf(c10d::OpType::_ALLGATHER_BASE, inputs, -1));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -249,7 +270,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
                     k += c;
                   }
                   return gloo->gather(out, in, o);
-                });
+                },
+                {}, sigOf(c10d::OpType::GATHER, inputs, opts.rootRank));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outputs,
@@ -282,7 +304,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
                     k += c;
                   }
                   return gloo->scatter(out, in, o);
-                });
+                },
+                {}, sigOf(c10d::OpType::SCATTER, outputs, opts.rootRank));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -334,7 +357,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor
                   }
                   return gloo->reduce_scatter(out, in, o);
                 },
-                pre);
+                pre, sigOf(c10d::OpType::REDUCE_SCATTER, outputs, opCode(opts.reduceOp)));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
@@ -375,7 +398,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::
                   if (n == 1) return gloo->_reduce_scatter_base(out[0], in[0], o);
                   return gloo->reduce_scatter_tensor_coalesced(out, in, o);
                 },
-                pre);
+                pre, sigOf(c10d::OpType::_REDUCE_SCATTER_BASE, outputs, opCode(opts.reduceOp)));
 }
 
 // ------------------------------------------------------------------------------------------------ all-to-all
@@ -390,10 +413,17 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
   auto gloo = host_->gloo();
   auto o = opts;
   auto os = output_splits, is = input_splits;
+  // Uneven splits give ranks tensors of different sizes: agree on the dtype and the row size only.
+  const bool even = os.empty() && is.empty();
+  const int64_t row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : input.numel();
+  auto sig = even ? sigOf(c10d::OpType::ALLTOALL_BASE, {input}, -1)
+                  : HostEngine::signature(c10d::OpType::ALLTOALL_BASE, at::empty({row}, input.options().device(at::kCPU)),
+                                          1, -1, row);
   return submit("all_to_all_single", c10d::OpType::ALLTOALL_BASE, std::move(args), {output},
                 [gloo, o, os, is](std::vector<at::Tensor>& m) mutable {
                   return gloo->alltoall_base(m[0], m[1], os, is, o);
-                });
+                },
+                {}, sig);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -411,7 +441,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
     std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(n));
     std::vector<at::Tensor> in(m.begin() + static_cast<long>(n), m.end());
     return gloo->alltoall(out, in, o);
-  });
+  }, {}, sigOf(c10d::OpType::ALLTOALL, inputs, -1));
 }
 
 // ------------------------------------------------------------------------------------------------ barrier, p2p
@@ -426,7 +456,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& o
   o.device = std::nullopt;
   o.device_ids.clear();
   return submit("barrier", c10d::OpType::BARRIER, {}, {},
-                [gloo, o](std::vector<at::Tensor>&) { return gloo->barrier(o); });
+                [gloo, o](std::vector<at::Tensor>&) { return gloo->barrier(o); }, {},
+                HostEngine::signature(c10d::OpType::BARRIER, at::Tensor(), 0, 0, -1));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {

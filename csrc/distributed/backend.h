@@ -72,7 +72,7 @@ class TpuBackend : public c10d::Backend {
   bool onXla(const std::vector<at::Tensor>& tensors) const;
   c10::intrusive_ptr<c10d::Work> submit(const std::string& name, c10d::OpType op, std::vector<HostEngine::Arg> args,
                                         std::vector<at::Tensor> outputs, HostEngine::Call call,
-                                        HostEngine::Hook pre = {}, HostEngine::Hook post = {});
+                                        HostEngine::Hook pre = {}, HostEngine::Signature sig = {});
   c10d::Backend& gloo() const { return *host_->gloo(); }
 
   std::chrono::milliseconds timeout_;

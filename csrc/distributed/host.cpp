@@ -3,6 +3,8 @@
 #include <Python.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -29,9 +31,32 @@ struct HostEngine::Job {
   Hook pre, post;
   c10::intrusive_ptr<c10d::Work> gloo_work;
   bool cpu = false;  // every tensor is a CPU tensor: the mirrors are the tensors
+  Signature sig;
 };
 
 namespace {
+
+constexpr size_t kSigWords = 12;  // op, extra, dtype, count, numel, rank, dims[6]
+constexpr size_t kSigDims = 6;
+
+bool checksEnabled() {
+  const char* e = std::getenv("TORCH_TPU_DIST_CHECK");
+  return e == nullptr || std::string(e) != "0";
+}
+
+std::string describeSignature(const int64_t* w) {
+  std::string s = c10d::opTypeToString(static_cast<c10d::OpType>(w[0]));
+  s += "(";
+  s += c10::toString(static_cast<c10::ScalarType>(w[2]));
+  s += "[";
+  for (int64_t i = 0; i < std::min<int64_t>(w[5], static_cast<int64_t>(kSigDims)); ++i)
+    s += (i ? ", " : "") + std::to_string(w[6 + i]);
+  if (w[5] > static_cast<int64_t>(kSigDims)) s += ", ...";
+  s += "]";
+  if (w[3] != 1) s += " x" + std::to_string(w[3]) + " tensors, " + std::to_string(w[4]) + " elements";
+  if (w[1] >= 0) s += ", " + std::to_string(w[1]);
+  return s + ")";
+}
 
 // Smallest buffer worth taking over with a donating identity program rather than copying.
 constexpr size_t kTakeOverMinBytes = 64 << 10;
@@ -54,8 +79,26 @@ at::Tensor hostCopy(const runtime::BufferPtr& buf, const at::Tensor& like) {
 
 }  // namespace
 
+HostEngine::Signature HostEngine::signature(c10d::OpType op, const at::Tensor& ref, int64_t count, int64_t numel,
+                                            int64_t extra) {
+  Signature sig;
+  sig.words.assign(kSigWords, 0);
+  sig.words[0] = static_cast<int64_t>(op);
+  sig.words[1] = extra;
+  sig.words[2] = ref.defined() ? static_cast<int64_t>(ref.scalar_type()) : -1;
+  sig.words[3] = count;
+  sig.words[4] = numel;
+  sig.words[5] = ref.defined() ? ref.dim() : 0;
+  for (int64_t i = 0; ref.defined() && i < std::min<int64_t>(ref.dim(), static_cast<int64_t>(kSigDims)); ++i)
+    sig.words[static_cast<size_t>(6 + i)] = ref.size(i);
+  return sig;
+}
+
 HostEngine::HostEngine(c10::intrusive_ptr<c10d::Backend> gloo, int rank)
-    : gloo_(std::move(gloo)), rank_(rank), host_memory_(client().deviceMemoryIsHostMemory()) {
+    : gloo_(std::move(gloo)),
+      rank_(rank),
+      host_memory_(client().deviceMemoryIsHostMemory()),
+      check_(checksEnabled()) {
   stager_ = std::thread([this] { stagerLoop(); });
   completer_ = std::thread([this] { completerLoop(); });
 }
@@ -74,8 +117,10 @@ HostEngine::~HostEngine() {
 }
 
 c10::intrusive_ptr<TpuWork> HostEngine::submit(const std::string& name, c10d::OpType op, std::vector<Arg> args,
-                                               std::vector<at::Tensor> outputs, Call call, Hook pre, Hook post) {
+                                               std::vector<at::Tensor> outputs, Call call, Hook pre, Hook post,
+                                               Signature sig) {
   auto job = std::make_shared<Job>();
+  job->sig = std::move(sig);
   job->name = name;
   job->work = c10::make_intrusive<TpuWork>(rank_, op, name, std::move(outputs));
   job->call = std::move(call);
@@ -133,7 +178,26 @@ c10::intrusive_ptr<TpuWork> HostEngine::submit(const std::string& name, c10d::Op
   return job->work;
 }
 
+void HostEngine::verify(Job& job) {
+  const int64_t n = gloo_->getSize();
+  const int64_t seq = ++checked_;
+  at::Tensor mine = at::empty({static_cast<int64_t>(kSigWords)}, at::kLong);
+  std::copy(job.sig.words.begin(), job.sig.words.end(), mine.data_ptr<int64_t>());
+  at::Tensor all = at::empty({n * static_cast<int64_t>(kSigWords)}, at::kLong);
+  c10d::AllgatherOptions o;
+  gloo_->_allgather_base(all, mine, o)->wait();
+  const int64_t* w = all.data_ptr<int64_t>();
+  bool same = true;
+  for (int64_t r = 1; r < n && same; ++r)
+    same = std::equal(w, w + kSigWords, w + r * static_cast<int64_t>(kSigWords));
+  if (same) return;
+  std::string msg = "tpu_dist: collective #" + std::to_string(seq) + " does not match across ranks:";
+  for (int64_t r = 0; r < n; ++r) msg += "\n  rank " + std::to_string(r) + ": " + describeSignature(w + r * kSigWords);
+  TORCH_CHECK(false, msg);
+}
+
 void HostEngine::stage(Job& job) {
+  if (check_ && !job.sig.words.empty()) verify(job);
   std::vector<at::Tensor> mirrors;
   mirrors.reserve(job.args.size());
   for (Staged& s : job.args) {

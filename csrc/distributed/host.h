@@ -44,10 +44,22 @@ class HostEngine {
   HostEngine(const HostEngine&) = delete;
   HostEngine& operator=(const HostEngine&) = delete;
 
+  // What every rank must agree on before a collective runs: Gloo aborts the process when ranks pass tensors of
+  // different sizes, so each collective first exchanges its signature (a small all_gather, overlapping the
+  // previous collective) and a mismatch fails the collective on every rank instead. Empty: no check (p2p).
+  // TORCH_TPU_DIST_CHECK=0 turns the checks off.
+  struct Signature {
+    std::vector<int64_t> words;
+  };
+  // The signature of a collective `op` whose rank-independent description is `ref` (dtype and shape), over
+  // `count` tensors of `numel` elements in all, with one extra value (root rank, reduce op, row size).
+  static Signature signature(c10d::OpType op, const at::Tensor& ref, int64_t count, int64_t numel, int64_t extra);
+
   // Issues one collective; `outputs` become the Work's result and future value. `pre` runs on the mirrors before
   // the Gloo call, `post` after it completed (before outputs are published).
   c10::intrusive_ptr<TpuWork> submit(const std::string& name, c10d::OpType op, std::vector<Arg> args,
-                                     std::vector<at::Tensor> outputs, Call call, Hook pre = {}, Hook post = {});
+                                     std::vector<at::Tensor> outputs, Call call, Hook pre = {}, Hook post = {},
+                                     Signature sig = {});
   const c10::intrusive_ptr<c10d::Backend>& gloo() const { return gloo_; }
   // Waits until every collective issued so far has completed (errors are reported by their Work).
   void drain();
@@ -58,11 +70,14 @@ class HostEngine {
   void stagerLoop();
   void completerLoop();
   void stage(Job& job);
+  void verify(Job& job);
   void publish(Job& job);
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   int rank_;
   bool host_memory_;  // device buffers are host memory (zero-copy mirrors)
+  bool check_;        // exchange signatures before collectives
+  int64_t checked_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> to_stage_, to_complete_;
