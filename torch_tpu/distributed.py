@@ -86,7 +86,10 @@ def _create_backend(dist_opts: Any, backend_opts: Any) -> Any:
     if not isinstance(timeout, datetime.timedelta):
         timeout = datetime.timedelta(seconds=float(timeout))
     group_id = str(dist_opts.group_id)
-    device = int(torch.tpu.current_device()) if torch.tpu.is_available() else 0
+    # The group binds this rank to its current device: initialize the runtime now, so that DeviceMesh (which
+    # picks a device from LOCAL_RANK only when the runtime is uninitialized) keeps it.
+    torch.tpu.init()
+    device = int(torch.tpu.current_device())
 
     # Who is where: (host, pid, device) of every rank decides the transport.
     me = {"host": socket.gethostname(), "pid": os.getpid(), "device": device}

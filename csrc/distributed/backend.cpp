@@ -62,6 +62,8 @@ TpuBackend::TpuBackend(int rank, int size, std::chrono::milliseconds timeout, st
 
 TpuBackend::~TpuBackend() = default;
 
+void TpuBackend::shutdown() { host_->drain(); }
+
 bool TpuBackend::onXla(const std::vector<at::Tensor>& tensors) const {
   if (!xla_) return false;
   for (const at::Tensor& t : tensors)

@@ -24,6 +24,8 @@ class TpuBackend : public c10d::Backend {
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
   bool supportsSplitting() const override { return false; }
   bool supportsCoalescing() const override { return false; }
+  // destroy_process_group: collectives already issued still run (the other ranks need this rank's part).
+  void shutdown() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

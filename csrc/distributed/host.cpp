@@ -4,6 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <tuple>
@@ -98,7 +99,8 @@ HostEngine::HostEngine(c10::intrusive_ptr<c10d::Backend> gloo, int rank)
     : gloo_(std::move(gloo)),
       rank_(rank),
       host_memory_(client().deviceMemoryIsHostMemory()),
-      check_(checksEnabled()) {
+      check_(checksEnabled()),
+      trace_(std::getenv("TORCH_TPU_DIST_TRACE") != nullptr && std::string(std::getenv("TORCH_TPU_DIST_TRACE")) == "1") {
   stager_ = std::thread([this] { stagerLoop(); });
   completer_ = std::thread([this] { completerLoop(); });
 }
@@ -173,6 +175,9 @@ c10::intrusive_ptr<TpuWork> HostEngine::submit(const std::string& name, c10d::Op
     TORCH_CHECK(!stop_, "tpu_dist: the process group was destroyed");
     to_stage_.push_back(job);
     ++issued_;
+    if (trace_)
+      std::fprintf(stderr, "[tpu_dist rank %d] #%ld %s%s\n", rank_, static_cast<long>(issued_), name.c_str(),
+                   job->sig.words.empty() ? "" : (" " + describeSignature(job->sig.words.data())).c_str());
   }
   cv_.notify_all();
   return job->work;

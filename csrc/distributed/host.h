@@ -77,6 +77,7 @@ class HostEngine {
   int rank_;
   bool host_memory_;  // device buffers are host memory (zero-copy mirrors)
   bool check_;        // exchange signatures before collectives
+  bool trace_;        // TORCH_TPU_DIST_TRACE=1: print every collective as it is issued
   int64_t checked_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -76,8 +76,18 @@ def run_processes(
                     daemon=True)
         for r in range(world_size)
     ]
-    for p in procs:
-        p.start()
+    # The environment a child imports torch with (plugin options are read at import) is the parent's at start.
+    saved = {k: os.environ.get(k) for k in child_env}
+    os.environ.update(child_env)
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     out: Dict[int, Any] = {}
     errors: Dict[int, str] = {}
     deadline = datetime.datetime.now() + datetime.timedelta(seconds=timeout + 60)
@@ -101,10 +111,16 @@ def run_processes(
     bad = {r: e for r, e in errors.items() if r not in allow_failures}
     if bad:
         r = min(bad)
-        raise RuntimeError(f"rank {r} of {world_size} failed:\n{bad[r]}")
+        others = "".join(f"\n--- rank {q} also failed:\n{bad[q]}" for q in sorted(bad) if q != r)
+        others += "".join(
+            f"\n(rank {q} exited with code {procs[q].exitcode} without reporting)" for q in missing
+            if q not in allow_failures
+        )
+        raise RuntimeError(f"rank {r} of {world_size} failed:\n{bad[r]}{others}")
     unexpected = [r for r in missing if r not in allow_failures]
     if unexpected:
-        raise RuntimeError(f"rank(s) {unexpected} of {world_size} did not report within {timeout} s")
+        codes = ", ".join(f"rank {r}: exit code {procs[r].exitcode}" for r in unexpected)
+        raise RuntimeError(f"rank(s) {unexpected} of {world_size} did not report within {timeout} s ({codes})")
     return [out.get(r, errors.get(r)) for r in range(world_size)]
 
 
