@@ -28,6 +28,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
@@ -187,8 +188,9 @@ def run_ranks_as_threads(
     With ``tpu_dist`` the group uses the XLA transport: collectives are XLA programs across the devices. Needs
     ``torch.tpu.device_count() >= world_size`` (``TORCH_TPU_NUM_DEVICES`` for the CPU plugin). Autograd runs on
     the calling thread of each rank (as torch's threaded process groups require). Returns each rank's result;
-    the first exception of any rank is raised (with its rank) once every thread has ended, and a thread still
-    running after ``timeout`` seconds is an error.
+    the first exception of any rank is raised (with its rank) once every thread has ended. ``timeout`` is the
+    process group's timeout (a rank missing from a collective is an error after it); a thread still running a
+    minute after it is an error too.
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
@@ -249,10 +251,17 @@ def run_ranks_as_threads(
                        for r in range(world_size)]
             for t in threads:
                 t.start()
+            deadline = time.monotonic() + timeout + 60  # the group timeout first reports a missing rank
             for t in threads:
-                t.join(timeout)
+                t.join(max(0.0, deadline - time.monotonic()))
             stuck = [r for r, t in enumerate(threads) if t.is_alive()]
         finally:
+            # DDP remembers the module in forward in a class attribute, saved and restored per call: threads
+            # interleaving their forwards can leave a finished rank's module behind (dynamo would then compile
+            # later graphs for DDP).
+            from torch.nn.parallel import DistributedDataParallel
+
+            DistributedDataParallel._active_ddp_module = None
             FakeTensor._normalize_fake_device = old_normalize
             dynamo_config.fake_tensor_cache_enabled = old_fake_cache
             ShardingPropagator._fake_mode_lock = old_fake_lock

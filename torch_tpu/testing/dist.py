@@ -165,15 +165,20 @@ def check_collectives(
     exact: bool = True,
     group: Optional[dist.ProcessGroup] = None,
     numel: int = 6,
+    reference_group: Optional[dist.ProcessGroup] = None,
 ) -> List[str]:
     r"""Every collective on tpu tensors (through ``group``, the default group if None) against the same collective
     on CPU copies through a Gloo group of the same ranks. Returns the failures (empty when all match).
     ``exact``: results must be bitwise equal (the host transport runs Gloo itself); otherwise floats are
-    compared with a dtype tolerance (XLA may sum in another order).
+    compared with a dtype tolerance (XLA may sum in another order). With a sub-group, pass the Gloo group of the
+    same ranks as ``reference_group`` (groups are created by every rank, in the same order).
     """
     pg = group if group is not None else dist.group.WORLD
     ranks = dist.get_process_group_ranks(pg)
-    gloo = dist.new_group(ranks, backend="gloo")
+    own_reference = reference_group is None
+    if own_reference and group is not None:
+        raise ValueError("check_collectives on a sub-group needs its Gloo reference_group")
+    gloo = dist.new_group(ranks, backend="gloo") if own_reference else reference_group
     me = dist.get_rank(pg)
     n = dist.get_world_size(pg)
     dev = torch.device("tpu", torch.tpu.current_device())
@@ -339,5 +344,6 @@ def check_collectives(
         return []
 
     case("barrier", barrier)
-    dist.destroy_process_group(gloo)
+    if own_reference:
+        dist.destroy_process_group(gloo)
     return failures
