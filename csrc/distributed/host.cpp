@@ -158,6 +158,10 @@ c10::intrusive_ptr<TpuWork> HostEngine::submit(const std::string& name, c10d::Op
         const bool held_by_storage = s.role == Role::InOut && coversStorage(s.t) && storageOf(s.t)->get() == s.src;
         const long others = s.src.use_count() - 1 - (held_by_storage ? 1 : 0);
         const bool exclusive = s.role == Role::InOut && others == 0 && s.src->byteSize() >= kTakeOverMinBytes;
+        if (trace_)
+          std::fprintf(stderr, "[tpu_dist rank %d] %s: buffer holders %ld (storage %d), %s\n", rank_, name.c_str(),
+                       static_cast<long>(s.src.use_count()), held_by_storage ? 1 : 0,
+                       exclusive ? "taken over" : "copied");
         s.own = identity(s.src, exclusive, &dims);
         s.src.reset();
       }

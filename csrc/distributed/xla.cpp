@@ -262,6 +262,14 @@ shlo::DType bitsType(shlo::DType t) {
   }
 }
 
+// In-place collectives give the tensor's buffer to their program when nothing but its storage holds it (the
+// storage receives the result right after): the result then lives in the same memory, with no new allocation.
+bool takeOver(const at::Tensor& t, const runtime::BufferPtr& buf) {
+  if (!coversStorage(t) || buf->byteSize() < donateMinBytes()) return false;
+  const bool held = storageOf(t)->get() == buf;  // (the temporary copy is gone after this statement)
+  return held && buf.use_count() == 2;           // the storage and `buf`
+}
+
 std::string joinInts(const std::vector<int64_t>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -304,7 +312,8 @@ std::vector<std::string> XlaEngine::arrive(int64_t seq, const std::string& what,
 }
 
 std::vector<runtime::BufferPtr> XlaEngine::launch(const std::string& key, const Build& build,
-                                                  const std::vector<runtime::BufferPtr>& args, int64_t seq) {
+                                                  const std::vector<runtime::BufferPtr>& args, int64_t seq,
+                                                  const std::vector<bool>& donate) {
   const int n = group_->size();
   auto exe = cachedProgram("dist.xla:" + key + "@" + group_->devicesKey(), [&] {
     runtime::DeviceAssignment da;
@@ -314,7 +323,7 @@ std::vector<runtime::BufferPtr> XlaEngine::launch(const std::string& key, const 
   });
   std::vector<runtime::Buffer*> raw;
   for (const auto& a : args) raw.push_back(a.get());
-  return exe->execute(device_, raw, {}, group_->launchId(seq));
+  return exe->execute(device_, raw, donate, group_->launchId(seq));
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::allreduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
@@ -334,20 +343,22 @@ c10::intrusive_ptr<TpuWork> XlaEngine::allreduce(std::vector<at::Tensor>& tensor
   try {
     arrive(seq, "all_reduce", sig, problem);
     std::vector<runtime::BufferPtr> args;
+    std::vector<bool> donate;
     std::string key = "ar";
     for (size_t i = 0; i < tensors.size(); ++i) {
       args.push_back(snapshot(tensors[i]));
+      donate.push_back(takeOver(tensors[i], args.back()));
       key += ":" + reds[i].key + ":" + dimsKey(tensors[i]);
     }
     auto outs = launch(key, [&] {
       shlo::Builder b;
       std::vector<shlo::Value> res;
       for (size_t i = 0; i < tensors.size(); ++i) {
-        shlo::Value x = b.parameter(flatType(tensors[i]));
+        shlo::Value x = b.parameter(flatType(tensors[i]), static_cast<int>(i));
         res.push_back(reduceAll(b, x, reds[i], n, static_cast<int64_t>(i) + 1));
       }
       return shlo::finishReplicated(b, res, n);
-    }, args, seq);
+    }, args, seq, donate);
     for (size_t i = 0; i < tensors.size(); ++i) assign(tensors[i], outs[i]);
     work->complete();
   } catch (const c10::Error&) {
@@ -369,11 +380,13 @@ c10::intrusive_ptr<TpuWork> XlaEngine::reduce(at::Tensor& t, int64_t root, const
   try {
     arrive(seq, "reduce", sig, problem);
     Reduction red = reduction(op, sdtype(t));
+    runtime::BufferPtr arg = snapshot(t);
+    std::vector<bool> donate{rank_ == root && takeOver(t, arg)};
     auto outs = launch("ar:" + red.key + ":" + dimsKey(t), [&] {
       shlo::Builder b;
-      shlo::Value x = b.parameter(flatType(t));
+      shlo::Value x = b.parameter(flatType(t), 0);
       return shlo::finishReplicated(b, {reduceAll(b, x, red, n, 1)}, n);
-    }, {snapshot(t)}, seq);
+    }, {arg}, seq, donate);
     if (rank_ == root) assign(t, outs[0]);
     work->complete();
   } catch (const c10::Error&) {
@@ -394,10 +407,12 @@ c10::intrusive_ptr<TpuWork> XlaEngine::broadcast(at::Tensor& t, int64_t root) {
   work->setTimeout(timeout_);
   try {
     arrive(seq, "broadcast", sig, problem);
+    runtime::BufferPtr arg = snapshot(t);
+    std::vector<bool> donate{rank_ != root && takeOver(t, arg)};
     auto outs = launch("bc:" + std::to_string(root) + ":" + dimsKey(t), [&] {
       shlo::Builder b;
       shlo::DType dt = sdtype(t), bits = bitsType(dt);
-      shlo::Value x = b.parameter(flatType(t));
+      shlo::Value x = b.parameter(flatType(t), 0);
       shlo::Value u = dt == shlo::DType::Pred ? b.convert(x, bits) : dt == bits ? x : b.bitcastConvert(x, bits);
       shlo::Value id = b.raw("\"stablehlo.replica_id\"()", "() -> tensor<ui32>", {shlo::DType::U32, {}});
       shlo::Value is_root = b.compare(id, b.constantInt(root, shlo::DType::U32), shlo::Cmp::EQ);
@@ -407,7 +422,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::broadcast(at::Tensor& t, int64_t root) {
                       : dt == bits            ? sum
                                               : b.bitcastConvert(sum, dt);
       return shlo::finishReplicated(b, {y}, n);
-    }, {snapshot(t)}, seq);
+    }, {arg}, seq, donate);
     if (rank_ != root) assign(t, outs[0]);
     work->complete();
   } catch (const c10::Error&) {

@@ -99,8 +99,11 @@ class XlaEngine {
  private:
   using Build = std::function<std::string()>;
   // Runs the program `key` (built by `build`) on this rank's device with `args`; returns its outputs.
+  // `donate` (optional, one flag per argument) gives an argument's buffer to the program (its parameter must
+  // alias an output: Builder::parameter(..., donate_to_output)); arguments not donated are copied by XLA.
   std::vector<runtime::BufferPtr> launch(const std::string& key, const Build& build,
-                                         const std::vector<runtime::BufferPtr>& args, int64_t seq);
+                                         const std::vector<runtime::BufferPtr>& args, int64_t seq,
+                                         const std::vector<bool>& donate = {});
   // The rendezvous of the next collective; throws (after arriving) when `problem` is set.
   std::vector<std::string> arrive(int64_t seq, const std::string& what, const std::string& sig,
                                   const std::string& problem = "", const std::string& info = "");
