@@ -257,3 +257,30 @@ def compile_job(rank: int, world: int) -> Dict[str, Any]:
     after = torch_tpu.compile_stats()
     return {"diffs": diffs, "collective_nodes": after["collective_nodes"] - before.get("collective_nodes", 0),
             "fallback_nodes": after["fallback_nodes"] - before["fallback_nodes"]}
+
+
+def ddp_features_job(rank: int, world: int) -> Dict[str, Any]:
+    """DDP communication hooks (futures) and no_sync: a Python allreduce hook gives the default hook's losses;
+    inside no_sync gradients stay local, the next synchronized backward averages them."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    batches = [b.chunk(world)[rank] for b in _batches(world, 3)]
+    plain = _train(DDP(_build(Qwen3Decoder, CFG).to(_device()), bucket_cap_mb=0.01), batches, True)
+    hooked_model = DDP(_build(Qwen3Decoder, CFG).to(_device()), bucket_cap_mb=0.01)
+    hooked_model.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
+    hooked = _train(hooked_model, batches, True)
+
+    model = DDP(_build(Qwen3Decoder, CFG).to(_device()))
+    p = model.module.lm_head.weight
+    with model.no_sync():
+        _loss(model, batches[0].to(_device())).backward()
+    local = p.grad.detach().clone()
+    gathered = [torch.empty_like(local) for _ in range(world)]
+    dist.all_gather(gathered, local)
+    differ_in_no_sync = not all(torch.equal(gathered[0].cpu(), g.cpu()) for g in gathered[1:])
+    _loss(model, batches[1].to(_device())).backward()  # synchronizes the accumulated gradients
+    synced = p.grad.detach().clone()
+    dist.all_gather(gathered, synced)
+    equal_after = all(torch.equal(gathered[0].cpu(), g.cpu()) for g in gathered[1:])
+    return {"plain": plain, "hooked": hooked, "differ_in_no_sync": differ_in_no_sync, "equal_after": equal_after}

@@ -91,6 +91,13 @@ def test_training_equals_one_process_host_transport(world):
     _check_training(res, modes)
 
 
+def test_ddp_comm_hook_and_no_sync_host_transport():
+    res = run_processes(dist_jobs.ddp_features_job, 2, timeout=300)
+    for r in res:
+        assert max(abs(a - b) for a, b in zip(r["plain"], r["hooked"])) <= LOSS_TOL, r
+        assert r["differ_in_no_sync"] and r["equal_after"], r
+
+
 # ---------------------------------------------------------------------------------------------------- xla
 
 
