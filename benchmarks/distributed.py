@@ -11,6 +11,8 @@
   bytes * 2 (n - 1) / n / time, the median of --repeats timings of --iters back-to-back all_reduces.
 * xla: ranks are threads of one process, one virtual device each (TORCH_TPU_NUM_DEVICES), with the XLA transport
   (collective programs) and then the host transport (Gloo between the threads).
+Every all_reduce size is checked once (ones summed over n ranks give n); a wrong result exits 1.
+
 * ddp: a Qwen3-style decoder trained with DDP (AdamW) at 1, 2 and 4 processes, a fixed batch per rank (weak
   scaling); median step time after warm-up. Every process competes for the same cores: on a 2-core machine the
   step time grows with the number of ranks.
@@ -58,30 +60,34 @@ def allreduce_job(rank: int, world: int, sizes_mib: List[float], iters: int, rep
         c = torch.ones(numel)
         tpu_sync = lambda t: t[:1].cpu()  # noqa: E731 - waits for the last collective's output
         cpu_sync = lambda t: None  # noqa: E731
-        _time_allreduce(x, None, 1, tpu_sync)  # warm-up (compiles, connections)
+        _time_allreduce(x, None, 1, tpu_sync)  # warm-up (compiles, connections), checked
         _time_allreduce(c, gloo, 1, cpu_sync)
+        ok = bool((x.cpu() == world).all()) and bool((c == world).all())
         tpu_t, cpu_t = [], []
         for _ in range(repeats):
             tpu_t.append(_time_allreduce(x, None, iters, tpu_sync))
             cpu_t.append(_time_allreduce(c, gloo, iters, cpu_sync))
-        out.append({"mib": mib, "tpu_s": statistics.median(tpu_t), "gloo_s": statistics.median(cpu_t)})
+        out.append({"mib": mib, "tpu_s": statistics.median(tpu_t), "gloo_s": statistics.median(cpu_t), "ok": ok})
         del x, c
     dist.destroy_process_group(gloo)
     return out
 
 
-def run_allreduce(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> None:
+def run_allreduce(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> bool:
     from torch_tpu.testing.dist import run_processes
 
     print("\n## all_reduce bus bandwidth, host transport (processes): tpu_dist on tpu tensors vs Gloo on CPU tensors\n")
     print("| ranks | size | tpu_dist GB/s | Gloo GB/s | ratio |")
     print("|---:|---:|---:|---:|---:|")
+    ok = True
     for n in ranks:
         res = run_processes(allreduce_job, n, args=(sizes, iters, repeats), timeout=3600)
+        ok &= all(row["ok"] for r in res for row in r)
         for row in res[0]:
             nbytes = int(row["mib"] * (1 << 20))
             a, b = _bus_bw(nbytes, n, row["tpu_s"]), _bus_bw(nbytes, n, row["gloo_s"])
             print(f"| {n} | {row['mib']:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
+    return ok
 
 
 def xla_job(rank: int, world: int, sizes_mib: List[float], iters: int, repeats: int) -> List[Dict[str, Any]]:
@@ -95,12 +101,13 @@ def xla_job(rank: int, world: int, sizes_mib: List[float], iters: int, repeats: 
         x = torch.ones(int(mib * (1 << 20)) // 4, device=dev)
         sync = lambda t: t[:1].cpu()  # noqa: E731
         _time_allreduce(x, None, 1, sync)
+        ok = bool((x.cpu() == world).all())
         ts = [_time_allreduce(x, None, iters, sync) for _ in range(repeats)]
-        out.append({"mib": mib, "s": statistics.median(ts), "transport": get_transport()})
+        out.append({"mib": mib, "s": statistics.median(ts), "transport": get_transport(), "ok": ok})
     return out
 
 
-def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> None:
+def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> bool:
     import torch
 
     from torch_tpu.distributed import run_ranks_as_threads
@@ -108,6 +115,7 @@ def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> N
     print("\n## all_reduce bus bandwidth, ranks as threads (one virtual device each): XLA vs host transport\n")
     print("| ranks | size | XLA GB/s | host GB/s | ratio |")
     print("|---:|---:|---:|---:|---:|")
+    ok = True
     for n in ranks:
         if torch.tpu.device_count() < n:
             print(f"| {n} | (needs TORCH_TPU_NUM_DEVICES >= {n}) | | | |")
@@ -121,9 +129,11 @@ def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> N
                 os.environ.pop("TORCH_TPU_DIST_TRANSPORT", None)
         for rx, rh in zip(results["xla"], results["host"]):
             assert rx["transport"] == "xla" and rh["transport"] == "host"
+            ok &= rx["ok"] and rh["ok"]
             nbytes = int(rx["mib"] * (1 << 20))
             a, b = _bus_bw(nbytes, n, rx["s"]), _bus_bw(nbytes, n, rh["s"])
             print(f"| {n} | {rx['mib']:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
+    return ok
 
 
 def ddp_job(rank: int, world: int, steps: int, warmup: int, hidden: int, layers: int, batch: int,
@@ -200,12 +210,16 @@ def main() -> None:
     import torch_tpu  # noqa: F401
 
     print(f"# tpu_dist benchmarks ({os.cpu_count()} cores)")
+    ok = True
     if a.section in ("all", "allreduce"):
-        run_allreduce(a.ranks, sizes, a.iters, a.repeats)
+        ok &= run_allreduce(a.ranks, sizes, a.iters, a.repeats)
     if a.section in ("all", "xla"):
-        run_xla(a.ranks, [x for x in sizes if x <= 64], a.iters, a.repeats)
+        ok &= run_xla(a.ranks, [x for x in sizes if x <= 64], a.iters, a.repeats)
     if a.section in ("all", "ddp"):
         run_ddp(a.ddp_ranks, a.ddp_steps, a.hidden, a.layers, a.batch, a.seq)
+    if not ok:
+        print("FAILED: an all_reduce result was wrong")
+        sys.exit(1)
 
 
 if __name__ == "__main__":
