@@ -1,6 +1,9 @@
 #include "distributed/backend.h"
 
-#include "eager/storage.h"
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/storage.h"
 
 namespace torch_tpu::dist {
 

@@ -3,11 +3,10 @@
 #include <ATen/core/ivalue.h>
 #include <c10/core/DeviceGuard.h>
 
-#include "eager/storage.h"
-
-namespace torch_tpu {
-at::Tensor dense(const at::Tensor& t);  // csrc/eager/copy.cpp
-}
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/storage.h"
 
 namespace torch_tpu::dist {
 
@@ -55,8 +54,13 @@ bool coversStorage(const at::Tensor& t) {
 }
 
 runtime::BufferPtr snapshot(const at::Tensor& t) {
+  if (coversStorage(t)) {
+    runtime::BufferPtr buf = storageOf(t)->get();
+    if (buf && buf->type() == elementType(t)) return buf;  // the values as they are (any dims, same count)
+  }
+  // A view, or a storage of another element type: a row-major copy (an eager program).
   c10::DeviceGuard g(t.device());
-  at::Tensor d = torch_tpu::dense(t);
+  at::Tensor d = t.clone(at::MemoryFormat::Contiguous);
   return bufferOf(d);
 }
 

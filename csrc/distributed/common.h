@@ -1,6 +1,6 @@
 // Pieces shared by the transports of the c10d backend `tpu_dist`: the Work object and device-tensor helpers.
 //
-// A tpu tensor's storage holds an immutable PJRT buffer (csrc/eager/storage.h). A collective therefore reads a
+// A tpu tensor's storage holds an immutable PJRT buffer (csrc/core/storage.h). A collective therefore reads a
 // snapshot of its inputs (the buffers at issue time) and publishes its outputs by giving their storages new
 // buffers: directly when a tensor covers its whole storage, through a copy program into the view otherwise.
 // Outputs published at issue time as pending buffers (runtime::PendingBuffer) order every later device program

@@ -10,7 +10,10 @@
 #include <tuple>
 
 #include "distributed/programs.h"
-#include "eager/storage.h"
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/storage.h"
 
 namespace torch_tpu::dist {
 

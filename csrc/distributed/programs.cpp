@@ -4,7 +4,10 @@
 #include <map>
 #include <mutex>
 
-#include "eager/storage.h"
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/storage.h"
 #include "stablehlo/builder.h"
 
 namespace torch_tpu::dist {

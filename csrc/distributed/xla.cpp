@@ -7,7 +7,10 @@
 #include <sstream>
 
 #include "distributed/programs.h"
-#include "eager/storage.h"
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/storage.h"
 #include "stablehlo/builder.h"
 #include "stablehlo/collectives.h"
 

@@ -4,9 +4,16 @@
 #include <torch/extension.h>
 
 #include "distributed/backend.h"
-#include "eager/storage.h"
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/storage.h"
+
+#include "python/bindings.h"
 
 namespace py = pybind11;
+
+namespace torch_tpu {
 
 void bindDistributed(py::module_& m) {
   using namespace torch_tpu::dist;
@@ -30,3 +37,5 @@ void bindDistributed(py::module_& m) {
            py::arg("group_key"), py::arg("device"), py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("transport", &TpuBackend::transport);
 }
+
+}  // namespace torch_tpu
