@@ -6,6 +6,7 @@
 namespace torch_tpu {
 
 void bindCompile(pybind11::module_& m);      // csrc/python/compile_bindings.cpp
+void bindForeign(pybind11::module_& m);      // csrc/python/foreign_bindings.cpp
 void bindDistributed(pybind11::module_& m);  // csrc/python/dist_bindings.cpp
 
 }  // namespace torch_tpu
