@@ -114,7 +114,10 @@ def _create_backend(dist_opts: Any, backend_opts: Any) -> Any:
 def _register() -> None:
     if BACKEND.upper() in dist.Backend._plugins:
         return
-    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["tpu"])
+    # tpu tensors, and cpu tensors (through the group's Gloo backend): ``init_process_group("tpu_dist")`` then serves
+    # what torch runs on cpu tensors by itself - barrier() when tpu is not torch's accelerator (the CPU plugin),
+    # object collectives. cpu stays Gloo's in torch's default map (``init_process_group()``).
+    dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["tpu", "cpu"])
 
 
 def is_registered() -> bool:

@@ -11,7 +11,7 @@ import datetime
 import os
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -68,23 +68,30 @@ def subgroup_checks(rank: int, world: int, exact: bool) -> List[str]:
     return failures
 
 
-def init_variants_job(rank: int, world: int, port: int) -> Dict[str, Any]:
-    """init_process_group("tpu_dist"), init_process_group() and "cpu:gloo,tpu:tpu_dist" each run an all_reduce."""
+def init_variants_job(rank: int, world: int, port: int, variants: Sequence[str]) -> Dict[str, Any]:
+    """Each way to initialize runs an all_reduce of tpu tensors (and barrier): "tpu_dist", "None" (no backend:
+    torch picks its accelerator's), "device_id" (no backend, the group bound to a tpu device) and
+    "cpu:gloo,tpu:tpu_dist" (which also reduces cpu tensors)."""
     from torch_tpu.distributed import get_transport
 
     res = {}
-    for i, backend in enumerate(["tpu_dist", None, "cpu:gloo,tpu:tpu_dist"]):
+    for i, variant in enumerate(variants):
         store = dist.TCPStore("127.0.0.1", port + i, world, rank == 0, timeout=datetime.timedelta(seconds=60))
-        kwargs = {} if backend is None else {"backend": backend}
+        kwargs: Dict[str, Any] = {}
+        if variant == "device_id":
+            kwargs["device_id"] = _device()
+        elif variant != "None":
+            kwargs["backend"] = variant
         dist.init_process_group(store=store, rank=rank, world_size=world, **kwargs)
         t = torch.ones(2, device=_device()) * (rank + 1)
         dist.all_reduce(t)
+        dist.barrier()
         entry = {"backend": dist.get_backend(), "transport": get_transport(), "value": t.cpu().tolist()}
-        if backend and backend.startswith("cpu:"):
+        if variant.startswith("cpu:"):
             c = torch.ones(2) * (rank + 1)
             dist.all_reduce(c)
             entry["cpu_value"] = c.tolist()
-        res[str(backend)] = entry
+        res[variant] = entry
         dist.destroy_process_group()
     return res
 
@@ -212,10 +219,13 @@ def training_job(rank: int, world: int, modes=("ddp", "fsdp2", "tp"), steps: int
         model = DDP(_build(Qwen3Decoder, CFG).to(_device()), bucket_cap_mb=0.01)
         res["ddp"] = _train(model, local, mean_over_ranks=True)
     if "fsdp2" in modes:
+        # The mesh is explicit: fully_shard's default mesh is torch's accelerator's (cpu on the CPU plugin unless
+        # TORCH_TPU_ACCELERATOR=1).
+        mesh = init_device_mesh("tpu", (world,))
         model = _build(Qwen3Decoder, CFG).to(_device())
         for layer in model.layers:
-            fully_shard(layer)
-        fully_shard(model)
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
         res["fsdp2"] = _train(model, local, mean_over_ranks=True)
     if "tp" in modes:
         mesh = init_device_mesh("tpu", (world,))

@@ -48,8 +48,9 @@ def _check_training(res, modes):
 
 def test_backend_registered():
     assert "tpu_dist" in dist.Backend.backend_list
-    assert dist.Backend.backend_capability["tpu_dist"] == ["tpu"]
+    assert dist.Backend.backend_capability["tpu_dist"] == ["tpu", "cpu"]
     assert dist.Backend.default_device_backend_map["tpu"] == "tpu_dist"
+    assert dist.Backend.default_device_backend_map["cpu"] == "gloo"
 
 
 # ---------------------------------------------------------------------------------------------------- host
@@ -63,12 +64,22 @@ def test_collectives_host_transport(world):
 
 
 def test_init_variants():
-    res = run_processes(dist_jobs.init_variants_job, 2, args=(free_port(),), backend=None, timeout=120)
+    variants = ["tpu_dist", "device_id", "cpu:gloo,tpu:tpu_dist"]
+    res = run_processes(dist_jobs.init_variants_job, 2, args=(free_port(), variants), backend=None, timeout=120)
     for r in res:
-        assert r["tpu_dist"]["backend"] == "tpu_dist" and r["tpu_dist"]["value"] == [3.0, 3.0]
-        assert r["None"]["value"] == [3.0, 3.0] and r["None"]["transport"] == "host"
-        mixed = r["cpu:gloo,tpu:tpu_dist"]
-        assert mixed["value"] == [3.0, 3.0] and mixed["cpu_value"] == [3.0, 3.0]
+        for v in variants:
+            assert r[v]["value"] == [3.0, 3.0] and r[v]["transport"] == "host", (v, r[v])
+        assert r["tpu_dist"]["backend"] == "tpu_dist"
+        assert r["cpu:gloo,tpu:tpu_dist"]["cpu_value"] == [3.0, 3.0]
+
+
+def test_init_without_backend_on_the_accelerator():
+    # init_process_group() picks the backend of torch's accelerator: tpu is one on TPU and GPU plugins, and on the
+    # CPU plugin with TORCH_TPU_ACCELERATOR=1.
+    res = run_processes(dist_jobs.init_variants_job, 2, args=(free_port(), ["None"]), backend=None, timeout=120,
+                        env={"TORCH_TPU_ACCELERATOR": "1"})
+    for r in res:
+        assert r["None"]["value"] == [3.0, 3.0] and r["None"]["transport"] == "host", r
 
 
 def test_rank_that_dies_is_an_error():
@@ -211,7 +222,7 @@ def test_hf_tp_plan_generate_matches_one_process(world, tiny_qwen3, tmp_path):
     script = tmp_path / "generate.py"
     script.write_text(textwrap.dedent(_HF_SCRIPT))
     out = tmp_path / "out.json"
-    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="1", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="1", TORCH_TPU_ACCELERATOR="1", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", "--master-addr=127.0.0.1",
            f"--master-port={free_port()}", str(script), path, str(out)]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
