@@ -145,6 +145,11 @@ from . import _inductor  # noqa: E402
 
 _inductor._install()
 
+# ---- 8. the c10d backend "tpu_dist" ----
+from . import distributed  # noqa: E402
+
+distributed._register()
+
 # ---- public helpers ----
 
 

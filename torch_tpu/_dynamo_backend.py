@@ -9,6 +9,8 @@ and on disk (``TORCH_TPU_CACHE_DIR``, default ``~/.cache/torch_tpu``).
 
 Ops without a rule: the graph is partitioned, supported partitions are compiled and the rest runs eagerly (the op
 names are logged); with ``fullgraph=True`` (or ``options={"fallback": False}``) such an op is an error naming it.
+Collectives (``_c10d_functional::*``) also split the graph, always: they run through their process group
+(``tpu_dist``) between the compiled partitions.
 
 Registration: :func:`_install` (called by ``import torch_tpu``) registers the backend as soon as dynamo's backend
 registry is imported (without importing dynamo itself); the ``torch_dynamo_backends`` entry point does the same for
@@ -34,7 +36,7 @@ __all__ = ["tpu_backend", "compile_stats", "reset_compile_stats", "set_cache_dir
 
 _BACKEND_NAME = "tpu"
 _graph_ids = itertools.count()
-_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0}
+_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0}
 
 # Nodes that compute nothing (runtime assertions AOTAutograd or decompositions insert).
 _NOOP_OPS = {
@@ -59,7 +61,8 @@ class UnsupportedGraph(RuntimeError):
 
 def compile_stats() -> Dict[str, Any]:
     r"""torch.compile counters: graphs, runs, signature_hits, lowerings, compiles (XLA), memory_hits, disk_hits,
-    disk_writes, compile_seconds, lower_seconds, and partitioned_graphs / eager_graphs / fallback_nodes."""
+    disk_writes, compile_seconds, lower_seconds, and partitioned_graphs / eager_graphs / fallback_nodes /
+    collective_nodes (collectives run through their process group between compiled partitions)."""
     d = dict(_C._compile_stats())
     d.update(_py_stats)
     return d
@@ -422,10 +425,20 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         if why is not None:
             bad[n] = why
     if bad:
-        if fullgraph:
-            raise RuntimeError(_fail_message(name, bad))
-        log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name,
-                    ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in bad})))
+        # Collectives (functional collectives from DTensor, FSDP2, tensor parallelism or user code) split the
+        # graph: they run through their process group (tpu_dist) between the compiled partitions, even with
+        # fullgraph=True.
+        collectives = {n for n in bad if _is_collective(n)}
+        others = {n: m for n, m in bad.items() if n not in collectives}
+        if fullgraph and others:
+            raise RuntimeError(_fail_message(name, others))
+        if others:
+            log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name,
+                        ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in others})))
+        if collectives:
+            _py_stats["collective_nodes"] += len(collectives)
+            log.info("torch_tpu: graph %s: %d collectives run through their process group between compiled "
+                     "partitions", name, len(collectives))
         return _partitioned(gm, name, set(bad), fullgraph, inference)
     try:
         d, cg = _make_graph(gm, name, example_inputs, inference)
@@ -452,6 +465,14 @@ def _unboxed(boxed: Callable) -> Callable:
     return lambda inputs: list(boxed(list(inputs)))
 
 
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "_c10d_functional_autograd", "c10d")
+
+
+def _is_collective(n: torch.fx.Node) -> bool:
+    name = _op_name(n.target) or ""
+    return n.op == "call_function" and name.split("::")[0] in _COLLECTIVE_NAMESPACES
+
+
 def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool) -> Callable:
     if fullgraph:
         raise RuntimeError(f"torch_tpu: graph {name} cannot be compiled: {why}")
@@ -468,7 +489,7 @@ def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool,
     from torch._functorch.aot_autograd import make_boxed_func
 
     _py_stats["partitioned_graphs"] += 1
-    _py_stats["fallback_nodes"] += len(bad)
+    _py_stats["fallback_nodes"] += sum(1 for n in bad if not _is_collective(n))
     bad_names = {n.name for n in bad}
 
     class _Support(OperatorSupport):

@@ -5,7 +5,8 @@
 
 namespace torch_tpu {
 
-void bindCompile(pybind11::module_& m);  // csrc/python/compile_bindings.cpp
-void bindForeign(pybind11::module_& m);  // csrc/python/foreign_bindings.cpp
+void bindCompile(pybind11::module_& m);      // csrc/python/compile_bindings.cpp
+void bindForeign(pybind11::module_& m);      // csrc/python/foreign_bindings.cpp
+void bindDistributed(pybind11::module_& m);  // csrc/python/dist_bindings.cpp
 
 }  // namespace torch_tpu

@@ -110,6 +110,7 @@ PYBIND11_MODULE(_C, m) {
   registerLoweringKernels();
   bindCompile(m);
   bindForeign(m);
+  bindDistributed(m);
 
   m.def(
       "_set_plugin",

@@ -78,7 +78,7 @@ Executable::Executable(PJRT_LoadedExecutable* exe) : exe_(exe) {
 Executable::~Executable() { destroyLoaded(exe_); }
 
 std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*>& args,
-                                           const std::vector<bool>& donate) {
+                                           const std::vector<bool>& donate, int launch_id) {
   Client::Impl& im = Client::get().impl();
   PJRT_Device* dev = im.device(device);
   const size_t n = args.size();
@@ -115,6 +115,7 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
   detail::Args<PJRT_ExecuteOptions> opts;
   opts->non_donatable_input_indices = keep.data();
   opts->num_non_donatable_input_indices = keep.size();
+  opts->launch_id = launch_id;
 
   PJRT_Buffer* const* arg_list = arg_bufs.data();
   PJRT_Buffer** out_list = out_bufs.data();

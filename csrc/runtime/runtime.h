@@ -157,6 +157,10 @@ class Buffer {
   int queryDevice() const;
   // True once the device memory is gone (donated to an execution or deleted).
   bool isDeleted() const;
+  // Address of the buffer's memory (PJRT_Buffer_UnsafePointer). Only meaningful to the host where
+  // Client::deviceMemoryIsHostMemory(); the caller awaits readiness first and must not write a buffer that others
+  // may read.
+  void* unsafePointer() const;
 
  private:
   friend class Executable;
@@ -187,7 +191,10 @@ class Executable {
   // program aliases with an output (the caller wrote tf.aliasing_output attributes); all others are passed in
   // non_donatable_input_indices. A buffer passed more than once is never donated. Returns the outputs (untupled)
   // immediately; execution is asynchronous. The completion event is tracked for Client::synchronize(device).
-  std::vector<BufferPtr> execute(int device, const std::vector<Buffer*>& args, const std::vector<bool>& donate = {});
+  // `launch_id` (PJRT_ExecuteOptions.launch_id) identifies one run of a program spanning several devices: the
+  // launches of all participants of a collective must carry the same value, distinct from their previous runs.
+  std::vector<BufferPtr> execute(int device, const std::vector<Buffer*>& args, const std::vector<bool>& donate = {},
+                                 int launch_id = 0);
   // PJRT_Executable_Serialize if available, else throws Error with code UNIMPLEMENTED.
   std::string serialize() const;
   PJRT_LoadedExecutable* raw() const { return exe_; }
@@ -200,6 +207,37 @@ class Executable {
   int64_t out_bytes_ = 0;
 };
 using ExecutablePtr = std::shared_ptr<Executable>;
+
+// How a program spanning several devices is compiled: num_replicas x num_partitions logical devices, mapped
+// replica-major onto addressable device indices `devices` (empty: the first replicas*partitions devices). With
+// `spmd`, the program is partitioned by XLA's SPMD partitioner from its sharding annotations.
+struct DeviceAssignment {
+  int num_replicas = 1;
+  int num_partitions = 1;
+  std::vector<int> devices;
+  bool spmd = false;
+};
+
+// A buffer whose contents are supplied after it has been handed out (PJRT_Client_CreateAliasBuffer): programs may
+// be launched on it at once and run when it is fulfilled. fulfill() must be called exactly once; a PendingBuffer
+// destroyed unfulfilled is fulfilled with uninitialized memory, so nothing waiting on it hangs.
+class PendingBuffer {
+ public:
+  PendingBuffer(BufferPtr buffer, void* callback) : buffer_(std::move(buffer)), callback_(callback) {}
+  ~PendingBuffer();
+  PendingBuffer(const PendingBuffer&) = delete;
+  PendingBuffer& operator=(const PendingBuffer&) = delete;
+  const BufferPtr& buffer() const { return buffer_; }
+  // `value` must have the buffer's type, dims and device. It is consumed: its memory becomes the pending
+  // buffer's and `value` is deleted, so pass a buffer nobody else uses.
+  void fulfill(const BufferPtr& value);
+  bool fulfilled() const { return callback_ == nullptr; }
+
+ private:
+  BufferPtr buffer_;
+  void* callback_;  // PJRT_FulfillAliasBufferCallback*, null once fulfilled
+};
+using PendingBufferPtr = std::shared_ptr<PendingBuffer>;
 
 class Client {
  public:
@@ -228,8 +266,22 @@ class Client {
   // StableHLO (text or bytecode), format "mlir". The executable is portable: execute() runs it on any device.
   // num_devices_hint > 1 (SPMD) is not supported yet (UNIMPLEMENTED).
   ExecutablePtr compile(const std::string& stablehlo_text, int num_devices_hint = 1);
+  // A program spanning several devices (collectives). Run it with execute() on each participating device, from
+  // one thread per device (a launch may wait for the other participants), with a common launch_id.
+  ExecutablePtr compile(const std::string& stablehlo_text, const DeviceAssignment& assignment);
   ExecutablePtr deserialize(const std::string& bytes);  // PJRT_Executable_DeserializeAndLoad
   BufferPtr copyToDevice(const Buffer& src, int device);  // PJRT_Buffer_CopyToDevice
+  // A buffer of unspecified contents (PJRT_Client_CreateUninitializedBuffer), ready at once.
+  BufferPtr uninitialized(ElementType type, const std::vector<int64_t>& dims, int device);
+  // A buffer to be fulfilled later (see PendingBuffer); nullptr where the plugin cannot make one.
+  PendingBufferPtr pending(ElementType type, const std::vector<int64_t>& dims, int device);
+  // The plugin's global id of an addressable device (PJRT_DeviceDescription_Id) and its process index.
+  int64_t globalDeviceId(int device) const;
+  int processIndex(int device) const;
+  // True when device buffers live in host memory the host may read and write through Buffer::unsafePointer()
+  // (the CPU plugin).
+  bool deviceMemoryIsHostMemory() const;
+
   // Waits until every execution launched so far on `device` has finished; throws the first execution error.
   void synchronize(int device);
 

@@ -2,7 +2,7 @@
 #   runtime, stablehlo, lowering: no torch, c10, ATen or pybind11 headers; runtime includes no other layer, stablehlo
 #     only runtime-free headers of its own, lowering only stablehlo;
 #   core: no eager/, compile/ or python/ headers;
-#   eager and compile: siblings, neither includes the other.
+#   eager and compile: siblings, neither includes the other; distributed (tpu_dist) includes neither.
 set(errors "")
 function(check_dir dir forbidden_regex why)
   file(GLOB_RECURSE files "${SRC}/${dir}/*.h" "${SRC}/${dir}/*.cpp")
@@ -25,6 +25,7 @@ check_dir(lowering "${torch_headers}|\"(core|eager|compile|python)/" "lowering i
 check_dir(core "\"(eager|compile|python)/" "core sits below eager and compile")
 check_dir(eager "\"(compile|python)/" "eager and compile are siblings")
 check_dir(compile "\"(eager|python)/" "eager and compile are siblings")
+check_dir(distributed "\"(eager|compile|python)/" "distributed is a sibling of eager and compile, over core")
 
 if(errors)
   message(FATAL_ERROR "layering violations:${errors}")

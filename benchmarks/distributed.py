@@ -1,0 +1,226 @@
+"""tpu_dist benchmarks: all_reduce bus bandwidth and DDP step time.
+
+    python benchmarks/distributed.py                      # everything below, default sizes
+    python benchmarks/distributed.py --section allreduce --ranks 2 4 --max-mib 256
+    python benchmarks/distributed.py --section xla        # XLA transport vs host transport, ranks as threads
+    python benchmarks/distributed.py --section ddp        # DDP step time at 1, 2, 4 ranks
+
+* allreduce: ranks are processes (torchrun-style, TCPStore on 127.0.0.1). In the same processes and the same
+  run, each size is reduced (float32 SUM) on tpu tensors through tpu_dist (host transport) and on CPU tensors
+  through torch's Gloo backend; the two alternate so machine load hits both alike. Bus bandwidth =
+  bytes * 2 (n - 1) / n / time, the median of --repeats timings of --iters back-to-back all_reduces.
+* xla: ranks are threads of one process, one virtual device each (TORCH_TPU_NUM_DEVICES), with the XLA transport
+  (collective programs) and then the host transport (Gloo between the threads).
+Every all_reduce size is checked once (ones summed over n ranks give n); a wrong result exits 1.
+
+* ddp: a Qwen3-style decoder trained with DDP (AdamW) at 1, 2 and 4 processes, a fixed batch per rank (weak
+  scaling); median step time after warm-up. Every process competes for the same cores: on a 2-core machine the
+  step time grows with the number of ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))  # models.py
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+
+def _bus_bw(nbytes: int, n: int, seconds: float) -> float:
+    return nbytes * 2 * (n - 1) / n / seconds / 1e9
+
+
+def _time_allreduce(t, group, iters: int, sync) -> float:
+    import torch.distributed as dist
+
+    dist.barrier(group=group)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        dist.all_reduce(t, group=group)
+    sync(t)
+    return (time.perf_counter() - t0) / iters
+
+
+def allreduce_job(rank: int, world: int, sizes_mib: List[float], iters: int, repeats: int) -> List[Dict[str, Any]]:
+    import torch
+    import torch.distributed as dist
+
+    gloo = dist.new_group(backend="gloo")
+    dev = torch.device("tpu", torch.tpu.current_device())
+    out = []
+    for mib in sizes_mib:
+        numel = int(mib * (1 << 20)) // 4
+        x = torch.ones(numel, device=dev)
+        c = torch.ones(numel)
+        tpu_sync = lambda t: t[:1].cpu()  # noqa: E731 - waits for the last collective's output
+        cpu_sync = lambda t: None  # noqa: E731
+        _time_allreduce(x, None, 1, tpu_sync)  # warm-up (compiles, connections), checked
+        _time_allreduce(c, gloo, 1, cpu_sync)
+        ok = bool((x.cpu() == world).all()) and bool((c == world).all())
+        tpu_t, cpu_t = [], []
+        for _ in range(repeats):
+            tpu_t.append(_time_allreduce(x, None, iters, tpu_sync))
+            cpu_t.append(_time_allreduce(c, gloo, iters, cpu_sync))
+        out.append({"mib": mib, "tpu_s": statistics.median(tpu_t), "gloo_s": statistics.median(cpu_t), "ok": ok})
+        del x, c
+    dist.destroy_process_group(gloo)
+    return out
+
+
+def run_allreduce(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> bool:
+    from torch_tpu.testing.dist import run_processes
+
+    print("\n## all_reduce bus bandwidth, host transport (processes): tpu_dist on tpu tensors vs Gloo on CPU tensors\n")
+    print("| ranks | size | tpu_dist GB/s | Gloo GB/s | ratio |")
+    print("|---:|---:|---:|---:|---:|")
+    ok = True
+    for n in ranks:
+        res = run_processes(allreduce_job, n, args=(sizes, iters, repeats), timeout=3600)
+        ok &= all(row["ok"] for r in res for row in r)
+        for row in res[0]:
+            nbytes = int(row["mib"] * (1 << 20))
+            a, b = _bus_bw(nbytes, n, row["tpu_s"]), _bus_bw(nbytes, n, row["gloo_s"])
+            print(f"| {n} | {row['mib']:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
+    return ok
+
+
+def xla_job(rank: int, world: int, sizes_mib: List[float], iters: int, repeats: int) -> List[Dict[str, Any]]:
+    import torch
+
+    from torch_tpu.distributed import get_transport
+
+    dev = torch.device("tpu", rank)
+    out = []
+    for mib in sizes_mib:
+        x = torch.ones(int(mib * (1 << 20)) // 4, device=dev)
+        sync = lambda t: t[:1].cpu()  # noqa: E731
+        _time_allreduce(x, None, 1, sync)
+        ok = bool((x.cpu() == world).all())
+        ts = [_time_allreduce(x, None, iters, sync) for _ in range(repeats)]
+        out.append({"mib": mib, "s": statistics.median(ts), "transport": get_transport(), "ok": ok})
+    return out
+
+
+def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> bool:
+    import torch
+
+    from torch_tpu.distributed import run_ranks_as_threads
+
+    print("\n## all_reduce bus bandwidth, ranks as threads (one virtual device each): XLA vs host transport\n")
+    print("| ranks | size | XLA GB/s | host GB/s | ratio |")
+    print("|---:|---:|---:|---:|---:|")
+    ok = True
+    for n in ranks:
+        if torch.tpu.device_count() < n:
+            print(f"| {n} | (needs TORCH_TPU_NUM_DEVICES >= {n}) | | | |")
+            continue
+        results = {}
+        for transport in ("xla", "host"):
+            os.environ["TORCH_TPU_DIST_TRANSPORT"] = transport
+            try:
+                results[transport] = run_ranks_as_threads(xla_job, n, args=(sizes, iters, repeats), timeout=3600)[0]
+            finally:
+                os.environ.pop("TORCH_TPU_DIST_TRANSPORT", None)
+        for rx, rh in zip(results["xla"], results["host"]):
+            assert rx["transport"] == "xla" and rh["transport"] == "host"
+            ok &= rx["ok"] and rh["ok"]
+            nbytes = int(rx["mib"] * (1 << 20))
+            a, b = _bus_bw(nbytes, n, rx["s"]), _bus_bw(nbytes, n, rh["s"])
+            print(f"| {n} | {rx['mib']:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
+    return ok
+
+
+def ddp_job(rank: int, world: int, steps: int, warmup: int, hidden: int, layers: int, batch: int,
+            seq: int) -> Dict[str, Any]:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from models import DecoderConfig, Qwen3Decoder, seeded
+
+    cfg = DecoderConfig(vocab=512, hidden=hidden, layers=layers, heads=8, kv_heads=4, head_dim=hidden // 8,
+                        intermediate=4 * hidden)
+    dev = torch.device("tpu", torch.tpu.current_device())
+    model = seeded(0, Qwen3Decoder, cfg).to(dev)
+    if world > 1:
+        model = DDP(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(rank)
+    data = torch.randint(0, cfg.vocab, (batch, seq + 1), generator=g).to(dev)
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        logits = model(data[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, cfg.vocab), data[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    params = sum(p.numel() for p in model.parameters())
+    return {"step_s": statistics.median(times), "params": params}
+
+
+def run_ddp(ranks: List[int], steps: int, hidden: int, layers: int, batch: int, seq: int) -> None:
+    from torch_tpu.testing.dist import run_processes
+
+    print(f"\n## DDP step time (decoder hidden {hidden}, {layers} layers, batch {batch} x {seq} tokens per rank)\n")
+    print("| ranks | params | step time | tokens/s (all ranks) | scaling vs 1 rank |")
+    print("|---:|---:|---:|---:|---:|")
+    base = None
+    for n in ranks:
+        backend = None if n == 1 else "tpu_dist"
+        res = run_processes(ddp_job, n, args=(steps, 3, hidden, layers, batch, seq), backend=backend, timeout=3600)
+        step = max(r["step_s"] for r in res)
+        tps = n * batch * seq / step
+        base = base or tps
+        print(f"| {n} | {res[0]['params'] / 1e6:.2f} M | {step * 1000:.1f} ms | {tps:.0f} | {tps / base:.2f}x |",
+              flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--section", choices=["all", "allreduce", "xla", "ddp"], default="all")
+    ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--min-mib", type=float, default=1)
+    ap.add_argument("--max-mib", type=float, default=256)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--ddp-ranks", type=int, nargs="+", default=[1, 2, 4])
+    ap.add_argument("--ddp-steps", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=128)
+    a = ap.parse_args()
+    sizes = []
+    s = a.min_mib
+    while s <= a.max_mib:
+        sizes.append(s)
+        s *= 4
+    os.environ.setdefault("TORCH_TPU_NUM_DEVICES", str(max(a.ranks)))
+    import torch  # noqa: F401  (imports torch_tpu with the device count above)
+    import torch_tpu  # noqa: F401
+
+    print(f"# tpu_dist benchmarks ({os.cpu_count()} cores)")
+    ok = True
+    if a.section in ("all", "allreduce"):
+        ok &= run_allreduce(a.ranks, sizes, a.iters, a.repeats)
+    if a.section in ("all", "xla"):
+        ok &= run_xla(a.ranks, [x for x in sizes if x <= 64], a.iters, a.repeats)
+    if a.section in ("all", "ddp"):
+        run_ddp(a.ddp_ranks, a.ddp_steps, a.hidden, a.layers, a.batch, a.seq)
+    if not ok:
+        print("FAILED: an all_reduce result was wrong")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,495 @@
+#include "distributed/backend.h"
+
+#include "core/client.h"
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/storage.h"
+
+namespace torch_tpu::dist {
+
+namespace {
+
+void checkTensors(const char* what, const std::vector<at::Tensor>& ts) {
+  for (const at::Tensor& t : ts) {
+    TORCH_CHECK_VALUE(t.defined(), "tpu_dist: ", what, ": undefined tensor");
+    TORCH_CHECK_VALUE(t.is_privateuseone() || t.is_cpu(), "tpu_dist: ", what, ": expected tpu or cpu tensors, got ",
+                      t.device());
+    if (t.is_privateuseone())
+      TORCH_CHECK_TYPE(supportedDType(t.scalar_type()), "tpu_dist: ", what, ": unsupported dtype ", t.scalar_type(),
+                       " (complex tensors: use torch.view_as_real)");
+  }
+}
+
+int64_t totalNumel(const std::vector<at::Tensor>& ts) {
+  int64_t n = 0;
+  for (const at::Tensor& t : ts) n += t.numel();
+  return n;
+}
+
+HostEngine::Signature sigOf(c10d::OpType op, const std::vector<at::Tensor>& ts, int64_t extra) {
+  return HostEngine::signature(op, ts.empty() ? at::Tensor() : ts[0], static_cast<int64_t>(ts.size()),
+                               totalNumel(ts), extra);
+}
+
+int64_t opCode(const c10d::ReduceOp& op) { return static_cast<int64_t>(op.op_); }
+
+std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& lists) {
+  std::vector<at::Tensor> out;
+  for (const auto& l : lists)
+    for (const auto& t : l) out.push_back(t);
+  return out;
+}
+
+// Gloo has no PREMUL_SUM: scale the (private) mirrors, then sum.
+double premulFactor(const c10d::ReduceOp& op) {
+  auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(s != nullptr, "tpu_dist: PREMUL_SUM without a factor");
+  return s->tensor_factor.defined() ? s->tensor_factor.item<double>() : s->double_factor;
+}
+
+HostEngine::Hook scaleHook(double factor, size_t first, size_t count) {
+  return [factor, first, count](std::vector<at::Tensor>& m) {
+    for (size_t i = first; i < first + count && i < m.size(); ++i) m[i].mul_(factor);
+  };
+}
+
+}  // namespace
+
+TpuBackend::TpuBackend(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<HostEngine> host,
+                       std::shared_ptr<XlaEngine> xla, std::string transport)
+    : c10d::Backend(rank, size),
+      timeout_(timeout),
+      host_(std::move(host)),
+      xla_(std::move(xla)),
+      transport_(std::move(transport)) {}
+
+TpuBackend::~TpuBackend() = default;
+
+void TpuBackend::shutdown() { host_->drain(); }
+
+bool TpuBackend::onXla(const std::vector<at::Tensor>& tensors) const {
+  if (!xla_) return false;
+  for (const at::Tensor& t : tensors)
+    if (t.defined() && !t.is_privateuseone()) return false;
+  return !tensors.empty();
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::submit(const std::string& name, c10d::OpType op,
+                                                  std::vector<HostEngine::Arg> args, std::vector<at::Tensor> outputs,
+                                                  HostEngine::Call call, HostEngine::Hook pre,
+                                                  HostEngine::Signature sig) {
+  auto work = host_->submit(name, op, std::move(args), std::move(outputs), std::move(call), std::move(pre), {},
+                            std::move(sig));
+  work->setTimeout(timeout_);
+  return work;
+}
+
+// ------------------------------------------------------------------------------------------------ reductions
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceOptions& opts) {
+  checkTensors("all_reduce", tensors);
+  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : tensors) args.push_back({t, Role::InOut});
+  c10d::AllreduceOptions o = opts;
+  HostEngine::Hook pre;
+  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
+    pre = scaleHook(premulFactor(opts.reduceOp), 0, tensors.size());
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto gloo = host_->gloo();
+  return submit("all_reduce", c10d::OpType::ALLREDUCE, std::move(args), tensors,
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce(m, o); }, pre,
+                sigOf(c10d::OpType::ALLREDUCE, tensors, opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                               const c10d::AllreduceCoalescedOptions& opts) {
+  checkTensors("all_reduce_coalesced", tensors);
+  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE_COALESCED);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : tensors) args.push_back({t, Role::InOut});
+  c10d::AllreduceCoalescedOptions o = opts;
+  HostEngine::Hook pre;
+  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
+    pre = scaleHook(premulFactor(opts.reduceOp), 0, tensors.size());
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto gloo = host_->gloo();
+  return submit("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, std::move(args), tensors,
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce_coalesced(m, o); }, pre,
+                sigOf(c10d::OpType::ALLREDUCE_COALESCED, tensors, opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  checkTensors("reduce", tensors);
+  TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: reduce takes one tensor");
+  if (onXla(tensors)) return xla_->reduce(tensors[0], opts.rootRank, opts.reduceOp);
+  const bool root = opts.rootRank == getRank();
+  std::vector<HostEngine::Arg> args{{tensors[0], root ? Role::InOut : Role::In}};
+  c10d::ReduceOptions o = opts;
+  HostEngine::Hook pre;
+  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
+    pre = scaleHook(premulFactor(opts.reduceOp), 0, 1);
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto gloo = host_->gloo();
+  return submit("reduce", c10d::OpType::REDUCE, std::move(args), tensors,
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->reduce(m, o); }, pre,
+                sigOf(c10d::OpType::REDUCE, tensors, opts.rootRank * 16 + opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                     const c10d::BroadcastOptions& opts) {
+  checkTensors("broadcast", tensors);
+  TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: broadcast takes one tensor");
+  if (onXla(tensors)) return xla_->broadcast(tensors[0], opts.rootRank);
+  const bool root = opts.rootRank == getRank();
+  std::vector<HostEngine::Arg> args{{tensors[0], root ? Role::InView : Role::Out}};
+  auto gloo = host_->gloo();
+  auto o = opts;
+  return submit("broadcast", c10d::OpType::BROADCAST, std::move(args), tensors,
+                [gloo, o](std::vector<at::Tensor>& m) { return gloo->broadcast(m, o); }, {},
+                sigOf(c10d::OpType::BROADCAST, tensors, opts.rootRank));
+}
+
+// ------------------------------------------------------------------------------------------------ gathers
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) {
+  checkTensors("all_gather", inputs);
+  checkTensors("all_gather", flatten(outputs));
+  if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, c10d::OpType::ALLGATHER, -1);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
+  std::vector<size_t> counts;
+  for (const auto& l : outputs) {
+    counts.push_back(l.size());
+    for (const at::Tensor& t : l) args.push_back({t, Role::Out});
+  }
+  const size_t ni = inputs.size();
+  auto gloo = host_->gloo();
+  auto o = opts;
+  return submit("all_gather", c10d::OpType::ALLGATHER, std::move(args), flatten(outputs),
+                [gloo, o, ni, counts](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(ni));
+                  std::vector<std::vector<at::Tensor>> out;
+                  size_t k = ni;
+                  for (size_t c : counts) {
+                    out.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
+                    k += c;
+                  }
+                  return gloo->allgather(out, in, o);
+                },
+                {}, sigOf(c10d::OpType::ALLGATHER, inputs, -1));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                               std::vector<at::Tensor>& inputs,
+                                                               const c10d::AllgatherOptions& opts) {
+  checkTensors("all_gather_coalesced", inputs);
+  checkTensors("all_gather_coalesced", flatten(outputs));
+  if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, c10d::OpType::ALLGATHER_COALESCED, -1);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
+  std::vector<size_t> counts;
+  for (const auto& l : outputs) {
+    counts.push_back(l.size());
+    for (const at::Tensor& t : l) args.push_back({t, Role::Out});
+  }
+  const size_t ni = inputs.size();
+  auto gloo = host_->gloo();
+  auto o = opts;
+  return submit("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, std::move(args), flatten(outputs),
+                [gloo, o, ni, counts](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(ni));
+                  std::vector<std::vector<at::Tensor>> out;
+                  size_t k = ni;
+                  for (size_t c : counts) {
+                    out.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
+                    k += c;
+                  }
+                  return gloo->allgather_coalesced(out, in, o);
+                },
+                {}, sigOf(c10d::OpType::ALLGATHER_COALESCED, inputs, -1));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                           const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return allgather_into_tensor_coalesced(outs, ins, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                           std::vector<at::Tensor>& inputs,
+                                                                           const c10d::AllgatherOptions& opts) {
+  checkTensors("all_gather_into_tensor", inputs);
+  checkTensors("all_gather_into_tensor", outputs);
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "tpu_dist: all_gather_into_tensor: ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TORCH_CHECK_VALUE(outputs[i].numel() == getSize() * inputs[i].numel(),
+                      "tpu_dist: all_gather_into_tensor: output tensor size must be equal to world_size times input "
+                      "tensor size (", outputs[i].numel(), " vs ", getSize(), " x ", inputs[i].numel(), ")");
+  if (onXla(inputs)) return xla_->allgather(outputs, inputs, c10d::OpType::_ALLGATHER_BASE);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
+  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
+  const size_t n = inputs.size();
+  auto gloo = host_->gloo();
+  auto o = opts;
+  return submit("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, std::move(args), outputs,
+                [gloo, o, n](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(n));
+                  std::vector<at::Tensor> out(m.begin() + static_cast<long>(n), m.end());
+                  if (n == 1) return gloo->_allgather_base(out[0], in[0], o);
+                  return gloo->allgather_into_tensor_coalesced(out, in, o);
+                },
+                {}, sigOf(c10d::OpType::_ALLGATHER_BASE, inputs, -1));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                  std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  checkTensors("gather", inputs);
+  checkTensors("gather", flatten(outputs));
+  if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, c10d::OpType::GATHER, opts.rootRank);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
+  std::vector<size_t> counts;
+  for (const auto& l : outputs) {
+    counts.push_back(l.size());
+    for (const at::Tensor& t : l) args.push_back({t, Role::Out});
+  }
+  const size_t ni = inputs.size();
+  auto gloo = host_->gloo();
+  auto o = opts;
+  return submit("gather", c10d::OpType::GATHER, std::move(args), flatten(outputs),
+                [gloo, o, ni, counts](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(ni));
+                  std::vector<std::vector<at::Tensor>> out;
+                  size_t k = ni;
+                  for (size_t c : counts) {
+                    out.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
+                    k += c;
+                  }
+                  return gloo->gather(out, in, o);
+                },
+                {}, sigOf(c10d::OpType::GATHER, inputs, opts.rootRank));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                   std::vector<std::vector<at::Tensor>>& inputs,
+                                                   const c10d::ScatterOptions& opts) {
+  checkTensors("scatter", outputs);
+  checkTensors("scatter", flatten(inputs));
+  if (onXla(outputs)) {
+    TORCH_CHECK_VALUE(outputs.size() == 1, "tpu_dist: scatter takes one output tensor");
+    std::vector<at::Tensor> ins = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
+    return xla_->scatter(outputs[0], ins, opts.rootRank);
+  }
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
+  std::vector<size_t> counts;
+  for (const auto& l : inputs) {
+    counts.push_back(l.size());
+    for (const at::Tensor& t : l) args.push_back({t, Role::InView});
+  }
+  const size_t no = outputs.size();
+  auto gloo = host_->gloo();
+  auto o = opts;
+  return submit("scatter", c10d::OpType::SCATTER, std::move(args), outputs,
+                [gloo, o, no, counts](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(no));
+                  std::vector<std::vector<at::Tensor>> in;
+                  size_t k = no;
+                  for (size_t c : counts) {
+                    in.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
+                    k += c;
+                  }
+                  return gloo->scatter(out, in, o);
+                },
+                {}, sigOf(c10d::OpType::SCATTER, outputs, opts.rootRank));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                                          const c10d::ReduceScatterOptions& opts) {
+  checkTensors("reduce_scatter", outputs);
+  checkTensors("reduce_scatter", flatten(inputs));
+  if (onXla(outputs)) {
+    TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1, "tpu_dist: reduce_scatter takes one output and one "
+                      "input list");
+    TORCH_CHECK_VALUE(static_cast<int>(inputs[0].size()) == getSize(), "tpu_dist: reduce_scatter: the input list has ",
+                      inputs[0].size(), " tensors, the group has ", getSize(), " ranks");
+    c10::DeviceGuard g(outputs[0].device());
+    std::vector<at::Tensor> flat;
+    for (const at::Tensor& t : inputs[0]) {
+      TORCH_CHECK_VALUE(t.numel() == outputs[0].numel() && t.device() == outputs[0].device(),
+                        "tpu_dist: reduce_scatter: input ", describe(t), " does not match output ",
+                        describe(outputs[0]));
+      flat.push_back(t.reshape({t.numel()}));
+    }
+    std::vector<at::Tensor> ins{at::cat(flat)};
+    return xla_->reduceScatter(outputs, ins, opts.reduceOp, c10d::OpType::REDUCE_SCATTER);
+  }
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
+  std::vector<size_t> counts;
+  for (const auto& l : inputs) {
+    counts.push_back(l.size());
+    for (const at::Tensor& t : l) args.push_back({t, Role::In});
+  }
+  const size_t no = outputs.size();
+  c10d::ReduceScatterOptions o = opts;
+  HostEngine::Hook pre;
+  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    pre = scaleHook(premulFactor(opts.reduceOp), no, total);
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto gloo = host_->gloo();
+  return submit("reduce_scatter", c10d::OpType::REDUCE_SCATTER, std::move(args), outputs,
+                [gloo, o, no, counts](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(no));
+                  std::vector<std::vector<at::Tensor>> in;
+                  size_t k = no;
+                  for (size_t c : counts) {
+                    in.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
+                    k += c;
+                  }
+                  return gloo->reduce_scatter(out, in, o);
+                },
+                pre, sigOf(c10d::OpType::REDUCE_SCATTER, outputs, opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return reduce_scatter_tensor_coalesced(outs, ins, opts);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                           std::vector<at::Tensor>& inputs,
+                                                                           const c10d::ReduceScatterOptions& opts) {
+  checkTensors("reduce_scatter_tensor", outputs);
+  checkTensors("reduce_scatter_tensor", inputs);
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter_tensor: ", outputs.size(),
+                    " outputs for ", inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TORCH_CHECK_VALUE(inputs[i].numel() == getSize() * outputs[i].numel(),
+                      "tpu_dist: reduce_scatter_tensor: input tensor must be the same size as output size times "
+                      "world size (", inputs[i].numel(), " vs ", getSize(), " x ", outputs[i].numel(), ")");
+  if (onXla(outputs)) return xla_->reduceScatter(outputs, inputs, opts.reduceOp, c10d::OpType::_REDUCE_SCATTER_BASE);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
+  const bool premul = opts.reduceOp == c10d::ReduceOp::PREMUL_SUM;
+  // The mirrors are scaled for PREMUL_SUM, so they must be private then.
+  for (const at::Tensor& t : inputs) args.push_back({t, premul ? Role::In : Role::InView});
+  const size_t n = outputs.size();
+  c10d::ReduceScatterOptions o = opts;
+  HostEngine::Hook pre;
+  if (premul) {
+    pre = scaleHook(premulFactor(opts.reduceOp), n, n);
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  auto gloo = host_->gloo();
+  return submit("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, std::move(args), outputs,
+                [gloo, o, n](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(n));
+                  std::vector<at::Tensor> in(m.begin() + static_cast<long>(n), m.end());
+                  if (n == 1) return gloo->_reduce_scatter_base(out[0], in[0], o);
+                  return gloo->reduce_scatter_tensor_coalesced(out, in, o);
+                },
+                pre, sigOf(c10d::OpType::_REDUCE_SCATTER_BASE, outputs, opCode(opts.reduceOp)));
+}
+
+// ------------------------------------------------------------------------------------------------ all-to-all
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                         std::vector<int64_t>& output_splits,
+                                                         std::vector<int64_t>& input_splits,
+                                                         const c10d::AllToAllOptions& opts) {
+  checkTensors("all_to_all_single", {output, input});
+  if (onXla({output, input})) return xla_->alltoall(output, input, output_splits, input_splits);
+  std::vector<HostEngine::Arg> args{{output, Role::Out}, {input, Role::InView}};
+  auto gloo = host_->gloo();
+  auto o = opts;
+  auto os = output_splits, is = input_splits;
+  // Uneven splits give ranks tensors of different sizes: agree on the dtype and the row size only.
+  const bool even = os.empty() && is.empty();
+  const int64_t row = input.dim() > 0 && input.size(0) > 0 ? input.numel() / input.size(0) : input.numel();
+  auto sig = even ? sigOf(c10d::OpType::ALLTOALL_BASE, {input}, -1)
+                  : HostEngine::signature(c10d::OpType::ALLTOALL_BASE, at::empty({row}, input.options().device(at::kCPU)),
+                                          1, -1, row);
+  return submit("all_to_all_single", c10d::OpType::ALLTOALL_BASE, std::move(args), {output},
+                [gloo, o, os, is](std::vector<at::Tensor>& m) mutable {
+                  return gloo->alltoall_base(m[0], m[1], os, is, o);
+                },
+                {}, sig);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                    const c10d::AllToAllOptions& opts) {
+  checkTensors("all_to_all", outputs);
+  checkTensors("all_to_all", inputs);
+  if (onXla(inputs)) return xla_->alltoallList(outputs, inputs);
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
+  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
+  const size_t n = outputs.size();
+  auto gloo = host_->gloo();
+  auto o = opts;
+  return submit("all_to_all", c10d::OpType::ALLTOALL, std::move(args), outputs, [gloo, o, n](std::vector<at::Tensor>& m) {
+    std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(n));
+    std::vector<at::Tensor> in(m.begin() + static_cast<long>(n), m.end());
+    return gloo->alltoall(out, in, o);
+  }, {}, sigOf(c10d::OpType::ALLTOALL, inputs, -1));
+}
+
+// ------------------------------------------------------------------------------------------------ barrier, p2p
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& opts) {
+  if (xla_) {
+    host_->drain();
+    return xla_->barrier();
+  }
+  auto gloo = host_->gloo();
+  c10d::BarrierOptions o = opts;
+  o.device = std::nullopt;
+  o.device_ids.clear();
+  return submit("barrier", c10d::OpType::BARRIER, {}, {},
+                [gloo, o](std::vector<at::Tensor>&) { return gloo->barrier(o); }, {},
+                HostEngine::signature(c10d::OpType::BARRIER, at::Tensor(), 0, 0, -1));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  checkTensors("send", tensors);
+  TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: send takes one tensor");
+  if (onXla(tensors)) return xla_->send(tensors[0], dst, tag);
+  auto gloo = host_->gloo();
+  return submit("send", c10d::OpType::SEND, {{tensors[0], Role::InView}}, tensors,
+                [gloo, dst, tag](std::vector<at::Tensor>& m) { return gloo->send(m, dst, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  checkTensors("recv", tensors);
+  TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: recv takes one tensor");
+  if (onXla(tensors)) return xla_->recv(tensors[0], src, tag);
+  auto gloo = host_->gloo();
+  return submit("recv", c10d::OpType::RECV, {{tensors[0], Role::Out}}, tensors,
+                [gloo, src, tag](std::vector<at::Tensor>& m) { return gloo->recv(m, src, tag); });
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  checkTensors("recv", tensors);
+  TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: recv takes one tensor");
+  if (onXla(tensors)) return xla_->recv(tensors[0], -1, tag);
+  auto gloo = host_->gloo();
+  return submit("recv", c10d::OpType::RECVANYSOURCE, {{tensors[0], Role::Out}}, tensors,
+                [gloo, tag](std::vector<at::Tensor>& m) { return gloo->recvAnysource(m, tag); });
+}
+
+}  // namespace torch_tpu::dist

@@ -1,0 +1,296 @@
+"""Per-rank jobs of the tpu_dist tests (tests/python/test_distributed*.py).
+
+They run in spawned processes (torch_tpu.testing.dist.run_processes: host transport) or on threads of one process
+(torch_tpu.distributed.run_ranks_as_threads: XLA transport), so they live at module level and build everything
+they need (models from tests/python/models.py, seeded; data from a fixed generator).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from models import DecoderConfig, Qwen3Decoder, RMSNorm, seeded
+
+_LOCK = threading.Lock()  # model construction seeds the global RNG: one rank thread at a time
+
+CFG = DecoderConfig(vocab=64, hidden=32, layers=2, heads=4, kv_heads=2, head_dim=8, intermediate=64)
+
+
+def _device() -> torch.device:
+    return torch.device("tpu", torch.tpu.current_device())
+
+
+# ---------------------------------------------------------------------------------------------------- collectives
+
+
+def collectives_job(rank: int, world: int, exact: bool = True, subgroups: bool = False) -> Dict[str, Any]:
+    from torch_tpu.distributed import get_transport
+    from torch_tpu.testing.dist import check_collectives
+
+    out: Dict[str, Any] = {"transport": get_transport(), "failures": check_collectives(rank, world, exact=exact)}
+    if subgroups:
+        out["failures"] += subgroup_checks(rank, world, exact)
+    return out
+
+
+def subgroup_checks(rank: int, world: int, exact: bool) -> List[str]:
+    """new_group of every other rank, and the rows / columns of a 2-D device mesh."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from torch_tpu.testing.dist import check_collectives
+
+    failures: List[str] = []
+    evens, odds = dist.new_group([0, 2]), dist.new_group([1, 3])
+    gloo_evens, gloo_odds = dist.new_group([0, 2], backend="gloo"), dist.new_group([1, 3], backend="gloo")
+    mine, ref = (evens, gloo_evens) if rank % 2 == 0 else (odds, gloo_odds)
+    failures += [f"new_group: {f}" for f in check_collectives(
+        rank, world, dtypes=(torch.float32,), ops=("SUM", "MAX"), exact=exact, group=mine, reference_group=ref)]
+    mesh = init_device_mesh("tpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    for dim in ("dp", "tp"):
+        g = mesh.get_group(dim)
+        t = torch.full((3,), float(rank + 1), device=_device())
+        dist.all_reduce(t, group=g)
+        want = float(sum(r + 1 for r in dist.get_process_group_ranks(g)))
+        if t.cpu().tolist() != [want] * 3:
+            failures.append(f"rank {rank}: mesh dim {dim}: all_reduce gave {t.cpu().tolist()}, want {want}")
+    for g in (evens, odds, gloo_evens, gloo_odds):
+        if g != dist.GroupMember.NON_GROUP_MEMBER:
+            dist.destroy_process_group(g)
+    return failures
+
+
+def init_variants_job(rank: int, world: int, port: int, variants: Sequence[str]) -> Dict[str, Any]:
+    """Each way to initialize runs an all_reduce of tpu tensors (and barrier): "tpu_dist", "None" (no backend:
+    torch picks its accelerator's), "device_id" (no backend, the group bound to a tpu device) and
+    "cpu:gloo,tpu:tpu_dist" (which also reduces cpu tensors)."""
+    from torch_tpu.distributed import get_transport
+
+    res = {}
+    for i, variant in enumerate(variants):
+        store = dist.TCPStore("127.0.0.1", port + i, world, rank == 0, timeout=datetime.timedelta(seconds=60))
+        kwargs: Dict[str, Any] = {}
+        if variant == "device_id":
+            kwargs["device_id"] = _device()
+        elif variant != "None":
+            kwargs["backend"] = variant
+        dist.init_process_group(store=store, rank=rank, world_size=world, **kwargs)
+        t = torch.ones(2, device=_device()) * (rank + 1)
+        dist.all_reduce(t)
+        dist.barrier()
+        entry = {"backend": dist.get_backend(), "transport": get_transport(), "value": t.cpu().tolist()}
+        if variant.startswith("cpu:"):
+            c = torch.ones(2) * (rank + 1)
+            dist.all_reduce(c)
+            entry["cpu_value"] = c.tolist()
+        res[variant] = entry
+        dist.destroy_process_group()
+    return res
+
+
+def dies_job(rank: int, world: int) -> Optional[str]:
+    """Rank 1 exits in the middle; the others must get an error (not hang)."""
+    t = torch.ones(4, device=_device())
+    dist.all_reduce(t)
+    t.cpu()
+    if rank == 1:
+        os._exit(3)
+    t0 = time.time()
+    try:
+        dist.all_reduce(t)
+        t.cpu()
+        return None
+    except Exception as e:  # noqa: BLE001 - the error is the result
+        return f"{time.time() - t0:.1f}s {type(e).__name__}: {e}"
+
+
+def mismatch_job(rank: int, world: int) -> Optional[str]:
+    """Ranks pass all_reduce tensors of different sizes: every rank must get a clear error."""
+    t = torch.ones(4 if rank == 0 else 8, device=_device())
+    t0 = time.time()
+    try:
+        dist.all_reduce(t)
+        t.cpu()
+        return None
+    except Exception as e:  # noqa: BLE001 - the error is the result
+        return f"{time.time() - t0:.1f}s {type(e).__name__}: {e}"
+
+
+# ---------------------------------------------------------------------------------------------------- training
+
+
+def _build(factory, *args):
+    with _LOCK:
+        return seeded(0, factory, *args)
+
+
+def _batches(world: int, steps: int, per_rank: int = 2, seq: int = 8) -> List[torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return [torch.randint(0, CFG.vocab, (world * per_rank, seq + 1), generator=g) for _ in range(steps)]
+
+
+def _loss(model: nn.Module, b: torch.Tensor) -> torch.Tensor:
+    logits = model(b[:, :-1])
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), b[:, 1:].reshape(-1))
+
+
+def _train(model: nn.Module, batches: List[torch.Tensor], mean_over_ranks: bool, foreach: Optional[bool] = None):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=foreach)
+    out = []
+    for b in batches:
+        loss = _loss(model, b.to(_device()))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        l = loss.detach().clone()
+        if mean_over_ranks:
+            dist.all_reduce(l, op=dist.ReduceOp.AVG)
+        out.append(l.item())
+    return out
+
+
+class _TPBlock(nn.Module):
+    def __init__(self, d: int, h: int) -> None:
+        super().__init__()
+        self.norm = RMSNorm(d)
+        self.up = nn.Linear(d, h)
+        self.down = nn.Linear(h, d)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(self.norm(x))))
+
+
+class TPNet(nn.Module):
+    """Embedding, residual blocks (RMSNorm, up, down) and a head: a plan exercising Colwise, Rowwise and
+    SequenceParallel (all-gather and reduce-scatter along the sequence)."""
+
+    def __init__(self, vocab: int = 64, d: int = 32, h: int = 64, n: int = 2) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(_TPBlock(d, h) for _ in range(n))
+        self.norm = RMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for b in self.blocks:
+            x = b(x)
+        return self.lm_head(self.norm(x))
+
+
+def _tp_plan(model: TPNet) -> Dict[str, Any]:
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
+                                                   SequenceParallel)
+
+    plan: Dict[str, Any] = {
+        "blocks.0": PrepareModuleInput(input_layouts=(Replicate(),), desired_input_layouts=(Shard(1),),
+                                       use_local_output=True),
+        "norm": SequenceParallel(use_local_output=True),
+        "lm_head": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
+    }
+    for i in range(len(model.blocks)):
+        plan[f"blocks.{i}.norm"] = SequenceParallel(use_local_output=True)
+        plan[f"blocks.{i}.up"] = ColwiseParallel(input_layouts=Shard(1))
+        plan[f"blocks.{i}.down"] = RowwiseParallel(output_layouts=Shard(1))
+    return plan
+
+
+def training_job(rank: int, world: int, modes=("ddp", "fsdp2", "tp"), steps: int = 10) -> Dict[str, Any]:
+    """Losses of 10 training steps under each parallelism; rank 0 adds the single-device references (the
+    decoder on the concatenated batch; TPNet on the same batch)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    res: Dict[str, Any] = {}
+    batches = _batches(world, steps)
+    local = [b.chunk(world)[rank] for b in batches]
+    if "ddp" in modes:
+        model = DDP(_build(Qwen3Decoder, CFG).to(_device()), bucket_cap_mb=0.01)
+        res["ddp"] = _train(model, local, mean_over_ranks=True)
+    if "fsdp2" in modes:
+        # The mesh is explicit: fully_shard's default mesh is torch's accelerator's (cpu on the CPU plugin unless
+        # TORCH_TPU_ACCELERATOR=1).
+        mesh = init_device_mesh("tpu", (world,))
+        model = _build(Qwen3Decoder, CFG).to(_device())
+        for layer in model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        res["fsdp2"] = _train(model, local, mean_over_ranks=True)
+    if "tp" in modes:
+        mesh = init_device_mesh("tpu", (world,))
+        model = _build(TPNet).to(_device())
+        parallelize_module(model, mesh, _tp_plan(model))
+        # Not every parameter is a DTensor (the embedding is replicated as a plain tensor): no foreach steps.
+        res["tp"] = _train(model, _batches(1, steps), mean_over_ranks=False, foreach=False)
+    if rank == 0:
+        if "ddp" in modes or "fsdp2" in modes:
+            res["reference"] = _train(_build(Qwen3Decoder, CFG).to(_device()), batches, mean_over_ranks=False)
+        if "tp" in modes:
+            res["tp_reference"] = _train(_build(TPNet).to(_device()), _batches(1, steps), mean_over_ranks=False)
+    return res
+
+
+def compile_job(rank: int, world: int) -> Dict[str, Any]:
+    """Functional collectives inside torch.compile(backend="tpu") graphs (also fullgraph=True) match eager."""
+    import torch.distributed._functional_collectives as funcol
+
+    import torch_tpu
+
+    group = dist.group.WORLD
+
+    def f(x, w):
+        y = (x @ w).relu()
+        y = funcol.all_reduce(y, "sum", group)
+        z = funcol.all_gather_tensor(y * 2, 0, group)
+        return z.sum(0) + 1
+
+    dev = _device()
+    x = torch.randn(4, 8, generator=torch.Generator().manual_seed(rank)).to(dev)
+    w = torch.randn(8, 8, generator=torch.Generator().manual_seed(9)).to(dev)
+    before = dict(torch_tpu.compile_stats())
+    diffs = []
+    for fullgraph in (False, True):
+        cf = torch.compile(f, backend="tpu", fullgraph=fullgraph)
+        for xi in (x, x + 1):
+            diffs.append((f(xi, w).cpu() - cf(xi, w).cpu()).abs().max().item())
+    after = torch_tpu.compile_stats()
+    return {"diffs": diffs, "collective_nodes": after["collective_nodes"] - before.get("collective_nodes", 0),
+            "fallback_nodes": after["fallback_nodes"] - before["fallback_nodes"]}
+
+
+def ddp_features_job(rank: int, world: int) -> Dict[str, Any]:
+    """DDP communication hooks (futures) and no_sync: a Python allreduce hook gives the default hook's losses;
+    inside no_sync gradients stay local, the next synchronized backward averages them."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    batches = [b.chunk(world)[rank] for b in _batches(world, 3)]
+    plain = _train(DDP(_build(Qwen3Decoder, CFG).to(_device()), bucket_cap_mb=0.01), batches, True)
+    hooked_model = DDP(_build(Qwen3Decoder, CFG).to(_device()), bucket_cap_mb=0.01)
+    hooked_model.register_comm_hook(dist.group.WORLD, default_hooks.allreduce_hook)
+    hooked = _train(hooked_model, batches, True)
+
+    model = DDP(_build(Qwen3Decoder, CFG).to(_device()))
+    p = model.module.lm_head.weight
+    with model.no_sync():
+        _loss(model, batches[0].to(_device())).backward()
+    local = p.grad.detach().clone()
+    gathered = [torch.empty_like(local) for _ in range(world)]
+    dist.all_gather(gathered, local)
+    differ_in_no_sync = not all(torch.equal(gathered[0].cpu(), g.cpu()) for g in gathered[1:])
+    _loss(model, batches[1].to(_device())).backward()  # synchronizes the accumulated gradients
+    synced = p.grad.detach().clone()
+    dist.all_gather(gathered, synced)
+    equal_after = all(torch.equal(gathered[0].cpu(), g.cpu()) for g in gathered[1:])
+    return {"plain": plain, "hooked": hooked, "differ_in_no_sync": differ_in_no_sync, "equal_after": equal_after}

@@ -1,0 +1,232 @@
+"""The c10d backend ``tpu_dist`` on the real CPU plugin.
+
+* Host transport: real processes (spawn, TCPStore on 127.0.0.1), 2 and 4 ranks, every run bounded in time:
+  every collective x (float32, bfloat16, int64) x reduce ops against Gloo on CPU copies (bitwise), sub-groups and
+  a 2-D device mesh, the three ways to initialize, a rank that dies and a mismatched shape (clear errors, no
+  hang), DDP / FSDP2 / tensor parallel training equal to one process.
+* XLA transport: ranks as threads of one process, one virtual device each (collectives are XLA programs): the
+  same collective checks, training equalities, errors, and functional collectives in torch.compile graphs.
+* Hugging Face: ``from_pretrained(..., tp_plan="auto")`` under torchrun with 2 and 4 processes generates the
+  tokens of one process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import dist_jobs
+from torch_tpu.distributed import run_ranks_as_threads
+from torch_tpu.testing.dist import free_port, run_processes
+
+LOSS_TOL = 1e-5
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _no_failures(results):
+    failures = [f for r in results for f in r["failures"]]
+    assert not failures, "\n".join(failures[:40])
+
+
+def _check_training(res, modes):
+    ref = res[0]
+    for mode in modes:
+        want = ref["tp_reference"] if mode == "tp" else ref["reference"]
+        for rank, r in enumerate(res):
+            got = r[mode]
+            assert len(got) == len(want) == 10
+            worst = max(abs(a - b) for a, b in zip(got, want))
+            assert worst <= LOSS_TOL, f"{mode} rank {rank}: losses {got} vs one process {want} (max diff {worst})"
+
+
+def test_backend_registered():
+    assert "tpu_dist" in dist.Backend.backend_list
+    assert dist.Backend.backend_capability["tpu_dist"] == ["tpu", "cpu"]
+    assert dist.Backend.default_device_backend_map["tpu"] == "tpu_dist"
+    assert dist.Backend.default_device_backend_map["cpu"] == "gloo"
+
+
+# ---------------------------------------------------------------------------------------------------- host
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_collectives_host_transport(world):
+    res = run_processes(dist_jobs.collectives_job, world, args=(True, world == 4), timeout=240)
+    assert all(r["transport"] == "host" for r in res)
+    _no_failures(res)
+
+
+def test_init_variants():
+    variants = ["tpu_dist", "device_id", "cpu:gloo,tpu:tpu_dist"]
+    res = run_processes(dist_jobs.init_variants_job, 2, args=(free_port(), variants), backend=None, timeout=120)
+    for r in res:
+        for v in variants:
+            assert r[v]["value"] == [3.0, 3.0] and r[v]["transport"] == "host", (v, r[v])
+        assert r["tpu_dist"]["backend"] == "tpu_dist"
+        assert r["cpu:gloo,tpu:tpu_dist"]["cpu_value"] == [3.0, 3.0]
+
+
+def test_init_without_backend_on_the_accelerator():
+    # init_process_group() picks the backend of torch's accelerator: tpu is one on TPU and GPU plugins, and on the
+    # CPU plugin with TORCH_TPU_ACCELERATOR=1.
+    res = run_processes(dist_jobs.init_variants_job, 2, args=(free_port(), ["None"]), backend=None, timeout=120,
+                        env={"TORCH_TPU_ACCELERATOR": "1"})
+    for r in res:
+        assert r["None"]["value"] == [3.0, 3.0] and r["None"]["transport"] == "host", r
+
+
+def test_rank_that_dies_is_an_error():
+    res = run_processes(dist_jobs.dies_job, 2, timeout=60, allow_failures=[1])
+    assert res[0] is not None, "the surviving rank saw no error"
+    assert "Connection" in res[0] or "closed" in res[0] or "reset" in res[0], res[0]
+
+
+def test_mismatched_shapes_are_an_error_on_every_rank():
+    res = run_processes(dist_jobs.mismatch_job, 2, timeout=60)
+    for r in res:
+        assert r is not None and "does not match across ranks" in r, r
+        assert "[4]" in r and "[8]" in r, r
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_training_equals_one_process_host_transport(world):
+    modes = ("ddp", "fsdp2", "tp") if world == 2 else ("ddp", "fsdp2")
+    res = run_processes(dist_jobs.training_job, world, args=(modes,), timeout=480)
+    _check_training(res, modes)
+
+
+def test_ddp_comm_hook_and_no_sync_host_transport():
+    res = run_processes(dist_jobs.ddp_features_job, 2, timeout=300)
+    for r in res:
+        assert max(abs(a - b) for a, b in zip(r["plain"], r["hooked"])) <= LOSS_TOL, r
+        assert r["differ_in_no_sync"] and r["equal_after"], r
+
+
+# ---------------------------------------------------------------------------------------------------- xla
+
+
+def test_collectives_xla_transport():
+    res = run_ranks_as_threads(dist_jobs.collectives_job, 2, args=(False,))
+    assert all(r["transport"] == "xla" for r in res)
+    _no_failures(res)
+
+
+def test_collectives_xla_transport_4_devices(run_python):
+    # Four virtual devices need a fresh process (the session has two).
+    proc = run_python(
+        """
+        import json, sys
+        sys.path.insert(0, "tests/python")
+        import dist_jobs
+        from torch_tpu.distributed import run_ranks_as_threads
+        res = run_ranks_as_threads(dist_jobs.collectives_job, 4, args=(False, True))
+        print("RESULT", json.dumps(res))
+        """,
+        env={"TORCH_TPU_NUM_DEVICES": "4"},
+        timeout=300,
+    )
+    res = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert all(r["transport"] == "xla" for r in res)
+    _no_failures(res)
+
+
+def test_training_equals_one_process_xla_transport():
+    modes = ("ddp", "fsdp2", "tp")
+    res = run_ranks_as_threads(dist_jobs.training_job, 2, args=(modes,))
+    _check_training(res, modes)
+
+
+def _xla_mismatch(rank, world):
+    return dist_jobs.mismatch_job(rank, world)
+
+
+def _all_reduce_error(rank):
+    t = torch.ones(4, device=dist_jobs._device())
+    try:
+        dist.all_reduce(t)
+        return None
+    except Exception as e:  # noqa: BLE001
+        return str(e)
+
+
+def test_xla_transport_errors():
+    res = run_ranks_as_threads(_xla_mismatch, 2, timeout=30)
+    for r in res:
+        assert r is not None and "does not match across ranks" in r and "f32[4]" in r and "f32[8]" in r, r
+
+
+def test_missing_rank_message_xla_transport():
+    results = {}
+
+    def job(rank, world):
+        if rank == 1:
+            return None
+        results[rank] = _all_reduce_error(rank)
+
+    run_ranks_as_threads(job, 2, timeout=5)
+    assert "did not reach collective" in results[0] and "rank(s) 1" in results[0], results[0]
+
+
+def test_functional_collectives_in_compiled_graphs():
+    res = run_ranks_as_threads(dist_jobs.compile_job, 2)
+    for r in res:
+        assert max(r["diffs"]) == 0.0, r
+        assert r["collective_nodes"] > 0 and r["fallback_nodes"] == 0, r
+
+
+# ---------------------------------------------------------------------------------------------------- hf
+
+_HF_SCRIPT = """
+import json, sys
+import torch, torch_tpu
+import torch.distributed as dist
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(sys.argv[1], tp_plan="auto", dtype=torch.float32)
+ids = torch.tensor([[1, 5, 9, 3, 7, 2]], device=model.device)
+with torch.no_grad():
+    out = model.generate(ids, max_new_tokens=8, do_sample=False)
+if dist.get_rank() == 0:
+    json.dump({"tokens": out.cpu().tolist(), "world": dist.get_world_size(), "device": str(model.device),
+               "transport": torch_tpu.distributed.get_transport()}, open(sys.argv[2], "w"))
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen3(tmp_path_factory):
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    path = tmp_path_factory.mktemp("qwen3")
+    cfg = Qwen3Config(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=8, num_key_value_heads=4, head_dim=8, max_position_embeddings=64,
+                      tie_word_embeddings=False)
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(cfg)
+    torch.random.set_rng_state(state)
+    model.save_pretrained(path)
+    with torch.no_grad():
+        ref = model.generate(torch.tensor([[1, 5, 9, 3, 7, 2]]), max_new_tokens=8, do_sample=False)
+    return str(path), ref.tolist()
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_hf_tp_plan_generate_matches_one_process(world, tiny_qwen3, tmp_path):
+    path, want = tiny_qwen3
+    script = tmp_path / "generate.py"
+    script.write_text(textwrap.dedent(_HF_SCRIPT))
+    out = tmp_path / "out.json"
+    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="1", TORCH_TPU_ACCELERATOR="1", PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={world}", "--master-addr=127.0.0.1",
+           f"--master-port={free_port()}", str(script), path, str(out)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=420)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    got = json.loads(out.read_text())
+    assert got["world"] == world and got["device"] == "tpu:0" and got["transport"] == "host"
+    assert got["tokens"] == want
