@@ -196,8 +196,10 @@ def _overlay_upstream(upstream: str, tree: str, families) -> None:
 # -- running ---------------------------------------------------------------------------------------------------
 
 
-def device_env(device: str) -> dict:
+def device_env(device: str, slow: bool = False) -> dict:
     env = dict(os.environ)
+    if slow:
+        env["RUN_SLOW"] = "1"  # Transformers' @slow tests (integration tests among them need the hub)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     for key in ("TRANSFORMERS_TEST_BACKEND", "TRANSFORMERS_TEST_DEVICE_SPEC", "TORCH_DEVICE_BACKEND_AUTOLOAD"):
@@ -215,7 +217,7 @@ def test_file(family: str) -> str:
     return f"tests/models/{family}/test_modeling_{family}.py"
 
 
-def run_pytest(tree: str, results: str, name: str, device: str, timeout: int, targets, extra) -> float:
+def run_pytest(tree: str, results: str, name: str, device: str, timeout: int, targets, extra, slow=False) -> float:
     """One pytest process on one device; JUnit results in results/<name>.<device>.xml, output in .log."""
     xml = os.path.join(results, f"{name}.{device}.xml")
     log = os.path.join(results, f"{name}.{device}.log")
@@ -225,7 +227,7 @@ def run_pytest(tree: str, results: str, name: str, device: str, timeout: int, ta
            f"--junitxml={xml}", "-o", "junit_family=xunit1", f"--timeout={timeout}", *extra]
     t0 = time.time()
     with open(log, "w") as f:
-        subprocess.run(cmd, cwd=tree, env=device_env(device), stdout=f, stderr=subprocess.STDOUT)
+        subprocess.run(cmd, cwd=tree, env=device_env(device, slow), stdout=f, stderr=subprocess.STDOUT)
     elapsed = time.time() - t0
     print(f"  {name:10s} {device:4s} {elapsed:7.1f}s  ({os.path.relpath(log)})", file=sys.stderr, flush=True)
     return elapsed
@@ -331,6 +333,7 @@ def main(argv=None) -> int:
     ap.add_argument("--subset", action="store_true", help="only the CI subset (SUBSET), one process per device")
     ap.add_argument("-k", dest="kexpr", default=None, help="pytest -k expression for every family")
     ap.add_argument("--timeout", type=int, default=900, help="per-test timeout in seconds (pytest-timeout)")
+    ap.add_argument("--slow", action="store_true", help="also run Transformers' @slow tests (RUN_SLOW=1)")
     ap.add_argument("--upstream", default=None, help="a transformers v5.24.0 checkout whose model tests to run")
     ap.add_argument("--results", default=None, help="results directory (default build/hf_suite/results[-subset])")
     ap.add_argument("--report", default=None, help="also write the report (markdown) to this file")
@@ -355,11 +358,11 @@ def main(argv=None) -> int:
         if args.subset:
             targets = [f"{test_file(f)}::{t}" for f in families for t in SUBSET.get(f, [])]
             for device in devices:
-                run_pytest(tree, results, "subset", device, args.timeout, targets, extra)
+                run_pytest(tree, results, "subset", device, args.timeout, targets, extra, args.slow)
         else:
             for family in families:
                 for device in devices:
-                    run_pytest(tree, results, family, device, args.timeout, [f"tests/models/{family}"], extra)
+                    run_pytest(tree, results, family, device, args.timeout, [f"tests/models/{family}"], extra, args.slow)
         print(f"total {time.time() - t0:.1f}s", file=sys.stderr)
     text, ok = report(results, families)
     print(text)

@@ -19,7 +19,9 @@ if is_torch_available():
 class CLIPTextModelTester(TinyTextModelTester):
     config_class = CLIPTextConfig
     projection_dim = 24
-    eos_token_id = 2
+    # not 2: CLIPTextConfig's eos_token_id 2 selects the legacy pooling (at the highest token id)
+    eos_token_id = 3
+    is_training = False  # no loss to train on
 
     def config_kwargs(self):
         return dict(
@@ -50,7 +52,7 @@ class CLIPTextModelTest(ModelTesterMixin, unittest.TestCase):
 
     def setUp(self):
         self.model_tester = CLIPTextModelTester(self)
-        self.config_tester = ConfigTester(self, config_class=CLIPTextConfig, hidden_size=37)
+        self.config_tester = ConfigTester(self, config_class=CLIPTextConfig, hidden_size=36, num_attention_heads=4)
 
     def test_config(self):
         self.config_tester.run_common_tests()

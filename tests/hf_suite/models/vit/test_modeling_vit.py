@@ -19,6 +19,12 @@ if is_torch_available():
 class ViTModelTester(TinyVisionModelTester):
     config_class = ViTConfig
 
+    def __init__(self, parent, **overrides):
+        super().__init__(parent, **overrides)
+        # masked image modeling masks patches only (not the [CLS] token): 40% of them in the common tests
+        self.mask_length = self.seq_length - 1
+        self.num_masks = int(0.4 * self.mask_length)
+
     def config_kwargs(self):
         return dict(
             image_size=self.image_size,
@@ -57,6 +63,15 @@ class ViTModelTest(ModelTesterMixin, unittest.TestCase):
     @unittest.skip(reason="ViT takes pixel values, not input embeddings")
     def test_inputs_embeds_matches_input_ids(self):
         pass
+
+    def test_model_get_set_embeddings(self):
+        """ViT's input embeddings are its patch embedding (a convolution), and it has no output embeddings."""
+        config, _ = self.model_tester.prepare_config_and_inputs_for_common()
+        for model_class in self.all_model_classes:
+            model = model_class(config)
+            self.assertIsInstance(model.get_input_embeddings(), torch.nn.Module)
+            output_embeddings = model.get_output_embeddings()
+            self.assertTrue(output_embeddings is None or isinstance(output_embeddings, torch.nn.Linear))
 
     def test_model(self):
         config, inputs = self.model_tester.prepare_config_and_inputs_for_common()
