@@ -285,6 +285,7 @@ def report(results: str, families) -> tuple[str, bool]:
     ]
     ok = True
     lost_all = []
+    missing = []  # families without tpu results
     tot_cpu = tot_both = tot_known = 0
 
     def counts(runs):
@@ -298,19 +299,23 @@ def report(results: str, families) -> tuple[str, bool]:
         ok &= bool(cpu_pass)
         both = [k for k in cpu_pass if t.get(k, ("not run", ""))[0] == "passed"]
         known = 0
-        for k in cpu_pass:
+        ok &= bool(t)
+        for k in cpu_pass if t else ():
             outcome, message = t.get(k, ("not run", ""))
             if outcome != "passed":
                 cat = category(message)
                 known += cat is not None
                 ok &= cat is not None
                 lost_all.append((family, k, outcome, cat, message))
-        pct = f"{100.0 * len(both) / len(cpu_pass):.1f}" if cpu_pass else "-"
+        pct = f"{100.0 * len(both) / len(cpu_pass):.1f}" if cpu_pass and t else "-"
         rest = len(cpu_pass) - known
-        pct_wo = f"{100.0 * len(both) / rest:.1f}" if rest else "-"
+        pct_wo = f"{100.0 * len(both) / rest:.1f}" if rest and t else "-"
         lines.append(f"| {family} | {FAMILIES.get(family, '')} | {counts(c)} | {counts(t)} | "
-                     f"{len(both)} / {len(cpu_pass)} | {pct} | {pct_wo} |")
-        tot_cpu, tot_both, tot_known = tot_cpu + len(cpu_pass), tot_both + len(both), tot_known + known
+                     f"{f'{len(both)} / {len(cpu_pass)}' if t else '-'} | {pct} | {pct_wo} |")
+        if t:
+            tot_cpu, tot_both, tot_known = tot_cpu + len(cpu_pass), tot_both + len(both), tot_known + known
+        else:
+            missing.append(family)
     if tot_cpu:
         rest = tot_cpu - tot_known
         lines.append(f"| **all** | | | | {tot_both} / {tot_cpu} | {100.0 * tot_both / tot_cpu:.1f} | "
@@ -321,8 +326,10 @@ def report(results: str, families) -> tuple[str, bool]:
         for family, k, outcome, cat, message in lost_all:
             lines.append(f"- `{family}` `{k}` ({outcome}): " + (f"[{cat}] " if cat else "") + message)
         lines += ["", "Known categories: " + "; ".join(f"{k}: {d}" for k, (_, d) in KNOWN.items()) + "."]
-    else:
+    elif not missing:
         lines.append("Every test that passes on cpu passes on tpu.")
+    if missing:
+        lines += ["", "No tpu results for: " + ", ".join(missing) + "."]
     return "\n".join(lines), ok
 
 
@@ -343,7 +350,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     families = [f for f in args.families.split(",") if f]
-    unknown = [f for f in families if f not in FAMILIES and not args.upstream]
+    unknown = [f for f in families if f not in FAMILIES and not (args.upstream or args.report_only)]
     if unknown:
         raise SystemExit(f"unknown families {unknown}; this tree has {list(FAMILIES)}")
     devices = [d for d in args.devices.split(",") if d]
