@@ -107,52 +107,55 @@ def _meta(v: Any) -> Tuple:
     return (False, None, None, False)
 
 
-def _is_tensor_type(t: Any) -> bool:
-    s = str(t)
-    return "Tensor" in s
+_LIST_KINDS = {"TensorType": "TensorList", "IntType": "IntList", "SymIntType": "IntList", "FloatType": "FloatList",
+               "BoolType": "BoolList", "NumberType": "ScalarList"}
+_KINDS = {"TensorType": "Tensor", "NumberType": "Scalar", "FloatType": "Float", "IntType": "Int", "SymIntType": "Int",
+          "BoolType": "Bool", "StringType": "String", "ScalarTypeType": "ScalarType", "DeviceObjType": "Device",
+          "GeneratorType": "Generator"}
 
 
-def _encode(a: Any, sarg: Any, env: Dict[Any, Any]) -> Tuple:
+def _arg_kind(sa: Any) -> str:
+    """The schema kind of an argument, as C++ names it (core::ArgKind): an Optional's element kind."""
+    t = sa.real_type
+    if t.kind() == "OptionalType":
+        t = t.getElementType()
+    if t.kind() == "ListType":
+        e = t.getElementType()
+        if e.kind() == "OptionalType":
+            e = e.getElementType()
+        return _LIST_KINDS.get(e.kind(), "Other")
+    return _KINDS.get(t.kind(), "Other")
+
+
+def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
+    """One argument as (kind, name, tag, payload): T value index, TL value indices, C a constant, O present."""
     if isinstance(a, torch.fx.Node):
         v = env[a]
         if isinstance(v, list):
-            return ("TL", v)
+            return (kind, name, "TL", v)
         if v is None:
             raise UnsupportedGraph(f"argument {a.name} has no value")
-        return ("T", v)
-    if a is None:
-        return ("N",)
-    if isinstance(a, bool):
-        return ("B", a)
-    if isinstance(a, int):
-        return ("I", int(a))
-    if isinstance(a, float):
-        return ("F", float(a))
-    if isinstance(a, str):
-        return ("S", a)
-    if isinstance(a, torch.dtype):
-        return ("D", a)
+        return (kind, name, "T", v)
+    if kind == "TensorList" and isinstance(a, (list, tuple)):
+        out = []
+        for x in a:
+            if x is None:
+                out.append(-1)
+            elif isinstance(x, torch.fx.Node) and isinstance(env.get(x), int):
+                out.append(env[x])
+            else:
+                raise UnsupportedGraph(f"unsupported tensor list element {x!r}")
+        return (kind, name, "TL", out)
     if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
-        return ("O",)
-    if isinstance(a, (list, tuple)):
-        if sarg is not None and _is_tensor_type(sarg.type) or any(isinstance(x, torch.fx.Node) for x in a):
-            out = []
-            for x in a:
-                if x is None:
-                    out.append(-1)
-                elif isinstance(x, torch.fx.Node) and isinstance(env.get(x), int):
-                    out.append(env[x])
-                else:
-                    raise UnsupportedGraph(f"unsupported tensor list element {x!r}")
-            return ("TL", out)
-        if all(isinstance(x, bool) for x in a):
-            return ("BL", [bool(x) for x in a])
-        if all(isinstance(x, int) and not isinstance(x, bool) for x in a):
-            return ("IL", [int(x) for x in a])
-        if all(isinstance(x, (int, float)) for x in a):
-            return ("FL", [float(x) for x in a])
-    if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return (kind, name, "O", None)
+    if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)) or (
+            isinstance(a, (list, tuple)) and any(isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
+                                                 for x in a)):
         raise UnsupportedGraph("symbolic scalar argument (compile with dynamic=False)")
+    if a is None or isinstance(a, (bool, int, float, str, torch.dtype)):
+        return (kind, name, "C", a)
+    if isinstance(a, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in a):
+        return (kind, name, "C", list(a))
     raise UnsupportedGraph(f"unsupported argument {a!r}")
 
 
@@ -253,13 +256,14 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
             src = n.args[1]
             v = nv
             nv += 1
-            nodes.append(("aten::copy", [("T", env[dst]), _encode(src, None, env), ("B", False)],
+            nodes.append(("aten::copy", [("Tensor", "self", "T", env[dst]), _encode(src, "Tensor", "src", env),
+                                         ("Bool", "non_blocking", "C", False)],
                           [inputs[env[dst]]], [v]))
             d.node_of_desc.append(n)
             mutations.append((env[dst], v))
             env[n] = v
             continue
-        args = [_encode(v, sa, env) for v, sa in _schema_args(n)]
+        args = [_encode(v, _arg_kind(sa), sa.name, env) for v, sa in _schema_args(n)]
         val = n.meta.get("val", None)
         returns = n.target._schema.returns
         if len(returns) == 1 and not isinstance(val, (list, tuple)):
@@ -322,11 +326,16 @@ def _log_compile(name: str, ev: Tuple) -> None:
 
 
 class _GraphRunner:
-    """Calls a compiled graph: boxed (AOTAutograd passes a list and lets us clear it) or as a module."""
+    """Calls a compiled graph: boxed (AOTAutograd passes a list and lets us clear it) or as a module.
+
+    The graph is lowered when it first runs with an input signature. If some of its nodes cannot be lowered, nothing
+    has run yet: ``on_errors(errors)`` then returns the callable that runs the graph from now on (a partitioned or
+    eager version), or raises.
+    """
 
     _boxed_call = True
 
-    def __init__(self, d: _Desc, cg: Any, name: str) -> None:
+    def __init__(self, d: _Desc, cg: Any, name: str, on_errors: Callable[[List[Tuple[int, str]]], Callable]) -> None:
         self.cg = cg
         self.name = name
         self._boxed_call = True  # in the instance dict: functools.wraps (dynamo's disable wrapper) copies it
@@ -334,6 +343,8 @@ class _GraphRunner:
         self.const_outputs = d.const_outputs
         self.single = d.single_output  # type: ignore[attr-defined]
         self._dev_constants: Dict[Any, List[torch.Tensor]] = {}
+        self._on_errors = on_errors
+        self._instead: Optional[Callable] = None
 
     def _constants_for(self, inputs: Sequence[Any]) -> List[torch.Tensor]:
         dev = None
@@ -350,9 +361,14 @@ class _GraphRunner:
         return c
 
     def run(self, inputs: List[Any]) -> List[Any]:
-        if self.constants:
-            inputs = list(inputs) + self._constants_for(inputs)
-        outs, ev = self.cg.run(inputs)
+        if self._instead is not None:
+            return self._instead(inputs)
+        args = list(inputs) + self._constants_for(inputs) if self.constants else inputs
+        outs, ev, errors = self.cg.run(args)
+        if errors:
+            self._instead = self._on_errors(errors)
+            self.cg = None
+            return self._instead(inputs)
         if ev is not None:
             _log_compile(self.name, ev)
         if self.const_outputs:
@@ -383,40 +399,57 @@ class _SubgraphModule(torch.nn.Module):
 def _make_graph(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None,
                 inference: bool = False):
     d = _describe(gm, name, input_vals)
-    # Inference graphs (no autograd) may keep transposed copies of their weights (see csrc/compile/graph.cpp).
+    # Inference graphs (no autograd) may keep transposed copies of their weights (see csrc/compile/plan.h).
     d.desc["inference"] = inference
     cg = _C._CompiledGraph(d.desc)
     return d, cg
 
 
+def _fail_message(name: str, bad: Dict[torch.fx.Node, str]) -> str:
+    names = sorted({(_op_name(n.target) or str(n.target)) for n in bad})
+    details = "; ".join(sorted({f"{_op_name(n.target) or n.target}: {m}" for n, m in bad.items()}))
+    return (f"torch_tpu: graph {name} has ops without a tpu lowering (fullgraph=True): {', '.join(names)} "
+            f"({details})")
+
+
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
                         fullgraph: bool, inference: bool = False) -> Callable:
-    # 1. Ops without a rule, and nodes whose rule cannot lower this call.
+    # Ops without a rule partition the graph now; nodes whose rule cannot lower their call are found when the graph
+    # is lowered for its first input signature.
     bad: Dict[torch.fx.Node, str] = {}
     for n in gm.graph.nodes:
         why = _node_supported(n)
         if why is not None:
             bad[n] = why
-    if not bad:
-        try:
-            d, cg = _make_graph(gm, name, example_inputs, inference)
-        except UnsupportedGraph as e:
-            return _eager_graph(gm, name, str(e), fullgraph)
-        errors = cg.check()
-        if not errors:
-            log.debug("torch_tpu: graph %s: %d ops lowered", name, d.num_ops)
-            return _GraphRunner(d, cg, name)
-        for idx, msg in errors:
-            if idx < 0:
-                return _eager_graph(gm, name, msg, fullgraph)
-            bad[d.node_of_desc[idx]] = msg
-    names = sorted({(_op_name(n.target) or str(n.target)) for n in bad})
-    if fullgraph:
-        details = "; ".join(sorted({f"{_op_name(n.target) or n.target}: {m}" for n, m in bad.items()}))
-        raise RuntimeError(
-            f"torch_tpu: graph {name} has ops without a tpu lowering (fullgraph=True): {', '.join(names)} ({details})")
-    log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name, ", ".join(names))
-    return _partitioned(gm, name, set(bad), fullgraph, inference)
+    if bad:
+        if fullgraph:
+            raise RuntimeError(_fail_message(name, bad))
+        log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name,
+                    ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in bad})))
+        return _partitioned(gm, name, set(bad), fullgraph, inference)
+    try:
+        d, cg = _make_graph(gm, name, example_inputs, inference)
+    except UnsupportedGraph as e:
+        return _eager_graph(gm, name, str(e), fullgraph)
+
+    def on_errors(errors: List[Tuple[int, str]]) -> Callable:
+        whole = [m for idx, m in errors if idx < 0]
+        if whole:
+            return _unboxed(_eager_graph(gm, name, whole[0], fullgraph))
+        failed = {d.node_of_desc[idx]: msg for idx, msg in errors}
+        if fullgraph:
+            raise RuntimeError(_fail_message(name, failed))
+        log.warning("torch_tpu: graph %s: ops that cannot be lowered run eagerly: %s", name,
+                    ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in failed})))
+        return _unboxed(_partitioned(gm, name, set(failed), fullgraph, inference))
+
+    log.debug("torch_tpu: graph %s: %d ops", name, d.num_ops)
+    return _GraphRunner(d, cg, name, on_errors)
+
+
+def _unboxed(boxed: Callable) -> Callable:
+    """A boxed function (takes the input list) as a runner's replacement: called with the inputs, returns a list."""
+    return lambda inputs: list(boxed(list(inputs)))
 
 
 def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool) -> Callable:
@@ -460,13 +493,21 @@ def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool,
         sname = f"{name}.{node.target}"
         try:
             d, cg = _make_graph(sub, sname, None, inference)
-            errs = cg.check()
-            if errs:
-                raise UnsupportedGraph("; ".join(m for _, m in errs))
         except UnsupportedGraph as e:
             log.warning("torch_tpu: partition %s runs eagerly: %s", sname, e)
             continue
-        setattr(fused, node.target, _SubgraphModule(_GraphRunner(d, cg, sname)))
+
+        def on_errors(errors: List[Tuple[int, str]], sub: torch.fx.GraphModule = sub, sname: str = sname,
+                      single: bool = d.single_output) -> Callable:  # type: ignore[attr-defined]
+            log.warning("torch_tpu: partition %s runs eagerly: %s", sname, "; ".join(m for _, m in errors))
+
+            def eager(inputs: List[Any]) -> List[Any]:
+                r = sub(*inputs)
+                return [r] if single else list(r)
+
+            return eager
+
+        setattr(fused, node.target, _SubgraphModule(_GraphRunner(d, cg, sname, on_errors)))
         count += 1
     fused.recompile()
     log.info("torch_tpu: graph %s: %d compiled partitions", name, count)

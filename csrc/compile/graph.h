@@ -1,27 +1,28 @@
-// torch.compile: one FX graph (functionalized, core ATen) as ONE StableHLO program.
+// torch.compile: one FX graph (functionalized, core ATen) as ONE storage program.
 //
 // Python (torch_tpu/_dynamo_backend.py) flattens an ATen FX graph into a GraphDesc: graph inputs, nodes in
-// topological order (the op's schema name, its arguments in schema order with tensor arguments referring to earlier
-// values, and the result types from node.meta['val']), graph outputs and input mutations (copy_ into a graph input).
-// A CompiledGraph lowers every node with the same lowering rules eager mode uses (lowering::registry()) through a
-// graph Context, compiles the program once per input signature (dtypes, shapes, strided layouts and storage sharing
-// of the actual input tensors), and runs it with the inputs' storage buffers: strided inputs are read inside the
-// program (viewprog::read), never through the host. Input mutations write the storages' new buffers.
+// topological order (the op's schema name; its arguments in schema order, each with its schema kind and name, tensor
+// arguments referring to earlier values; the result types from node.meta['val']), graph outputs and input mutations
+// (copy_ into a graph input). A CompiledGraph lowers every node with the same rules eager mode uses, through the same
+// core (csrc/core): the graph's inputs form a Signature (storages, layouts, storage sharing, donation), the program is
+// built once per signature and launched with the inputs' storage buffers. Strided inputs are read inside the program,
+// never through the host; input mutations write the storages' new buffers.
 //
-// Executables are cached per process by program text, and on disk (serialized, keyed by the program text, the
-// plugin and its version) when the plugin can serialize them.
+// Executables come from core::executableFor: the process cache by program text and the disk cache.
 #pragma once
 
 #include <ATen/ATen.h>
+#include <ATen/core/ivalue.h>
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "lowering/lowering.h"
+#include "core/args.h"
 
 namespace torch_tpu::compile {
 
@@ -33,18 +34,12 @@ struct TensorMeta {
 };
 
 struct ArgDesc {
-  enum class K { None, Tensor, TensorList, Int, Float, Bool, IntList, FloatList, BoolList, Str, DType, Other };
-  K k = K::None;
-  int value = -1;            // Tensor: value index
-  std::vector<int> values;   // TensorList: value indices (-1 = None)
-  int64_t i = 0;
-  double f = 0;
-  bool b = false;
-  std::vector<int64_t> ints;
-  std::vector<double> floats;
-  std::vector<bool> bools;
-  std::string s;
-  at::ScalarType dtype = at::kFloat;
+  core::ArgKind kind = core::ArgKind::Other;  // the schema argument's kind
+  std::string name;                           // the schema argument's name
+  enum class Src { Value, Values, Const } src = Src::Const;
+  int value = -1;            // Value: the tensor value's index (-1: None)
+  std::vector<int> values;   // Values: tensor value indices (-1: None)
+  c10::IValue constant;      // Const: a host value (numbers, lists, strings, dtypes as ScalarType ints; None)
 };
 
 struct NodeDesc {
@@ -65,10 +60,6 @@ struct GraphDesc {
   bool inference = false;  // an inference graph (no autograd): parameters are expected to stay unchanged
 };
 
-// The rule serving `op` in graphs: the op's own rule, else the rule of its in-place form (random ops are registered
-// under uniform_, normal_, ... and functionalization gives their functional names), else nullptr.
-const lowering::Rule* ruleFor(const std::string& op);
-
 struct CompileStats {
   int64_t graphs = 0;          // CompiledGraph objects created
   int64_t runs = 0;            // executions
@@ -80,14 +71,11 @@ struct CompileStats {
   int64_t disk_writes = 0;
   double compile_seconds = 0;  // XLA compile (and deserialize) time
   double lower_seconds = 0;    // building programs
-  int64_t packed_weights = 0;  // transposed copies of weights made for inference programs (see packedTranspose)
+  int64_t packed_weights = 0;  // transposed copies of weights made for inference programs (see plan.h)
 };
 CompileStats compileStats();
 void resetCompileStats();
 void clearCompileCache();  // the process cache of executables and packed weights (the disk cache stays)
-void clearPackedWeights();  // the transposed weight copies kept for inference programs
-void setCacheDir(const std::string& dir);  // "" disables the disk cache
-std::string cacheDir();
 
 // What the latest program build of a graph did (for logging).
 struct CompileEvent {
@@ -98,7 +86,7 @@ struct CompileEvent {
   std::string key;
 };
 
-struct Program;
+struct GraphProgram;
 struct GraphPlan;
 
 class CompiledGraph {
@@ -108,21 +96,17 @@ class CompiledGraph {
   const GraphDesc& desc() const { return desc_; }
 
   // Runs the graph. Inputs: tpu tensors of any layout (CPU tensors are uploaded). Returns the outputs (undefined
-  // tensors for None outputs). `event` reports a program build on a signature miss.
-  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, CompileEvent* event = nullptr);
-
-  // Lowers the graph with contiguous inputs without compiling it: returns (node index, message) for every node a
-  // rule cannot lower (their results are replaced by zeros so the check continues).
-  std::vector<std::pair<int, std::string>> check() const;
-
-  // The program text for contiguous, unaliased inputs (debugging, tests).
-  std::string text() const;
+  // tensors for None outputs). On an input signature without a program, the graph is lowered (once per signature);
+  // if nodes cannot be lowered nothing runs: `errors` receives (node index, message) for every such node and the
+  // result is empty (the caller runs the graph another way). `event` reports a program build.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, CompileEvent* event,
+                              std::vector<std::pair<int, std::string>>* errors);
 
  private:
   GraphDesc desc_;
   std::unique_ptr<GraphPlan> plan_;
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Program>> programs_;
+  std::unordered_map<std::string, std::shared_ptr<GraphProgram>> programs_;
 };
 
 }  // namespace torch_tpu::compile

@@ -7,9 +7,12 @@
 #include <deque>
 #include <mutex>
 
+#include "core/client.h"
+#include "core/dtype.h"
+#include "core/storage.h"
+#include "eager/copy.h"
 #include "eager/kernel.h"
-#include "eager/storage.h"
-#include "eager/viewprog.h"
+#include "stablehlo/viewprog.h"
 
 namespace torch_tpu {
 

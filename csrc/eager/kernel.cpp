@@ -1,13 +1,11 @@
 // The one boxed kernel that runs every ATen op with a lowering rule on the device.
 //
-// For a call it builds a cache key from the operator, the arguments' dtypes, shapes and view layouts, and the
-// static attributes; on a miss it asks PyTorch's meta kernels for the result types (this also raises PyTorch's own
-// errors for bad input), lowers the op with its rule into a StableHLO program, compiles it and caches it; then it
-// launches the program asynchronously and wraps the outputs. Numbers that change from call to call (Python
-// scalars, storage offsets, random keys) are program inputs, so one program serves them all.
-//
-// In-place and out= variants share the functional rule: the results are written into the mutated arguments'
-// storages inside the same program, and the storages take the new buffers.
+// A call is an IValue stack. Its tensors become a core::Signature (storages, layouts, cache-key bytes) and its other
+// arguments add their own key bytes: numbers that change from call to call (Python scalars, storage offsets, random
+// keys) are program inputs, so one program serves them all. On a miss, PyTorch's meta kernels give the result types
+// (and raise PyTorch's own errors for bad input), the rule lowers the op into a storage program, and writes into
+// mutated arguments (in-place, out=, arguments a schema declares written) are part of the same program. On a hit the
+// program is launched asynchronously and its results are wrapped.
 #include "eager/kernel.h"
 
 #include <ATen/ATen.h>
@@ -17,21 +15,25 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
-#include <list>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/args.h"
+#include "core/client.h"
+#include "core/dtype.h"
+#include "core/executables.h"
+#include "core/ops.h"
+#include "core/program.h"
+#include "core/scalars.h"
+#include "eager/copy.h"
 #include "eager/fallback.h"
-#include "eager/generator.h"
-#include "eager/scalars.h"
-#include "eager/storage.h"
-#include "eager/viewprog.h"
-#include "lowering/lowering.h"
 
 namespace torch_tpu {
 
+using core::ArgKind;
+using core::put;
+using core::putInts;
 using lowering::Arg;
 using shlo::DType;
 using shlo::TensorType;
@@ -40,28 +42,29 @@ using shlo::Value;
 namespace {
 
 // ---------------------------------------------------------------------------------------------------------------
-// Per-operator facts, computed once per OperatorHandle.
+// Per-operator facts, computed once per schema.
 
 struct OpInfo {
-  const lowering::Rule* rule = nullptr;
-  std::string name;                      // "aten::add_.Tensor"
-  std::vector<int> rule_args;            // stack argument index for each rule argument
-  std::vector<int> return_alias;         // per return: stack index of the mutated argument it aliases, or -1
-  std::vector<bool> return_is_list;      // per return: Tensor[] (else Tensor)
-  std::vector<int> mutated_args;         // stack indices of arguments the op writes (Tensor(a!), Tensor(a!)[])
-  std::unordered_set<int> static_args;   // stack indices whose Scalar/float value is static
+  core::OpRule op;
+  std::string name;                    // "aten::add_.Tensor"
+  std::vector<ArgKind> kinds;          // per schema argument
+  std::vector<int> rule_args;          // stack index of each rule argument (out= variants leave out arguments)
+  std::vector<uint8_t> is_static;      // per stack argument: a Scalar/float whose value is built into the program
+  std::vector<uint8_t> is_mutated;     // per stack argument: Tensor(a!) / Tensor(a!)[]
+  std::vector<int> mutated_args;       // stack indices of mutated arguments
+  std::vector<int> return_alias;       // per return: stack index of the mutated argument it aliases, or -1
+  std::vector<bool> return_is_list;    // per return: Tensor[] (else Tensor)
   int generator_arg = -1;
-  bool returns_ok = true;                // every return is a Tensor or Tensor[]
-  bool void_returns = false;             // returns nothing: results go to mutated_args, in order
+  bool returns_ok = true;              // every return is a Tensor or Tensor[]
+  bool void_returns = false;           // returns nothing: results go to mutated_args, in order
 };
-
-std::mutex g_info_mu;
-std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> g_infos;
-std::unordered_map<std::string, const lowering::Rule*> g_op_rules;  // registered op name -> rule
 
 std::string fullName(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
+
+std::mutex g_info_mu;
+std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<OpInfo>> g_infos;
 
 const OpInfo& infoFor(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
@@ -70,22 +73,22 @@ const OpInfo& infoFor(const c10::OperatorHandle& op) {
   if (it != g_infos.end()) return *it->second;
   auto info = std::make_unique<OpInfo>();
   info->name = fullName(schema.operator_name());
-  auto r = g_op_rules.find(info->name);
-  TORCH_INTERNAL_ASSERT(r != g_op_rules.end(), "no rule registered for ", info->name);
-  info->rule = r->second;
+  info->op = core::ruleFor(info->name);
+  TORCH_INTERNAL_ASSERT(info->op.rule != nullptr, "no rule registered for ", info->name);
   const auto& args = schema.arguments();
-  bool own_rule = info->rule->op == info->name;
+  info->is_static.assign(args.size(), 0);
+  info->is_mutated.assign(args.size(), 0);
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!own_rule && args[i].is_out()) continue;
-    info->rule_args.push_back(static_cast<int>(i));
-    for (const auto& s : info->rule->static_args)
-      if (s == args[i].name()) info->static_args.insert(static_cast<int>(i));
-    if (args[i].type()->kind() == c10::TypeKind::OptionalType &&
-        args[i].type()->containedType(0)->kind() == c10::TypeKind::GeneratorType)
-      info->generator_arg = static_cast<int>(i);
+    info->kinds.push_back(core::argKind(args[i]));
+    if (info->kinds.back() == ArgKind::Generator) info->generator_arg = static_cast<int>(i);
+    for (const auto& s : info->op.rule->static_args)
+      if (s == args[i].name()) info->is_static[i] = 1;
+    if (args[i].alias_info() && args[i].alias_info()->isWrite()) {
+      info->is_mutated[i] = 1;
+      info->mutated_args.push_back(static_cast<int>(i));
+    }
+    if (!(info->op.variant == core::Variant::Out && args[i].is_out())) info->rule_args.push_back(static_cast<int>(i));
   }
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].alias_info() && args[i].alias_info()->isWrite()) info->mutated_args.push_back(static_cast<int>(i));
   info->void_returns = schema.returns().empty();
   for (const auto& ret : schema.returns()) {
     bool is_list = ret.type()->kind() == c10::TypeKind::ListType &&
@@ -107,31 +110,18 @@ const OpInfo& infoFor(const c10::OperatorHandle& op) {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Compiled programs and the cache.
-
-enum class Src : uint8_t { Storage, Offset, Scalar, CpuTensor, Rng };
-struct Param {
-  Src kind;
-  int index;       // Storage: storage slot; Offset: tensor slot; Scalar/CpuTensor: stack index; Rng: 0
-  DType dtype;     // Scalar: requested dtype
-  int donate = -1; // Storage: output index it is donated to
-};
+// Programs and the cache.
 
 struct Program {
-  bool fallback = false;                  // no rule applies: run on CPU
-  bool error_on_cpu = false;              // the meta kernel rejected the call: let the CPU kernel raise
+  bool fallback = false;          // no rule applies: run on CPU
+  bool error_on_cpu = false;      // the meta kernel rejected the call: let the CPU kernel raise
   std::string fallback_reason;
-  runtime::ExecutablePtr exe;
-  std::vector<Param> params;
-  // Results are "flat": one per returned tensor (Tensor[] returns expanded), or, for ops returning nothing, one
-  // per tensor of the mutated arguments. Outputs: first the new buffers of written storages (written_slots
-  // order), then the fresh results.
-  std::vector<int> written_slots;
-  struct Result { int flat; at::ScalarType dtype; std::vector<int64_t> sizes; };
-  std::vector<Result> results;            // fresh (not written into an argument) and defined
-  std::vector<std::pair<int, int>> writes;  // (flat result, tensor slot) written into an argument
-  std::vector<std::vector<int>> ret_flat;   // per return: its flat results (-1: undefined)
-  bool has_donation = false;
+  core::Program prog;
+  // Results are "flat": one per returned tensor (Tensor[] returns expanded), or, for ops returning nothing, one per
+  // tensor of the mutated arguments (then all written). Fresh results are the defined ones not written.
+  int num_flat = 0;
+  std::vector<int> fresh_flat;               // flat index of each fresh result, in program output order
+  std::vector<std::vector<int>> ret_flat;    // per return: its flat results (-1: undefined)
 };
 
 struct CacheStats {
@@ -144,97 +134,36 @@ std::mutex g_cache_mu;
 std::unordered_map<std::string, std::shared_ptr<Program>> g_cache;
 
 // ---------------------------------------------------------------------------------------------------------------
-// Argument scan.
+// A call's arguments: its tensors as a Signature, every argument's key bytes.
 
-struct TensorSlot {
-  at::Tensor t;
-  int storage_slot;
-  bool identity;
-  int stack_index;
-  int list_index;  // position inside a Tensor[] / Tensor?[] argument
+struct Call {
+  core::Signature sig;
+  std::vector<int> first_tensor;  // per stack argument: index of its first tensor in sig.tensors (-1: none)
 };
 
-struct Scan {
-  std::vector<TensorSlot> tensors;               // tpu tensors in stack order (lists flattened)
-  std::vector<TpuStorage*> storages;             // distinct storages
-  std::vector<runtime::BufferPtr> buffers;       // their buffers, same order (null: never written)
-  std::vector<std::vector<int64_t>> bdims;       // buffer dims (flat element count when never written)
-  std::vector<DType> btype;                      // buffer element type
-  int device = -1;
-  std::string key;
-};
+// A Python number (or 0-d CPU tensor) given for a tensor argument: a program input, keyed by its dtype.
+bool isCpuScalar(const at::Tensor& t) { return t.dim() == 0 && t.is_cpu(); }
 
-inline void put(std::string& k, const void* p, size_t n) { k.append(static_cast<const char*>(p), n); }
-template <class T>
-inline void put(std::string& k, T v) {
-  put(k, &v, sizeof(v));
-}
-inline void putInts(std::string& k, c10::IntArrayRef v) {
-  put<uint32_t>(k, static_cast<uint32_t>(v.size()));
-  put(k, v.data(), v.size() * sizeof(int64_t));
-}
-
-[[noreturn]] void deviceMismatch(const at::Tensor& a, int device) {
-  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:", device,
-              " and ", a.device(), "!");
-}
-
-// A buffer only its storage (and this call) holds, large enough that donating beats copying.
-bool donatable(const runtime::BufferPtr& buf) {
-  return buf.use_count() <= 2 && buf->byteSize() >= donateMinBytes();
-}
-
-void scanTensor(Scan& s, const at::Tensor& t, int stack_index, int list_index = 0) {
+void scanTensor(Call& c, int si, const at::Tensor& t, bool writes) {
+  std::string& k = c.sig.key;
   if (!t.defined()) {
-    put<uint8_t>(s.key, 'u');
+    put<uint8_t>(k, 'u');
     return;
   }
   if (!t.is_privateuseone()) {
-    if (t.dim() == 0 && t.is_cpu()) {  // a CPU scalar (Python number or 0-d tensor): a program input
-      put<uint8_t>(s.key, 'c');
-      put<int8_t>(s.key, static_cast<int8_t>(t.scalar_type()));
-      put<uint8_t>(s.key, t.unsafeGetTensorImpl()->is_wrapped_number());
+    if (isCpuScalar(t)) {
+      put<uint8_t>(k, 'c');
+      put<int8_t>(k, static_cast<int8_t>(t.scalar_type()));
+      put<uint8_t>(k, t.unsafeGetTensorImpl()->is_wrapped_number());
       return;
     }
-    deviceMismatch(t, s.device < 0 ? 0 : s.device);
+    core::deviceMismatch(c.sig.device < 0 ? 0 : c.sig.device, t.device());
   }
-  int dev = t.device().index();
-  if (s.device < 0) s.device = dev;
-  else if (dev != s.device) TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, tpu:", s.device, " and tpu:", dev, "!");
-  TpuStorage* st = storageOf(t);
-  int slot = -1;
-  for (size_t i = 0; i < s.storages.size(); ++i)
-    if (s.storages[i] == st) slot = static_cast<int>(i);
-  if (slot < 0) {
-    slot = static_cast<int>(s.storages.size());
-    s.storages.push_back(st);
-    runtime::BufferPtr buf = st->get();
-    if (buf) {
-      s.bdims.push_back(buf->dims());
-      s.btype.push_back(DType(buf->type()));
-    } else {  // never written: reads as zeros, no program input
-      s.bdims.push_back({static_cast<int64_t>(st->nbytes / t.element_size())});
-      s.btype.push_back(toDType(t.scalar_type()));
-    }
-    put<uint8_t>(s.key, buf ? (donatable(buf) ? 'D' : 'b') : 'z');
-    s.buffers.push_back(std::move(buf));
-  }
-  viewprog::Layout l{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
-  bool identity = viewprog::isIdentity(s.bdims[slot], l) && toDType(t.scalar_type()) == s.btype[slot];
-  s.tensors.push_back({t, slot, identity, stack_index, list_index});
-  put<uint8_t>(s.key, 't');
-  put<int8_t>(s.key, static_cast<int8_t>(t.scalar_type()));
-  put<int8_t>(s.key, static_cast<int8_t>(slot));
-  put<uint8_t>(s.key, identity);
-  putInts(s.key, t.sizes());
-  if (!identity) {
-    putInts(s.key, t.strides());
-    putInts(s.key, s.bdims[slot]);
-    put<int8_t>(s.key, static_cast<int8_t>(s.btype[slot]));
-  }
+  int ti = c.sig.add(t, writes);
+  if (c.first_tensor[si] < 0) c.first_tensor[si] = ti;
 }
 
-void scanScalar(std::string& k, const c10::Scalar& v, bool is_static) {
+void scanNumber(std::string& k, const c10::Scalar& v, bool is_static) {
   if (v.isBoolean()) put<uint8_t>(k, 'b');
   else if (v.isIntegral(false)) put<uint8_t>(k, 'i');
   else if (v.isFloatingPoint()) put<uint8_t>(k, 'f');
@@ -245,144 +174,100 @@ void scanScalar(std::string& k, const c10::Scalar& v, bool is_static) {
   }
 }
 
-lowering::HostScalar hostScalar(const c10::Scalar& v, bool with_value) {
-  lowering::HostScalar h;
-  if (v.isBoolean()) {
-    h.kind = lowering::HostScalar::Kind::Bool;
-    if (with_value) h.b = v.toBool();
-  } else if (v.isIntegral(false)) {
-    h.kind = lowering::HostScalar::Kind::Int;
-    if (with_value) h.i = v.toLong();
-  } else {
-    h.kind = lowering::HostScalar::Kind::Float;
-    if (with_value) h.f = v.toDouble();
-  }
-  h.has_value = with_value;  // otherwise kind only: the value is a program input
-  return h;
-}
+int64_t intOf(const c10::IValue& e) { return e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__); }
 
-bool isScalarTypeArg(const c10::Argument& a) {
-  auto t = a.real_type();
-  if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
-  return t->kind() == c10::TypeKind::ScalarTypeType;
-}
-
-bool isOtherArg(const c10::Argument& a) {
-  auto t = a.real_type();
-  if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
-  switch (t->kind()) {
-    case c10::TypeKind::LayoutType:
-    case c10::TypeKind::MemoryFormatType:
-    case c10::TypeKind::DeviceObjType:
-    case c10::TypeKind::GeneratorType:
-      return true;
-    default:
-      return false;
-  }
-}
-
-// Scalar[] (e.g. _foreach_add.ScalarList): numbers, static (in the cache key), passed to rules as a DoubleList.
-bool isScalarListArg(const c10::Argument& a) {
-  auto t = a.real_type();
-  if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
-  return t->kind() == c10::TypeKind::ListType && t->containedType(0)->kind() == c10::TypeKind::NumberType;
-}
-
-bool isFloatArg(const c10::Argument& a) {
-  auto t = a.real_type();
-  if (t->kind() == c10::TypeKind::OptionalType) t = t->containedType(0);
-  return t->kind() == c10::TypeKind::FloatType;
-}
-
-void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t base,
-          Scan& s) {
-  const auto& args = schema.arguments();
-  s.key.reserve(256);
-  put(s.key, &schema, sizeof(&schema));
-  for (size_t i = 0; i < args.size(); ++i) {
+void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t base, Call& c) {
+  const size_t n = info.kinds.size();
+  std::string& k = c.sig.key;
+  k.reserve(256);
+  c.first_tensor.assign(n, -1);
+  put(k, &schema, sizeof(&schema));
+  for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = stack[base + i];
     const int si = static_cast<int>(i);
-    if (v.isTensor()) {
-      scanTensor(s, v.toTensor(), si);
-    } else if (v.isList() && isScalarListArg(args[i])) {
-      put<uint8_t>(s.key, 'Q');
-      for (const c10::IValue& e : v.toListRef()) {
-        c10::Scalar x = e.toScalar();
-        put<uint8_t>(s.key, x.isFloatingPoint() ? 'f' : x.isBoolean() ? 'b' : 'i');
-        put<double>(s.key, x.toDouble());
+    if (v.isNone()) {
+      put<uint8_t>(k, 'N');
+      continue;
+    }
+    switch (info.kinds[i]) {
+      case ArgKind::Tensor:
+        scanTensor(c, si, v.toTensor(), info.is_mutated[i]);
+        break;
+      case ArgKind::TensorList:
+        put<uint8_t>(k, 'L');
+        for (const c10::IValue& e : v.toListRef()) {
+          if (e.isTensor()) scanTensor(c, si, e.toTensor(), info.is_mutated[i]);
+          else put<uint8_t>(k, 'n');
+        }
+        put<uint8_t>(k, 'l');
+        break;
+      case ArgKind::Scalar:
+      case ArgKind::Float:
+        scanNumber(k, v.toScalar(), info.is_static[i]);
+        break;
+      case ArgKind::Int:
+        put<uint8_t>(k, 'I');
+        put<int64_t>(k, intOf(v));
+        break;
+      case ArgKind::Bool:
+        put<uint8_t>(k, 'B');
+        put<uint8_t>(k, v.toBool());
+        break;
+      case ArgKind::IntList:
+        put<uint8_t>(k, 'J');
+        if (v.isIntList()) {
+          putInts(k, v.toDimVector());
+        } else {
+          for (const c10::IValue& e : v.toListRef()) put<int64_t>(k, intOf(e));
+        }
+        break;
+      case ArgKind::FloatList:
+      case ArgKind::ScalarList:  // static values
+        put<uint8_t>(k, 'Q');
+        for (const c10::IValue& e : v.toListRef()) {
+          c10::Scalar x = e.toScalar();
+          put<uint8_t>(k, x.isFloatingPoint() ? 'f' : x.isBoolean() ? 'b' : 'i');
+          put<double>(k, x.toDouble());
+        }
+        break;
+      case ArgKind::BoolList:
+        put<uint8_t>(k, 'K');
+        for (const c10::IValue& e : v.toListRef()) put<uint8_t>(k, e.toBool());
+        break;
+      case ArgKind::String: {
+        put<uint8_t>(k, 'S');
+        const std::string& str = v.toStringRef();
+        put<uint32_t>(k, static_cast<uint32_t>(str.size()));
+        k.append(str);
+        break;
       }
-    } else if (v.isTensorList()) {
-      put<uint8_t>(s.key, 'L');
-      int li = 0;
-      for (const at::Tensor& t : v.toTensorList()) scanTensor(s, t, si, li++);
-      put<uint8_t>(s.key, 'l');
-    } else if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
-      put<uint8_t>(s.key, 'L');
-      int li = 0;
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isTensor()) scanTensor(s, e.toTensor(), si, li);
-        else put<uint8_t>(s.key, 'n');
-        ++li;
-      }
-      put<uint8_t>(s.key, 'l');
-    } else if (v.isNone()) {
-      put<uint8_t>(s.key, 'N');
-    } else if (isOtherArg(args[i])) {
-      put<uint8_t>(s.key, 'o');
-      if (v.isDevice()) {
-        put<int8_t>(s.key, v.toDevice().index());
-      }
-    } else if (isScalarTypeArg(args[i])) {
-      put<uint8_t>(s.key, 'd');
-      put<int64_t>(s.key, v.toInt());
-    } else if (v.isScalar() && (args[i].real_type()->kind() == c10::TypeKind::NumberType || isFloatArg(args[i]) ||
-                                (args[i].real_type()->kind() == c10::TypeKind::OptionalType &&
-                                 args[i].real_type()->containedType(0)->kind() == c10::TypeKind::NumberType))) {
-      scanScalar(s.key, v.toScalar(), info.static_args.count(si) > 0);
-    } else if (v.isInt()) {
-      put<uint8_t>(s.key, 'I');
-      put<int64_t>(s.key, v.toInt());
-    } else if (v.isSymInt()) {
-      put<uint8_t>(s.key, 'I');
-      put<int64_t>(s.key, v.toSymInt().guard_int(__FILE__, __LINE__));
-    } else if (v.isBool()) {
-      put<uint8_t>(s.key, 'B');
-      put<uint8_t>(s.key, v.toBool());
-    } else if (v.isDouble()) {
-      put<uint8_t>(s.key, 'F');
-      put<double>(s.key, v.toDouble());
-    } else if (v.isIntList()) {
-      put<uint8_t>(s.key, 'J');
-      putInts(s.key, v.toDimVector());
-    } else if (v.isList()) {  // SymInt[] and other lists
-      put<uint8_t>(s.key, 'K');
-      for (const c10::IValue& e : v.toListRef()) {
-        if (e.isInt()) put<int64_t>(s.key, e.toInt());
-        else if (e.isSymInt()) put<int64_t>(s.key, e.toSymInt().guard_int(__FILE__, __LINE__));
-        else if (e.isDouble()) put<double>(s.key, e.toDouble());
-        else if (e.isBool()) put<uint8_t>(s.key, e.toBool());
-        else TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: unsupported list element in ", schema.name());
-      }
-    } else if (v.isString()) {
-      put<uint8_t>(s.key, 'S');
-      const std::string& str = v.toStringRef();
-      put<uint32_t>(s.key, static_cast<uint32_t>(str.size()));
-      s.key.append(str);
-    } else if (v.isGenerator()) {
-      put<uint8_t>(s.key, 'g');
-    } else {
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: unsupported argument '", args[i].name(), "' of ", schema.name());
+      case ArgKind::ScalarType:
+        put<uint8_t>(k, 'd');
+        put<int64_t>(k, v.toInt());
+        break;
+      case ArgKind::Device:
+        put<uint8_t>(k, 'o');
+        put<int8_t>(k, v.toDevice().index());
+        break;
+      case ArgKind::Generator:
+        put<uint8_t>(k, 'g');
+        break;
+      case ArgKind::Other:
+        put<uint8_t>(k, 'o');
+        break;
     }
   }
-  if (s.device < 0) {
+  if (c.sig.device < 0) {
     // Factories: the device argument, else the current device.
-    for (size_t i = 0; i < args.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       const c10::IValue& v = stack[base + i];
-      if (v.isDevice() && v.toDevice().is_privateuseone()) s.device = v.toDevice().has_index() ? v.toDevice().index() : currentDevice();
+      if (v.isDevice() && v.toDevice().is_privateuseone())
+        c.sig.device = v.toDevice().has_index() ? v.toDevice().index() : currentDevice();
     }
-    if (s.device < 0) s.device = currentDevice();
+    if (c.sig.device < 0) c.sig.device = currentDevice();
   }
-  put<int8_t>(s.key, static_cast<int8_t>(s.device));
+  put<int8_t>(k, static_cast<int8_t>(c.sig.device));
+  c.sig.seal();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -428,53 +313,18 @@ struct MetaMaker {
   }
 };
 
-class EagerContext final : public lowering::Context {
- public:
-  EagerContext(shlo::Builder& b, const std::string& op, Program& prog, const torch::jit::Stack& stack, size_t base,
-               std::vector<Value>& cpu_tensor_values)
-      : Context(b, op), prog_(prog), stack_(stack), base_(base), cpu_values_(cpu_tensor_values) {}
-
-  std::vector<int> stack_index;  // per rule arg
-
-  Value scalar(size_t i, DType dtype) override {
-    const Arg& a = arg(i);
-    if (a.kind == Arg::Kind::Tensor && a.tensor.valid()) {
-      if (a.tensor.rank() != 0) fail("argument '" + a.name + "' is not a scalar");
-      return b.convert(a.tensor, dtype);
-    }
-    if (a.kind != Arg::Kind::Scalar && a.kind != Arg::Kind::Double && a.kind != Arg::Kind::Int &&
-        a.kind != Arg::Kind::Bool)
-      fail("argument '" + a.name + "' is not a number");
-    if (a.kind == Arg::Kind::Int || a.kind == Arg::Kind::Bool || a.scalar.known()) {
-      // Static: a constant.
-      double v = a.kind == Arg::Kind::Int ? double(a.i) : a.kind == Arg::Kind::Bool ? double(a.b) : a.scalar.toDouble();
-      if (a.kind == Arg::Kind::Int || (a.scalar.kind == lowering::HostScalar::Kind::Int))
-        return b.constantInt(a.kind == Arg::Kind::Int ? a.i : a.scalar.i, dtype);
-      return b.constant(v, dtype);
-    }
-    Value p = b.parameter(TensorType{dtype, {}});
-    prog_.params.push_back({Src::Scalar, stack_index[i], dtype});
-    return p;
-  }
-
-  Value rngState() override {
-    Value p = b.parameter(TensorType{DType::U64, {2}});
-    prog_.params.push_back({Src::Rng, 0, DType::U64});
-    return p;
-  }
-
- private:
-  Program& prog_;
-  const torch::jit::Stack& stack_;
-  size_t base_;
-  std::vector<Value>& cpu_values_;
-};
-
-std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInfo& info, const torch::jit::Stack& stack,
-                                      size_t base, const Scan& s, bool& needs_resize) {
+std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
+                                      const torch::jit::Stack& stack, size_t base, const Call& c,
+                                      bool& needs_resize) {
   const c10::FunctionSchema& schema = op.schema();
   const auto& args = schema.arguments();
+  const core::Signature& sig = c.sig;
   auto prog = std::make_shared<Program>();
+  auto fallback = [&](std::string why) {
+    prog->fallback = true;
+    prog->fallback_reason = std::move(why);
+    return prog;
+  };
 
   // 1. Result types (and PyTorch's own argument checks) from the meta kernels.
   torch::jit::Stack meta;
@@ -485,9 +335,7 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
   } catch (const c10::NotImplementedError& e) {
-    prog->fallback = true;
-    prog->fallback_reason = "no meta kernel";
-    return prog;
+    return fallback("no meta kernel");
   } catch (const std::exception& e) {
     // PyTorch rejected the call. Its Python meta kernels sometimes raise another exception type than the CPU
     // kernel does; the CPU kernel run on the same arguments raises exactly what a CPU user would see.
@@ -495,27 +343,48 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
     prog->error_on_cpu = true;
     return prog;
   }
-  // Flat results and their types.
-  std::vector<TensorType> out_types;
+  std::vector<TensorType> out_types;  // per flat result
+  std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument
   auto addType = [&](const at::Tensor& m) -> bool {
     if (!m.defined()) {
       out_types.push_back(TensorType{});
       return true;
     }
     if (!supportedDType(m.scalar_type())) {
-      prog->fallback = true;
-      prog->fallback_reason = std::string("unsupported result dtype ") + c10::toString(m.scalar_type());
+      fallback(std::string("unsupported result dtype ") + c10::toString(m.scalar_type()));
       return false;
     }
     out_types.push_back(TensorType{toDType(m.scalar_type()), m.sizes().vec()});
     return true;
   };
-  // Tensor slots of each stack argument, in order.
-  auto slotsOf = [&](int si) {
+  // The tensors of stack argument si, in order.
+  auto tensorsOf = [&](int si) {
     std::vector<int> r;
-    for (size_t ti = 0; ti < s.tensors.size(); ++ti)
-      if (s.tensors[ti].stack_index == si) r.push_back(static_cast<int>(ti));
+    int ti = c.first_tensor[si];
+    if (ti < 0) return r;
+    const c10::IValue& v = stack[base + si];
+    if (v.isTensor()) return std::vector<int>{ti};
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor() && e.toTensor().defined() && e.toTensor().is_privateuseone()) r.push_back(ti++);
     return r;
+  };
+  // A mutated argument's tensor ti: its meta twin after the meta kernel (list_pos: position among the list's
+  // tensors).
+  auto writtenType = [&](int si, size_t list_pos) -> at::Tensor {
+    const c10::IValue& m = meta_args[si];
+    if (m.isTensor()) return m.toTensor();
+    size_t pos = 0;
+    for (const c10::IValue& e : m.toListRef())
+      if (e.isTensor() && e.toTensor().defined() && pos++ == list_pos) return e.toTensor();
+    return at::Tensor();
+  };
+  auto writeMutated = [&](int si) -> bool {
+    std::vector<int> ts = tensorsOf(si);
+    for (size_t j = 0; j < ts.size(); ++j) {
+      writes.push_back({static_cast<int>(out_types.size()), ts[j]});
+      if (!addType(writtenType(si, j))) return false;
+    }
+    return true;
   };
   if (!info.void_returns) {
     TORCH_INTERNAL_ASSERT(meta.size() == schema.returns().size());
@@ -533,250 +402,115 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
       }
       int alias = info.return_alias[k];
       if (alias >= 0) {
-        std::vector<int> slots = slotsOf(alias);
-        for (size_t j = 0; j < flat.size() && j < slots.size(); ++j)
-          if (flat[j] >= 0) prog->writes.push_back({flat[j], slots[j]});
+        std::vector<int> ts = tensorsOf(alias);
+        for (size_t j = 0; j < flat.size() && j < ts.size(); ++j)
+          if (flat[j] >= 0) writes.push_back({flat[j], ts[j]});
       }
       prog->ret_flat.push_back(std::move(flat));
     }
     // Arguments the op writes without returning them (running statistics of _native_batch_norm_legit): the rule
     // returns their new values after the schema's results.
-    for (int si : info.mutated_args) {
-      if (std::find(info.return_alias.begin(), info.return_alias.end(), si) != info.return_alias.end()) continue;
-      for (int ti : slotsOf(si)) {
-        prog->writes.push_back({static_cast<int>(out_types.size()), ti});
-        if (!addType(meta_args[si].isTensor() ? meta_args[si].toTensor()
-                                              : meta_args[si].toTensorList().get(s.tensors[ti].list_index)))
-          return prog;
-      }
-    }
+    for (int si : info.mutated_args)
+      if (std::find(info.return_alias.begin(), info.return_alias.end(), si) == info.return_alias.end() &&
+          !writeMutated(si))
+        return prog;
   } else {
     // Results go into the mutated arguments' tensors, in order; their types are the arguments' own.
-    for (int si : info.mutated_args) {
-      for (int ti : slotsOf(si)) {
-        prog->writes.push_back({static_cast<int>(out_types.size()), ti});
-        if (!addType(meta_args[si].isTensor() ? meta_args[si].toTensor()
-                                              : meta_args[si].toTensorList().get(s.tensors[ti].list_index)))
-          return prog;
-      }
-    }
+    for (int si : info.mutated_args)
+      if (!writeMutated(si)) return prog;
   }
+  prog->num_flat = static_cast<int>(out_types.size());
   // out=/in-place: the real argument must have the meta result's shape.
-  for (const auto& w : prog->writes) {
-    const at::Tensor& real = s.tensors[w.second].t;
+  for (const auto& w : writes) {
+    const at::Tensor& real = sig.tensors[w.second].t;
     if (real.sizes() != c10::IntArrayRef(out_types[w.first].shape)) {
       needs_resize = true;
       real.resize_(out_types[w.first].shape);
     }
   }
   if (needs_resize) return nullptr;
-  for (const auto& t : s.tensors)
-    if (!supportedDType(t.t.scalar_type())) {
-      prog->fallback = true;
-      prog->fallback_reason = std::string("unsupported dtype ") + c10::toString(t.t.scalar_type());
-      return prog;
-    }
+  for (const auto& e : sig.tensors)
+    if (!supportedDType(e.t.scalar_type()))
+      return fallback(std::string("unsupported dtype ") + c10::toString(e.t.scalar_type()));
 
   // 2. The program.
-  shlo::Builder b;
-  std::vector<int> written;  // storage slots written, in order
-  for (const auto& w : prog->writes) {
-    int slot = s.tensors[w.second].storage_slot;
+  std::vector<int> written;  // storage slots written, in order of first write
+  for (const auto& w : writes) {
+    int slot = sig.tensors[w.second].slot;
     if (std::find(written.begin(), written.end(), slot) == written.end()) written.push_back(slot);
   }
-  prog->written_slots = written;
-
-  std::vector<Value> storage_vals(s.storages.size());
-  // Dims each written slot's new buffer will have: the view's sizes for a whole-storage write, else unchanged.
-  auto newDims = [&](int slot) -> std::vector<int64_t> {
-    for (const auto& w : prog->writes) {
-      const auto& ts = s.tensors[w.second];
-      if (ts.storage_slot == slot) return ts.identity ? ts.t.sizes().vec() : s.bdims[slot];
-    }
-    return s.bdims[slot];
-  };
-  auto storageValue = [&](int slot) -> Value {
-    if (!storage_vals[slot].valid()) {
-      TensorType bt{s.btype[slot], s.bdims[slot]};
-      if (!s.buffers[slot]) {
-        storage_vals[slot] = b.zeros(bt);
-        return storage_vals[slot];
-      }
-      int donate = -1;
-      auto w = std::find(written.begin(), written.end(), slot);
-      // A written storage whose buffer nobody else holds is donated to its new buffer.
-      if (w != written.end() && donatable(s.buffers[slot]) && newDims(slot) == s.bdims[slot])
-        donate = static_cast<int>(w - written.begin());
-      storage_vals[slot] = b.parameter(bt, donate);
-      prog->params.push_back({Src::Storage, slot, s.btype[slot], donate});
-      if (donate >= 0) prog->has_donation = true;
-    }
-    return storage_vals[slot];
-  };
-  std::vector<Value> offsets(s.tensors.size());
-  auto offsetValue = [&](size_t ti) -> Value {
-    if (s.tensors[ti].identity) return Value();
-    if (!offsets[ti].valid()) {
-      offsets[ti] = b.parameter(TensorType{DType::S64, {}});
-      prog->params.push_back({Src::Offset, static_cast<int>(ti), DType::S64});
-    }
-    return offsets[ti];
-  };
-  auto layoutOf = [](const at::Tensor& t) {
-    return viewprog::Layout{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
-  };
-  // Values of tensor slots, read lazily (an out= argument is never read).
-  std::vector<Value> tvals(s.tensors.size());
-  auto tensorValue = [&](size_t ti) -> Value {
-    if (!tvals[ti].valid()) {
-      const auto& ts = s.tensors[ti];
-      tvals[ti] = viewprog::read(b, storageValue(ts.storage_slot), layoutOf(ts.t), offsetValue(ti),
-                                 toDType(ts.t.scalar_type()));
-    }
-    return tvals[ti];
-  };
-
-  EagerContext ctx(b, info.name, *prog, stack, base, tvals);
-  // Context arguments.
-  size_t tcursor = 0;
-  // Map stack index -> first tensor slot index.
-  std::vector<int> first_slot(args.size(), -1);
-  for (size_t ti = 0; ti < s.tensors.size(); ++ti)
-    if (first_slot[s.tensors[ti].stack_index] < 0) first_slot[s.tensors[ti].stack_index] = static_cast<int>(ti);
-  (void)tcursor;
-  auto cpuScalarValue = [&](const at::Tensor& t, int si) -> Value {
-    Value p = b.parameter(TensorType{toDType(t.scalar_type()), {}});
-    prog->params.push_back({Src::CpuTensor, si, toDType(t.scalar_type())});
-    return p;
-  };
+  core::ProgramBuilder pb(sig, written);
+  core::CallContext ctx(pb, info.name);
   for (int si : info.rule_args) {
-    const c10::Argument& sa = args[si];
     const c10::IValue& v = stack[base + si];
+    const ArgKind kind = info.kinds[si];
+    const std::string& name = args[si].name();
     Arg a;
-    a.name = sa.name();
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
+      a.name = name;
       if (!t.defined()) {
         a.kind = Arg::Kind::None;
-      } else {
+      } else if (t.is_privateuseone()) {
         a.kind = Arg::Kind::Tensor;
-        if (t.is_privateuseone()) {
-          a.tensor = tensorValue(first_slot[si]);
-        } else {
-          a.tensor = cpuScalarValue(t, si);
-          a.wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
-        }
+        a.tensor = pb.read(c.first_tensor[si]);
+      } else {  // a 0-d CPU tensor: a program input
+        a.kind = Arg::Kind::Tensor;
+        a.tensor = pb.hostParam(TensorType{toDType(t.scalar_type()), {}}, si);
+        a.wrapped_number = t.unsafeGetTensorImpl()->is_wrapped_number();
       }
-    } else if (v.isList() && isScalarListArg(sa)) {
-      a.kind = Arg::Kind::DoubleList;
-      for (const c10::IValue& e : v.toListRef()) a.doubles.push_back(e.toScalar().toDouble());
-    } else if (v.isTensorList() ||
-               (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList() && !isScalarTypeArg(sa))) {
+    } else if (kind == ArgKind::TensorList && !v.isNone()) {
+      a.name = name;
       a.kind = Arg::Kind::TensorList;
-      int ti = first_slot[si];
+      int ti = c.first_tensor[si];
       for (const c10::IValue& e : v.toListRef()) {
         if (e.isTensor() && e.toTensor().defined()) {
           TORCH_CHECK_NOT_IMPLEMENTED(e.toTensor().is_privateuseone(), "tpu: CPU tensor in a tensor list");
-          a.tensors.push_back(tensorValue(ti++));
+          a.tensors.push_back(pb.read(ti++));
         } else {
           a.tensors.push_back(Value());
         }
       }
-    } else if (v.isNone()) {
-      a.kind = Arg::Kind::None;
-    } else if (isOtherArg(sa)) {
-      a.kind = Arg::Kind::Other;
-    } else if (isScalarTypeArg(sa)) {
-      a.kind = Arg::Kind::ScalarType;
-      a.dtype = toDType(static_cast<at::ScalarType>(v.toInt()));
-    } else if (v.isScalar() && (sa.real_type()->kind() == c10::TypeKind::NumberType || isFloatArg(sa) ||
-                                (sa.real_type()->kind() == c10::TypeKind::OptionalType &&
-                                 sa.real_type()->containedType(0)->kind() == c10::TypeKind::NumberType))) {
-      a.kind = isFloatArg(sa) ? Arg::Kind::Double : Arg::Kind::Scalar;
-      bool st = info.static_args.count(si) > 0;
-      a.scalar = hostScalar(v.toScalar(), st);
-    } else if (v.isInt() || v.isSymInt()) {
-      a.kind = Arg::Kind::Int;
-      a.i = v.isInt() ? v.toInt() : v.toSymInt().guard_int(__FILE__, __LINE__);
-    } else if (v.isBool()) {
-      a.kind = Arg::Kind::Bool;
-      a.b = v.toBool();
-    } else if (v.isDouble()) {
-      a.kind = Arg::Kind::Double;
-      a.scalar = hostScalar(c10::Scalar(v.toDouble()), true);
-    } else if (v.isIntList() || v.isList()) {
-      if (v.isDoubleList()) {
-        a.kind = Arg::Kind::DoubleList;
-        for (double d : v.toDoubleVector()) a.doubles.push_back(d);
-      } else if (v.isBoolList()) {
-        a.kind = Arg::Kind::BoolList;
-        for (bool d : v.toBoolList()) a.bools.push_back(d);
-      } else {
-        a.kind = Arg::Kind::IntList;
-        for (const c10::IValue& e : v.toListRef())
-          a.ints.push_back(e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__));
-      }
-    } else if (v.isString()) {
-      a.kind = Arg::Kind::String;
-      a.s = v.toStringRef();
     } else {
-      a.kind = Arg::Kind::Other;
+      bool dynamic = (kind == ArgKind::Scalar || kind == ArgKind::Float) && !info.is_static[si];
+      a = core::hostArg(pb.b, name, kind, v, dynamic);
     }
     ctx.args.push_back(std::move(a));
-    ctx.stack_index.push_back(si);
+    ctx.host_index.push_back(si);
   }
   ctx.outputs = out_types;
 
-  if (info.rule->accepts && !info.rule->accepts(ctx)) {
-    prog->fallback = true;
-    prog->fallback_reason = "rule declines this call";
-    return prog;
-  }
+  const lowering::Rule& rule = *info.op.rule;
+  if (rule.accepts && !rule.accepts(ctx)) return fallback("rule declines this call");
   std::vector<Value> results;
   try {
-    results = lowering::lower(*info.rule, ctx);
+    results = lowering::lower(rule, ctx);
   } catch (const lowering::LoweringError& e) {
-    prog->fallback = true;
-    prog->fallback_reason = e.what();
-    return prog;
+    return fallback(e.what());
   } catch (const shlo::BuildError& e) {
-    prog->fallback = true;
-    prog->fallback_reason = std::string(info.name) + ": " + e.what();
-    return prog;
+    return fallback(info.name + ": " + e.what());
   }
 
-  // 3. Outputs: written storages' new buffers, then fresh results.
-  std::vector<Value> outs;
+  // 3. Writes into argument storages, then fresh results.
   std::vector<bool> is_written(results.size(), false);
-  for (const auto& w : prog->writes) is_written[w.first] = true;
-  for (int slot : written) {
-    Value cur = Value();
-    for (const auto& w : prog->writes) {
-      const auto& ts = s.tensors[w.second];
-      if (ts.storage_slot != slot) continue;
-      if (ts.identity) {
-        // The whole storage is overwritten: the result becomes its buffer, in the view's shape.
-        cur = b.convert(results[w.first], s.btype[slot]);
-        continue;
-      }
-      if (!cur.valid()) cur = storageValue(slot);
-      cur = viewprog::write(b, cur, layoutOf(ts.t), offsetValue(w.second), results[w.first]);
-    }
-    outs.push_back(cur);
+  for (const auto& w : writes) {
+    is_written[w.first] = true;
+    pb.write(w.second, results[w.first]);
   }
+  std::vector<Value> fresh;
+  std::vector<core::Program::Result> fresh_types;
   for (size_t k = 0; k < results.size(); ++k) {
     if (is_written[k] || out_types[k].dtype == DType::Invalid) continue;
-    outs.push_back(results[k]);
-    prog->results.push_back({static_cast<int>(k), toScalarType(out_types[k].dtype), out_types[k].shape});
+    fresh.push_back(results[k]);
+    fresh_types.push_back({toScalarType(out_types[k].dtype), out_types[k].shape});
+    prog->fresh_flat.push_back(static_cast<int>(k));
   }
-  std::string text = b.finish(outs);
+  std::string text = pb.finish(fresh, std::move(fresh_types), prog->prog);
   auto t0 = std::chrono::steady_clock::now();
   try {
-    prog->exe = client().compile(text);
+    prog->prog.exe = core::executableFor(text, core::ExecutableCaches{false, false}).exe;
   } catch (const std::exception& e) {
-    prog->fallback = true;
-    prog->fallback_reason = std::string("compile failed: ") + e.what();
-    return prog;
+    return fallback(std::string("compile failed: ") + e.what());
   }
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   g_stats.compiles++;
@@ -787,87 +521,43 @@ std::shared_ptr<Program> buildProgram(const c10::OperatorHandle& op, const OpInf
 // ---------------------------------------------------------------------------------------------------------------
 // Launch.
 
-void launch(const Program& prog, const OpInfo& info, const c10::FunctionSchema& schema, torch::jit::Stack* stack,
-            size_t base, Scan& s) {
-  const auto& args = schema.arguments();
-  thread_local std::vector<runtime::BufferPtr> held;
-  thread_local std::vector<runtime::Buffer*> raw;
-  thread_local std::vector<bool> donate;
-  held.clear();
-  raw.clear();
-  donate.clear();
-  bool any_donate = false;
-  for (const Param& p : prog.params) {
-    switch (p.kind) {
-      case Src::Storage: {
-        raw.push_back(s.buffers[p.index].get());
-        donate.push_back(p.donate >= 0);
-        any_donate |= p.donate >= 0;
-        continue;
-      }
-      case Src::Offset: {
-        held.push_back(scalarBuffer(c10::Scalar(s.tensors[p.index].t.storage_offset()), p.dtype, s.device));
-        break;
-      }
-      case Src::Scalar: {
-        const c10::IValue& v = (*stack)[base + p.index];
-        held.push_back(scalarBuffer(v.toScalar(), p.dtype, s.device));
-        break;
-      }
-      case Src::CpuTensor: {
-        const at::Tensor& t = (*stack)[base + p.index].toTensor();
-        held.push_back(scalarBuffer(t.item(), p.dtype, s.device));
-        break;
-      }
-      case Src::Rng: {
-        std::optional<at::Generator> gen;
-        if (info.generator_arg >= 0) {
-          const c10::IValue& g = (*stack)[base + info.generator_arg];
-          if (g.isGenerator()) gen = g.toGenerator();
-        }
-        uint64_t state[2] = {nextRngKey(gen, s.device), 0};
-        held.push_back(client().fromHost(state, runtime::ElementType::U64, {2}, s.device));
-        break;
-      }
-    }
-    raw.push_back(held.back().get());
-    donate.push_back(false);
+void launch(const Program& p, const OpInfo& info, torch::jit::Stack* stack, size_t base, Call& c) {
+  std::optional<at::Generator> gen;
+  if (info.generator_arg >= 0) {
+    const c10::IValue& g = (*stack)[base + info.generator_arg];
+    if (g.isGenerator()) gen = g.toGenerator();
   }
-  std::vector<runtime::BufferPtr> outs =
-      prog.exe->execute(s.device, raw, any_donate ? donate : std::vector<bool>{});
-  // The plugin keeps its inputs alive until the execution finishes; drop our references now.
-  held.clear();
-  // Written storages take their new buffers (every alias sees the write).
-  size_t o = 0;
-  for (int slot : prog.written_slots) s.storages[slot]->set(std::move(outs[o++]));
-  std::unordered_map<int, at::Tensor> by_flat;
-  for (const auto& r : prog.results) by_flat[r.flat] = wrapBuffer(std::move(outs[o++]), r.dtype, r.sizes, s.device);
+  // Host inputs: Python numbers (Scalar / float arguments) and 0-d CPU tensors, by stack index.
+  auto host = [&](const core::Param& prm) -> runtime::BufferPtr {
+    const c10::IValue& v = (*stack)[base + prm.index];
+    c10::Scalar x = v.isTensor() ? v.toTensor().item() : v.toScalar();
+    return scalarBuffer(x, prm.dtype, c.sig.device);
+  };
+  std::vector<at::Tensor> fresh = p.prog.launch(c.sig, host, gen);
+  std::vector<at::Tensor> by_flat(p.num_flat);
+  for (size_t j = 0; j < fresh.size(); ++j) by_flat[p.fresh_flat[j]] = std::move(fresh[j]);
   std::vector<c10::IValue> rets;
-  rets.reserve(prog.ret_flat.size());
-  for (size_t k = 0; k < prog.ret_flat.size(); ++k) {
+  rets.reserve(p.ret_flat.size());
+  for (size_t k = 0; k < p.ret_flat.size(); ++k) {
     int alias = info.return_alias[k];
     if (alias >= 0) {
       rets.push_back((*stack)[base + alias]);
     } else if (info.return_is_list[k]) {
       c10::List<at::Tensor> list;
-      for (int f : prog.ret_flat[k]) list.push_back(by_flat[f]);
+      for (int f : p.ret_flat[k]) list.push_back(by_flat[f]);
       rets.push_back(std::move(list));
     } else {
-      int f = prog.ret_flat[k][0];
+      int f = p.ret_flat[k][0];
       rets.push_back(f >= 0 ? by_flat[f] : at::Tensor());
     }
   }
-  if (launchBlocking()) client().synchronize(s.device);
   stack->erase(stack->begin() + base, stack->end());
   for (auto& r : rets) stack->push_back(std::move(r));
-  (void)args;
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
-
-at::Tensor hostClone(const at::Tensor& self);
 
 void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   const OpInfo& info = infoFor(op);
@@ -882,21 +572,21 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
     return;
   }
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Scan s;
-    scan(info, schema, *stack, base, s);
+    Call c;
+    scan(info, schema, *stack, base, c);
     g_stats.requests++;
     std::shared_ptr<Program> prog;
     {
       std::lock_guard<std::mutex> g(g_cache_mu);
-      auto it = g_cache.find(s.key);
+      auto it = g_cache.find(c.sig.key);
       if (it != g_cache.end()) prog = it->second;
     }
     if (prog) {
       g_stats.hits++;
     } else {
-      c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s.device)));
+      c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(c.sig.device)));
       bool needs_resize = false;
-      prog = buildProgram(op, info, *stack, base, s, needs_resize);
+      prog = buildProgram(op, info, *stack, base, c, needs_resize);
       if (!prog) continue;  // an out= argument was resized: scan again
       if (prog->error_on_cpu) {
         // Not cached: the CPU kernel raises PyTorch's own error (or, should it accept the call, computes it).
@@ -904,18 +594,14 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
         return;
       }
       std::lock_guard<std::mutex> g(g_cache_mu);
-      g_cache.emplace(s.key, prog);
+      g_cache.emplace(c.sig.key, prog);
     }
-    if (prog->fallback) {
-      noteLoweringFallback(info.name, prog->fallback_reason);
+    if (prog->fallback || !info.returns_ok) {
+      if (prog->fallback) noteLoweringFallback(info.name, prog->fallback_reason);
       cpuFallback(op, stack);
       return;
     }
-    if (!info.returns_ok) {
-      cpuFallback(op, stack);
-      return;
-    }
-    launch(*prog, info, schema, stack, base, s);
+    launch(*prog, info, stack, base, c);
     return;
   }
   TORCH_INTERNAL_ASSERT(false, "tpu: out= argument resize did not settle for ", info.name);
@@ -940,31 +626,12 @@ void clearKernelCache() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Registration: every rule's op, plus its in-place and out= variants.
+// Registration: every op a rule serves (core/ops.h), except those eager mode implements natively.
 
 namespace {
 
-bool sameArgs(const c10::FunctionSchema& functional, const c10::FunctionSchema& variant, bool skip_out) {
-  std::vector<const c10::Argument*> v;
-  for (const auto& a : variant.arguments())
-    if (!(skip_out && a.is_out())) v.push_back(&a);
-  const auto& f = functional.arguments();
-  if (v.size() != f.size()) return false;
-  for (size_t i = 0; i < f.size(); ++i) {
-    if (f[i].name() != v[i]->name()) return false;
-    if (f[i].type()->str() != v[i]->type()->str()) {
-      // in-place `self` is Tensor(a!) vs Tensor: same type string without alias annotations
-      if (!(f[i].type()->kind() == v[i]->type()->kind())) return false;
-    }
-  }
-  return true;
-}
-
-bool hasCompositeImplicit(const c10::OperatorHandle& op) {
-  return op.hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
-}
-
-// Ops the eager layer implements natively (views, copies, storage); rules for them serve torch.compile only.
+// Ops the eager layer implements natively (views, copies, storage); their rules serve torch.compile, and the native
+// kernels may still call loweringKernel with them (copy_ does).
 const std::unordered_set<std::string>& nativeOps() {
   static const std::unordered_set<std::string> s = {
       "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::empty.memory_format",
@@ -983,55 +650,21 @@ std::vector<std::string> registerLoweringKernels() {
     static torch::Library* lib =
         new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
     auto& disp = c10::Dispatcher::singleton();
-    std::unordered_map<std::string, std::vector<c10::OperatorName>> by_name;
-    for (const auto& n : disp.getAllOpNames()) by_name[n.name].push_back(n);
-    const auto& reg = lowering::registry();
-    auto regOne = [&](const c10::OperatorName& n, const lowering::Rule* rule) {
-      std::string full = fullName(n);
-      if (g_op_rules.count(full)) return;
-      if (nativeOps().count(full)) {
-        // Implemented natively; the native kernel may still call loweringKernel with this op.
-        g_op_rules[full] = rule;
-        return;
-      }
-      auto h = disp.findOp(n);
-      if (!h || hasCompositeImplicit(*h)) return;
+    for (const auto& [full, op] : core::opRules()) {
+      if (!op.rule->eager || op.variant == core::Variant::FunctionalOf || nativeOps().count(full)) continue;
+      auto dot = full.find('.');
+      auto h = disp.findOp(dot == std::string::npos ? c10::OperatorName(full, "")
+                                                    : c10::OperatorName(full.substr(0, dot), full.substr(dot + 1)));
+      if (!h || h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+      bool tensor_returns = true;
       for (const auto& ret : h->schema().returns()) {
         bool tensor_list = ret.type()->kind() == c10::TypeKind::ListType &&
                            ret.type()->containedType(0)->kind() == c10::TypeKind::TensorType;
-        if (ret.type()->kind() != c10::TypeKind::TensorType && !tensor_list) return;
+        if (ret.type()->kind() != c10::TypeKind::TensorType && !tensor_list) tensor_returns = false;
       }
-      g_op_rules[full] = rule;
+      if (!tensor_returns) continue;
       lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&loweringKernel>());
       names.push_back(full);
-    };
-    for (const std::string& name : reg.names()) {
-      const lowering::Rule* rule = reg.find(name);
-      if (!rule->eager) continue;
-      std::string base = name, overload;
-      auto dot = name.find('.');
-      if (dot != std::string::npos) {
-        base = name.substr(0, dot);
-        overload = name.substr(dot + 1);
-      }
-      auto fh = disp.findOp(c10::OperatorName(base, overload));
-      if (!fh) continue;  // op not in this torch version
-      regOne(c10::OperatorName(base, overload), rule);
-      const c10::FunctionSchema& fs = fh->schema();
-      bool mutable_op = fs.is_mutable();
-      if (mutable_op) continue;
-      // in-place: name_ with the same overload
-      auto ip = disp.findOp(c10::OperatorName(base + "_", overload));
-      if (ip && sameArgs(fs, ip->schema(), false)) regOne(ip->operator_name(), rule);
-      // out=: same base name, non-out arguments equal
-      for (const auto& cand : by_name[base]) {
-        if (cand.overload_name == overload) continue;
-        auto h = disp.findOp(cand);
-        if (!h) continue;
-        bool has_out = false;
-        for (const auto& a : h->schema().arguments()) has_out |= a.is_out();
-        if (has_out && sameArgs(fs, h->schema(), true)) regOne(cand, rule);
-      }
     }
     return names;
   }();

@@ -13,7 +13,10 @@
 
 #include <cstring>
 
-#include "eager/storage.h"
+#include "core/client.h"
+#include "core/dtype.h"
+#include "core/storage.h"
+#include "eager/views.h"
 
 namespace torch_tpu {
 

@@ -4,6 +4,9 @@
 #include <torch/extension.h>
 
 #include "compile/graph.h"
+#include "core/executables.h"
+#include "core/ops.h"
+#include "python/bindings.h"
 
 namespace py = pybind11;
 
@@ -34,25 +37,56 @@ TensorMeta meta(const py::handle& h) {
   return m;
 }
 
-// (tag, payload): T idx | TL [idx] | N | I int | F float | B bool | IL [int] | FL [float] | BL [bool] | S str |
-// D dtype | O
+// A constant argument value as an IValue, shaped by the argument's kind.
+c10::IValue constantValue(core::ArgKind kind, const py::handle& v) {
+  using core::ArgKind;
+  if (v.is_none()) return c10::IValue();
+  if (THPDtype_Check(v.ptr())) return c10::IValue(static_cast<int64_t>(toScalarTypeObj(v)));
+  if (py::isinstance<py::bool_>(v)) {
+    if (kind == ArgKind::Int) return c10::IValue(static_cast<int64_t>(v.cast<bool>()));
+    return c10::IValue(v.cast<bool>());
+  }
+  if (py::isinstance<py::int_>(v)) return c10::IValue(v.cast<int64_t>());
+  if (py::isinstance<py::float_>(v)) return c10::IValue(v.cast<double>());
+  if (py::isinstance<py::str>(v)) return c10::IValue(v.cast<std::string>());
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    switch (kind) {
+      case ArgKind::IntList: return c10::IValue(c10::List<int64_t>(v.cast<std::vector<int64_t>>()));
+      case ArgKind::BoolList: {
+        c10::List<bool> l;
+        for (auto e : v) l.push_back(e.cast<bool>());
+        return c10::IValue(l);
+      }
+      case ArgKind::FloatList:
+      case ArgKind::ScalarList: return c10::IValue(c10::List<double>(v.cast<std::vector<double>>()));
+      default: break;
+    }
+  }
+  throw py::type_error("tpu graph: unsupported constant " + std::string(py::repr(v)) + " for an argument of kind " +
+                       core::argKindName(kind));
+}
+
+// (kind, name, tag, payload): tag T (a value index, -1 for None), TL (value indices), C (a constant), O (present
+// but not lowered: a device, layout or memory format)
 ArgDesc arg(const py::handle& h) {
   auto t = h.cast<py::tuple>();
-  std::string tag = t[0].cast<std::string>();
   ArgDesc a;
-  using K = ArgDesc::K;
-  if (tag == "T") { a.k = K::Tensor; a.value = t[1].cast<int>(); }
-  else if (tag == "TL") { a.k = K::TensorList; a.values = t[1].cast<std::vector<int>>(); }
-  else if (tag == "N") a.k = K::None;
-  else if (tag == "I") { a.k = K::Int; a.i = t[1].cast<int64_t>(); }
-  else if (tag == "F") { a.k = K::Float; a.f = t[1].cast<double>(); }
-  else if (tag == "B") { a.k = K::Bool; a.b = t[1].cast<bool>(); }
-  else if (tag == "IL") { a.k = K::IntList; a.ints = t[1].cast<std::vector<int64_t>>(); }
-  else if (tag == "FL") { a.k = K::FloatList; a.floats = t[1].cast<std::vector<double>>(); }
-  else if (tag == "BL") { a.k = K::BoolList; for (auto b : t[1]) a.bools.push_back(b.cast<bool>()); }
-  else if (tag == "S") { a.k = K::Str; a.s = t[1].cast<std::string>(); }
-  else if (tag == "D") { a.k = K::DType; a.dtype = toScalarTypeObj(t[1]); }
-  else a.k = K::Other;
+  a.kind = core::argKindFromName(t[0].cast<std::string>());
+  a.name = t[1].cast<std::string>();
+  std::string tag = t[2].cast<std::string>();
+  if (tag == "T") {
+    a.src = ArgDesc::Src::Value;
+    a.value = t[3].cast<int>();
+  } else if (tag == "TL") {
+    a.src = ArgDesc::Src::Values;
+    a.values = t[3].cast<std::vector<int>>();
+  } else if (tag == "O") {
+    a.src = ArgDesc::Src::Const;
+    a.constant = c10::IValue(int64_t(0));  // any value but None: the argument is present
+  } else {
+    a.src = ArgDesc::Src::Const;
+    a.constant = constantValue(a.kind, t[3]);
+  }
   return a;
 }
 
@@ -98,33 +132,35 @@ py::dict statsDict() {
 
 }  // namespace torch_tpu
 
-// Called from PYBIND11_MODULE (csrc/python/module.cpp).
+namespace torch_tpu {
+
 void bindCompile(py::module_& m) {
-  using namespace torch_tpu;
   py::class_<compile::CompiledGraph, std::shared_ptr<compile::CompiledGraph>>(m, "_CompiledGraph")
       .def(py::init([](const py::dict& d) { return std::make_shared<compile::CompiledGraph>(graphDesc(d)); }))
-      // run(inputs) -> (outputs, event or None); event = (source, ops, seconds, key)
+      // run(inputs) -> (outputs, event or None, errors); event = (source, ops, seconds, key); errors: [(node index,
+      // message)] when nodes could not be lowered (then nothing ran and outputs is empty).
       .def("run",
            [](compile::CompiledGraph& g, const std::vector<at::Tensor>& inputs) {
              compile::CompileEvent ev;
+             std::vector<std::pair<int, std::string>> errors;
              std::vector<at::Tensor> outs;
              {
                py::gil_scoped_release nogil;
-               outs = g.run(inputs, &ev);
+               outs = g.run(inputs, &ev, &errors);
              }
              py::object e = py::none();
              if (ev.happened) e = py::make_tuple(ev.source, ev.ops, ev.seconds, ev.key);
-             return py::make_tuple(py::cast(outs), e);
+             return py::make_tuple(py::cast(outs), e, py::cast(errors));
            })
-      .def("check", &compile::CompiledGraph::check)
-      .def("text", &compile::CompiledGraph::text)
       .def_property_readonly("name", [](const compile::CompiledGraph& g) { return g.desc().name; })
       .def_property_readonly("num_ops", [](const compile::CompiledGraph& g) { return g.desc().nodes.size(); });
-  m.def("_compile_has_rule", [](const std::string& op) { return compile::ruleFor(op) != nullptr; });
+  m.def("_compile_has_rule", [](const std::string& op) { return core::ruleFor(op).rule != nullptr; });
   m.def("_compile_rule_names", []() { return lowering::registry().names(); });
   m.def("_compile_stats", &statsDict);
   m.def("_compile_reset_stats", &compile::resetCompileStats);
   m.def("_compile_clear_cache", &compile::clearCompileCache);
-  m.def("_compile_set_cache_dir", &compile::setCacheDir);
-  m.def("_compile_cache_dir", &compile::cacheDir);
+  m.def("_compile_set_cache_dir", &core::setCacheDir);
+  m.def("_compile_cache_dir", &core::cacheDir);
 }
+
+}  // namespace torch_tpu

@@ -4,19 +4,18 @@
 
 #include <chrono>
 
-#include "compile/graph.h"
+#include "compile/plan.h"
+#include "core/client.h"
+#include "core/rng.h"
+#include "core/scalars.h"
+#include "core/storage.h"
+#include "eager/copy.h"
+#include "eager/device.h"
 #include "eager/fallback.h"
-#include "eager/generator.h"
 #include "eager/kernel.h"
-#include "eager/scalars.h"
-#include "eager/state.h"
-#include "eager/storage.h"
+#include "python/bindings.h"
 
 namespace py = pybind11;
-
-namespace torch_tpu {
-void awaitPendingCopies(int device);
-}
 
 namespace {
 
@@ -84,7 +83,7 @@ struct Marker {
 PYBIND11_MODULE(_C, m) {
   registerHooks();
   registerLoweringKernels();
-  { void bindCompile(pybind11::module_&); bindCompile(m); }  // csrc/python/compile_bindings.cpp
+  bindCompile(m);
 
   m.def("_set_plugin", [](const std::string& path, const py::dict& options) {
     std::vector<runtime::CreateOption> opts;

@@ -1,4 +1,4 @@
-#include "eager/viewprog.h"
+#include "stablehlo/viewprog.h"
 
 #include <algorithm>
 #include <numeric>

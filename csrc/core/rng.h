@@ -18,7 +18,4 @@ const at::Generator& defaultGenerator(int device);
 // A fresh 64-bit key for one random op on `device` from `gen` (or the device's default generator).
 uint64_t nextRngKey(const std::optional<at::Generator>& gen, int device);
 
-// Registers the hooks interface (idempotent; called when the extension loads).
-void registerHooks();
-
 }  // namespace torch_tpu

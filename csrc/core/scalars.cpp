@@ -1,4 +1,4 @@
-#include "eager/scalars.h"
+#include "core/scalars.h"
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "eager/storage.h"
+#include "core/client.h"
 
 namespace torch_tpu {
 

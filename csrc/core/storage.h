@@ -15,7 +15,6 @@
 #include <mutex>
 
 #include "runtime/runtime.h"
-#include "stablehlo/builder.h"
 
 namespace torch_tpu {
 
@@ -47,25 +46,5 @@ runtime::BufferPtr bufferOf(const at::Tensor& t);
 
 // A new contiguous tensor on `device` whose storage is `buffer` (its element count must match sizes).
 at::Tensor wrapBuffer(runtime::BufferPtr buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device);
-
-// dtype mapping. toDType throws c10::TypeError for dtypes the device cannot hold.
-shlo::DType toDType(at::ScalarType t);
-bool supportedDType(at::ScalarType t);
-at::ScalarType toScalarType(shlo::DType t);
-
-// The process-wide runtime client, created on first use from the plugin set by _set_plugin.
-runtime::Client& client();
-// Current device of this thread.
-int currentDevice();
-void setCurrentDevice(int d);
-int deviceCount();  // never throws; 0 when the plugin can't load
-
-// Smallest buffer worth donating to a program that overwrites it: waiting until the plugin is done with a donated
-// buffer costs about 0.1 ms on the CPU plugin, more than copying a small one. TORCH_TPU_DONATE_MIN_BYTES
-// (default 1 MiB).
-size_t donateMinBytes();
-
-// Debug: every op waits for its results (TORCH_TPU_LAUNCH_BLOCKING=1).
-bool launchBlocking();
 
 }  // namespace torch_tpu

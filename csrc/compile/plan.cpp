@@ -1,0 +1,181 @@
+#include "compile/plan.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/client.h"
+#include "core/storage.h"
+
+namespace torch_tpu::compile {
+
+using shlo::Value;
+
+namespace {
+
+// Whether inference programs on this plugin read transposed copies of their weights: on XLA:CPU a product whose
+// right operand contracts its minor dimension (x @ W.T, the form of every nn.Linear) runs at about 60% of the speed
+// of the row-major form. TPU and GPU compilers choose operand layouts themselves. TORCH_TPU_PACK_WEIGHTS=0/1
+// overrides the choice.
+bool packWeightsEnabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TORCH_TPU_PACK_WEIGHTS");
+    if (e && *e) return std::strcmp(e, "0") != 0;
+    return client().plugin().platform_name == "cpu";
+  }();
+  return on;
+}
+
+int64_t numelOf(const TensorMeta& m) {
+  int64_t n = 1;
+  for (int64_t d : m.sizes) n *= d;
+  return n;
+}
+
+// A node that swaps the two dimensions of a 2-D value: t, permute [1, 0], transpose(0, 1).
+bool swapsMatrix(const NodeDesc& n) {
+  if (n.args.empty() || n.args[0].src != ArgDesc::Src::Value) return false;
+  if (n.op == "aten::t") return true;
+  auto constInt = [&](size_t j) { return n.args[j].constant.isInt() ? n.args[j].constant.toInt() : int64_t(-99); };
+  if (n.op == "aten::permute" && n.args.size() >= 2 && n.args[1].constant.isIntList())
+    return n.args[1].constant.toIntVector() == std::vector<int64_t>{1, 0};
+  if (n.op == "aten::transpose.int" && n.args.size() >= 3) {
+    int64_t a = constInt(1), c = constInt(2);
+    if (a == -99 || c == -99) return false;
+    a = a < 0 ? a + 2 : a;
+    c = c < 0 ? c + 2 : c;
+    return a != c;
+  }
+  return false;
+}
+
+std::atomic<int64_t> g_packed_made{0};
+
+}  // namespace
+
+// `v` computed into its own buffer. XLA:CPU removes optimization barriers before fusion and folds trivial
+// reductions, but does not fuse a reduction into its consumers: v, padded with 1 along a new dimension of 2,
+// reduced by product. Exact for every value (x * 1 is x, NaN and -0.0 included; max would lose NaN under XLA:CPU's
+// fast min/max).
+Value materialized(shlo::Builder& b, Value v) {
+  shlo::Shape s = v.shape();
+  const int64_t r = static_cast<int64_t>(s.size());
+  s.push_back(1);
+  std::vector<int64_t> low(r + 1, 0), high(r + 1, 0), interior(r + 1, 0);
+  high[r] = 1;
+  Value one = b.constant(1.0, v.dtype());
+  return b.reduce(b.pad(b.reshape(v, s), one, low, high, interior), {r}, shlo::ReduceKind::Prod);
+}
+
+GraphPlan planGraph(const GraphDesc& g) {
+  GraphPlan p;
+  const int nin = static_cast<int>(g.inputs.size());
+  p.pack_transposed.assign(nin, false);
+  p.materialize.assign(g.nodes.size(), false);
+  const size_t nv = static_cast<size_t>(std::max(g.num_values, nin));
+  std::vector<std::vector<std::pair<int, int>>> uses(nv);  // value -> (node, argument)
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const NodeDesc& n = g.nodes[k];
+    for (size_t j = 0; j < n.args.size(); ++j) {
+      const ArgDesc& a = n.args[j];
+      if (a.src == ArgDesc::Src::Value && a.value >= 0 && static_cast<size_t>(a.value) < nv)
+        uses[a.value].emplace_back(static_cast<int>(k), static_cast<int>(j));
+      if (a.src == ArgDesc::Src::Values)
+        for (int v : a.values)
+          if (v >= 0 && static_cast<size_t>(v) < nv) uses[v].emplace_back(static_cast<int>(k), static_cast<int>(j));
+    }
+  }
+  std::vector<bool> is_output(nv, false), mutated(nin, false);
+  for (int v : g.outputs)
+    if (v >= 0 && static_cast<size_t>(v) < nv) is_output[v] = true;
+  for (const auto& m : g.mutations) mutated[m.first] = true;
+
+  // Transcendentals read by several consumers, or by one at least twice as large (a broadcast), are materialized.
+  static const std::unordered_set<std::string> kTranscendental = {
+      "aten::sin", "aten::cos", "aten::tan", "aten::sinh", "aten::cosh", "aten::asin", "aten::acos", "aten::atan",
+      "aten::atan2", "aten::exp", "aten::exp2", "aten::expm1", "aten::log", "aten::log2", "aten::log10",
+      "aten::log1p", "aten::pow", "aten::erf", "aten::erfc", "aten::erfinv", "aten::lgamma", "aten::digamma"};
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const NodeDesc& n = g.nodes[k];
+    if (n.results.size() != 1 || n.result_values.size() != 1 || n.result_values[0] < 0 || !n.results[0].defined)
+      continue;
+    if (!kTranscendental.count(n.op.substr(0, n.op.find('.')))) continue;
+    const auto& u = uses[n.result_values[0]];
+    int64_t own = numelOf(n.results[0]), widest = 0;
+    for (const auto& use : u)
+      for (const TensorMeta& r : g.nodes[use.first].results)
+        if (r.defined) widest = std::max(widest, numelOf(r));
+    p.materialize[k] = u.size() > 1 || widest >= 2 * own;
+  }
+
+  // Inputs worth packing: 2-D floating weights of an inference graph, neither written nor returned, read only
+  // through a transpose that feeds products as their right operand (mm's and addmm's mat2): nn.Linear after
+  // AOTAutograd.
+  if (!g.inference || !packWeightsEnabled()) return p;
+  for (int i = 0; i < nin; ++i) {
+    const TensorMeta& m = g.inputs[i];
+    if (!m.defined || m.sizes.size() != 2 || mutated[i] || is_output[i] || uses[i].empty()) continue;
+    if (!c10::isFloatingType(m.dtype) || m.sizes[0] < 16 || m.sizes[1] < 16) continue;
+    bool ok = true;
+    for (const auto& use : uses[i]) {
+      const NodeDesc& t = g.nodes[use.first];
+      int tv = t.result_values.empty() ? -1 : t.result_values[0];
+      if (use.second != 0 || !swapsMatrix(t) || tv < 0 || is_output[tv] || uses[tv].empty()) {
+        ok = false;
+        break;
+      }
+      for (const auto& mm : uses[tv]) {
+        const std::string& op = g.nodes[mm.first].op;
+        if (!((op == "aten::mm" && mm.second == 1) || (op == "aten::addmm" && mm.second == 2))) ok = false;
+      }
+      if (!ok) break;
+    }
+    p.pack_transposed[i] = ok;
+  }
+  return p;
+}
+
+namespace {
+
+// Transposed copies of weights, made once per weight buffer. Keyed by the storage's current buffer, held weakly:
+// writing the weight gives its storage a new buffer (the old entry expires and is dropped), and the cache neither
+// keeps a weight alive nor prevents its donation.
+struct PackEntry {
+  std::weak_ptr<runtime::Buffer> src;
+  at::Tensor packed;
+};
+std::mutex g_pack_mu;
+std::unordered_map<const runtime::Buffer*, PackEntry> g_packs;
+
+}  // namespace
+
+runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::BufferPtr& src) {
+  {
+    std::lock_guard<std::mutex> lk(g_pack_mu);
+    auto it = g_packs.find(src.get());
+    // A live entry is src itself (src is alive, so no other buffer has its address); an expired one is stale.
+    if (it != g_packs.end() && !it->second.src.expired()) return storageOf(it->second.packed)->get();
+  }
+  at::Tensor packed = weight.t().contiguous();  // an eager program, run outside the lock
+  {
+    std::lock_guard<std::mutex> lk(g_pack_mu);
+    for (auto it = g_packs.begin(); it != g_packs.end();)  // copies of weights written or freed since
+      it = it->second.src.expired() ? g_packs.erase(it) : std::next(it);
+    g_packs[src.get()] = PackEntry{src, packed};
+  }
+  g_packed_made++;
+  return storageOf(packed)->get();
+}
+
+void clearPackedWeights() {
+  std::lock_guard<std::mutex> lk(g_pack_mu);
+  g_packs.clear();
+}
+
+int64_t packedWeightsMade() { return g_packed_made; }
+
+}  // namespace torch_tpu::compile

@@ -1,0 +1,40 @@
+// What the program of a graph does beyond lowering its nodes one by one, decided once per graph.
+//
+//  - Packed weights (inference graphs on the CPU plugin; TORCH_TPU_PACK_WEIGHTS=0/1 overrides): a 2-D weight read only
+//    as the transposed right operand of mm/addmm (every nn.Linear) enters the program as its transposed copy, made
+//    once per weight buffer by an eager program and cached weakly by that buffer.
+//  - Materialized transcendentals: results of transcendentals that are broadcast or read by several consumers are
+//    computed into their own buffer instead of being recomputed per consumer element by XLA's fusion.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "compile/graph.h"
+#include "runtime/runtime.h"
+#include "stablehlo/builder.h"
+
+namespace torch_tpu::compile {
+
+// What the program of a graph does beyond lowering its nodes one by one (decided once per graph).
+struct GraphPlan {
+  // Per input: the program takes the input's transpose as its parameter (a packed weight, see packedTranspose).
+  std::vector<bool> pack_transposed;
+  // Per node: its results are computed into their own buffer (see materialized). XLA fuses elementwise producers
+  // into their consumers by recomputing them per consumer element; for a transcendental whose result is broadcast
+  // (the cos/sin of rotary embeddings) or read by several consumers, that multiplies its cost.
+  std::vector<bool> materialize;
+};
+
+GraphPlan planGraph(const GraphDesc& g);
+
+// `v` computed into its own buffer (see materialized transcendentals above).
+shlo::Value materialized(shlo::Builder& b, shlo::Value v);
+
+// The buffer of `weight`'s transposed copy (row-major [in, out]), made on first use and kept while `src` (the
+// weight's current buffer) lives.
+runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::BufferPtr& src);
+void clearPackedWeights();
+int64_t packedWeightsMade();  // copies made since the process started
+
+}  // namespace torch_tpu::compile

@@ -1,0 +1,74 @@
+#include "core/client.h"
+
+#include <c10/util/Exception.h>
+#include <c10/macros/Macros.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace torch_tpu {
+
+namespace {
+std::mutex g_client_mu;
+std::string g_plugin_path;
+std::vector<runtime::CreateOption> g_plugin_options;
+runtime::Client* g_client = nullptr;
+std::string g_init_error;
+bool g_init_tried = false;
+thread_local int t_current_device = 0;
+}  // namespace
+
+void setPlugin(const std::string& path, std::vector<runtime::CreateOption> options) {
+  std::lock_guard<std::mutex> g(g_client_mu);
+  TORCH_CHECK(g_client == nullptr || path == g_plugin_path,
+              "tpu: the PJRT plugin is already loaded from ", g_plugin_path);
+  g_plugin_path = path;
+  g_plugin_options = std::move(options);
+}
+
+const std::string& initError() {
+  std::lock_guard<std::mutex> g(g_client_mu);
+  return g_init_error;
+}
+
+runtime::Client& client() {
+  runtime::Client* c = g_client;
+  if (C10_LIKELY(c != nullptr)) return *c;
+  std::lock_guard<std::mutex> g(g_client_mu);
+  if (g_client) return *g_client;
+  if (g_init_tried) TORCH_CHECK(false, g_init_error);
+  g_init_tried = true;
+  if (g_plugin_path.empty()) {
+    g_init_error =
+        "tpu: no PJRT plugin configured (import torch_tpu first; the default plugin comes from "
+        "`pip install xla-cpu-pjrt`)";
+    TORCH_CHECK(false, g_init_error);
+  }
+  // The plugins log through absl at INFO by default; keep start-up quiet unless asked otherwise.
+  setenv("TF_CPP_MIN_LOG_LEVEL", "1", /*overwrite=*/0);
+  try {
+    g_client = &runtime::Client::init(g_plugin_path, g_plugin_options);
+  } catch (const std::exception& e) {
+    g_init_error = std::string("tpu: cannot start the PJRT plugin: ") + e.what();
+    TORCH_CHECK(false, g_init_error);
+  }
+  return *g_client;
+}
+
+int currentDevice() { return t_current_device; }
+
+void setCurrentDevice(int d) {
+  TORCH_CHECK(d >= 0 && d < deviceCount(), "tpu: invalid device index ", d, " (", deviceCount(),
+              " devices available)");
+  t_current_device = d;
+}
+
+int deviceCount() {
+  try {
+    return client().deviceCount();
+  } catch (...) {
+    return 0;
+  }
+}
+
+}  // namespace torch_tpu

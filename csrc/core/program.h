@@ -1,0 +1,144 @@
+// Storage programs: how every device program reads and writes tpu tensors, for eager ops and compiled graphs alike.
+//
+// A storage program is a StableHLO program whose inputs are the buffers of the storages behind the tensors it
+// reads, plus small host values (storage offsets, Python numbers, random keys), and whose outputs are the new
+// buffers of the storages it writes, followed by its fresh results. Three pieces:
+//
+//  - Signature: the tensors of one call over their storages (a storage read by several views is one input), with
+//    their layouts and the cache-key bytes that decide which compiled program serves the call. Built on every call.
+//  - ProgramBuilder: emits a program for a signature. read(t) gives a tensor's value (views are sliced or gathered
+//    from their storage's buffer inside the program, see stablehlo/viewprog.h), write(t, v) replaces a view's
+//    elements in its storage's new buffer, and storages written whose buffer nobody else holds are donated.
+//  - Program: the compiled result and its launch: parameters -> buffers -> execute -> written storages take their
+//    new buffers -> fresh results wrapped as tensors.
+//
+// Eager mode (csrc/eager/kernel.cpp) turns an IValue stack into a Signature and one op's arguments; compile mode
+// (csrc/compile/graph.cpp) turns a graph description into a Signature and a whole graph. Both lower through the same
+// rules and launch through Program::launch.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/FunctionRef.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/storage.h"
+#include "runtime/runtime.h"
+#include "stablehlo/builder.h"
+#include "stablehlo/viewprog.h"
+
+namespace torch_tpu::core {
+
+// ---- cache-key bytes ----
+inline void put(std::string& k, const void* p, size_t n) { k.append(static_cast<const char*>(p), n); }
+template <class T>
+inline void put(std::string& k, T v) {
+  put(k, &v, sizeof(v));
+}
+inline void putInts(std::string& k, c10::IntArrayRef v) {
+  put<uint32_t>(k, static_cast<uint32_t>(v.size()));
+  put(k, v.data(), v.size() * sizeof(int64_t));
+}
+
+// PyTorch's message for tensors of one call on different devices (a RuntimeError, as on CPU).
+[[noreturn]] void deviceMismatch(int device, const c10::Device& other);
+
+// The tensors of one call and the storages behind them.
+class Signature {
+ public:
+  struct Entry {
+    at::Tensor t;
+    int slot;       // storage slot
+    bool identity;  // the tensor is its storage's whole buffer in row-major order, same dtype
+  };
+  int device = -1;
+  std::string key;                           // cache key: callers append their own facts around add()
+  std::vector<Entry> tensors;
+  std::vector<TpuStorage*> storages;         // distinct storages (slots)
+  std::vector<runtime::BufferPtr> buffers;   // their buffers (null: never written, reads as zeros)
+  std::vector<shlo::Shape> bdims;            // buffer dims (the flat element count when never written)
+  std::vector<shlo::DType> btype;            // buffer element type
+  std::vector<uint8_t> written;              // per slot: the call may write it
+  std::vector<uint8_t> donatable;            // per slot: written, and nobody else holds the buffer (see seal)
+
+  // Adds a tpu tensor (on the signature's device; the first tensor decides it) and appends its key bytes. `writes`:
+  // the call may write the tensor's storage. Returns the tensor's index.
+  int add(const at::Tensor& t, bool writes);
+  // Appends the per-storage facts (has a buffer; for written storages, donatable) once every tensor is added.
+  void seal();
+
+  viewprog::Layout layout(int ti) const;
+};
+
+// One program input.
+struct Param {
+  enum class Kind : uint8_t {
+    Storage,  // index: storage slot
+    Offset,   // index: tensor; its storage offset (0-d s64), so x[i] shares one program for every i
+    Rng,      // a fresh random key from the generator (tensor<2xui64>)
+    Host,     // index: the caller's; supplied at launch by the caller (numbers, packed weights, ...)
+  };
+  Kind kind;
+  int index;
+  shlo::DType dtype;
+};
+
+struct Program {
+  runtime::ExecutablePtr exe;
+  std::vector<Param> params;
+  std::vector<bool> donated;        // per param: donated to the written storage's new buffer
+  bool any_donation = false;
+  std::vector<int> written_slots;   // the first outputs: these storages' new buffers
+  struct Result {
+    at::ScalarType dtype;
+    std::vector<int64_t> sizes;
+  };
+  std::vector<Result> results;      // then the fresh results
+
+  using HostFn = c10::function_ref<runtime::BufferPtr(const Param&)>;
+  // Runs the program on sig.device with sig's buffers; `host` supplies Host parameters, `gen` the random keys (the
+  // device's default generator when absent). Written storages take their new buffers; returns the fresh results.
+  // Drops sig's buffer references once the program is launched (a donated buffer must not be held).
+  std::vector<at::Tensor> launch(Signature& sig, HostFn host, const std::optional<at::Generator>& gen = std::nullopt) const;
+};
+
+// Builds the program of one signature. `written_slots`: the storages the program writes, in output order (every one
+// must receive at least one write()).
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const Signature& sig, std::vector<int> written_slots);
+
+  shlo::Builder b;
+  const Signature& sig;
+
+  // Tensor ti's value, in its dtype and sizes (read once; reads see the storages before any write).
+  shlo::Value read(int ti);
+  // Replaces tensor ti's elements in its storage's new buffer with `v` (converted to ti's dtype, broadcast to its
+  // sizes). Writes to one storage apply in call order.
+  void write(int ti, shlo::Value v);
+  // A caller-supplied input (Param::Kind::Host, `index` is the caller's).
+  shlo::Value hostParam(const shlo::TensorType& t, int index);
+  // A random key input for stablehlo.rng_bit_generator.
+  shlo::Value rngState();
+
+  // Finishes the program: outputs are the written storages' new buffers, then `results` (whose torch types are
+  // given in `result_types`). Returns the program text; `prog` receives params and output bookkeeping.
+  std::string finish(const std::vector<shlo::Value>& results, std::vector<Program::Result> result_types,
+                     Program& prog);
+
+  int numParams() const { return static_cast<int>(params_.size()); }
+
+ private:
+  shlo::Value storage(int slot);
+  shlo::Value offset(int ti);
+
+  std::vector<int> written_;
+  std::vector<shlo::Value> storage_vals_, offsets_, reads_, new_bufs_;
+  std::vector<Param> params_;
+  std::vector<bool> donated_;
+};
+
+}  // namespace torch_tpu::core

@@ -1,0 +1,10 @@
+// torch_tpu._C is one pybind11 module; each layer's bindings live in their own file.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace torch_tpu {
+
+void bindCompile(pybind11::module_& m);  // csrc/python/compile_bindings.cpp
+
+}  // namespace torch_tpu
