@@ -653,11 +653,18 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options
 
     if _decomp_cache is None:
         _decomp_cache = _decompositions()
+    decompositions = _decomp_cache
+    # Custom ops implemented by a JAX kernel (torch_tpu._jax): traced through to tpu::stablehlo_call.
+    from ._jax import kernel_op_decompositions
+
+    kernel_ops = kernel_op_decompositions()
+    if kernel_ops:
+        decompositions = {**_decomp_cache, **kernel_ops}
     backend = aot_autograd(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
         inference_compiler=compiler("inference"),
-        decompositions=_decomp_cache,
+        decompositions=decompositions,
         partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=True,
     )

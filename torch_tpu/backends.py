@@ -43,5 +43,8 @@ def plugin_info() -> Dict[str, Any]:
         return info
     from . import _C
 
+    if device.device_count() == 0:  # the plugin failed to start (or has no devices): say why instead of raising
+        info["error"] = device._unavailable_message()
+        return info
     info.update(dict(_C._plugin_info()))
     return info

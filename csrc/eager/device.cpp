@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <atomic>
 
 #include "core/client.h"
 #include "core/rng.h"
@@ -67,9 +68,11 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 
 // ---- hooks ----
+std::atomic<bool> g_accelerator_reported{true};
+
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return torch_tpu::deviceCount() > 0; }
+  bool isAvailable() const override { return g_accelerator_reported.load() && torch_tpu::deviceCount() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   void init() const override {}
   c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(torch_tpu::deviceCount()); }
@@ -101,6 +104,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
 void TpuHooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
   resizeStorageBytes(storage, newsize);
 }
+
+void setAcceleratorReported(bool reported) { g_accelerator_reported.store(reported); }
 
 void registerHooks() {
   static bool done = [] {

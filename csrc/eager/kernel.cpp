@@ -645,12 +645,17 @@ const std::unordered_set<std::string>& nativeOps() {
 }  // namespace
 
 std::vector<std::string> registerLoweringKernels() {
-  static std::vector<std::string> registered = [] {
-    std::vector<std::string> names;
-    static torch::Library* lib =
-        new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  // Each call registers the ops defined since the previous one (an op of a rule defined from Python after import);
+  // one IMPL library per operator namespace (aten, tpu, ...).
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  static std::vector<std::string> names;
+  static std::unordered_set<std::string> done;
+  static std::unordered_map<std::string, torch::Library*> libs;
+  {
     auto& disp = c10::Dispatcher::singleton();
     for (const auto& [full, op] : core::opRules()) {
+      if (done.count(full)) continue;
       if (!op.rule->eager || op.variant == core::Variant::FunctionalOf || nativeOps().count(full)) continue;
       auto dot = full.find('.');
       auto h = disp.findOp(dot == std::string::npos ? c10::OperatorName(full, "")
@@ -663,12 +668,15 @@ std::vector<std::string> registerLoweringKernels() {
         if (ret.type()->kind() != c10::TypeKind::TensorType && !tensor_list) tensor_returns = false;
       }
       if (!tensor_returns) continue;
+      std::string ns = full.substr(0, full.find("::"));
+      torch::Library*& lib = libs[ns];
+      if (!lib) lib = new torch::Library(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
       lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&loweringKernel>());
+      done.insert(full);
       names.push_back(full);
     }
-    return names;
-  }();
-  return registered;
+  }
+  return names;
 }
 
 }  // namespace torch_tpu

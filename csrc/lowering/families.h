@@ -1,26 +1,32 @@
-// One populate function per rule family (csrc/lowering/rules/<family>.cpp). registry() calls each once.
-// Adding a family: declare it here, add it to kFamilies in registry.cpp.
+// One populate function per rule family (csrc/lowering/rules/<family>.cpp). registry() calls each once, in the
+// order of kFamilies in registry.cpp. Adding a family: declare it here and list it in kFamilies (one line each).
+// The declarations are ordinary (strong) symbols: a family missing from the link fails the link.
 #pragma once
 
 #include "lowering/lowering.h"
 
 namespace torch_tpu::lowering {
 
-// Declared weak so a family can be developed (or left out) without breaking the link; registry() skips absent ones.
-#define TPU_FAMILY __attribute__((weak))
-
-TPU_FAMILY void populateElementwise(Registry& r);  // pointwise math, comparisons, where, casts
-TPU_FAMILY void populateReduction(Registry& r);    // sum, mean, amax, ...
-TPU_FAMILY void populateLinalg(Registry& r);       // mm, bmm, addmm, ...
-TPU_FAMILY void populateFactory(Registry& r);      // full, arange, random, fill, clone, _to_copy
-TPU_FAMILY void populateNN(Registry& r);           // activations and their backward, softmax, layer norm, embedding
-TPU_FAMILY void populateShape(Registry& r);        // cat and other data-movement ops that are not views
-TPU_FAMILY void populateCopy(Registry& r);         // copy (eager copy_ into views)
-TPU_FAMILY void populateViews(Registry& r);        // view ops as values (graphs only); compile_extra: graph-only ops
-TPU_FAMILY void populateCompileExtra(Registry& r);
-TPU_FAMILY void populateForeach(Registry& r);      // _foreach_* list ops, fused optimizers (after the per-tensor families)
-TPU_FAMILY void populateConv(Registry& r);         // convolution (1-3d, groups, transposed) and its backward
-TPU_FAMILY void populatePooling(Registry& r);      // avg/max/adaptive pooling, upsampling, and their backward
-TPU_FAMILY void populateNorm(Registry& r);         // group norm, batch norm, rms norm, and their backward
+void populateElementwise(Registry& r);   // arithmetic, comparisons, bitwise/logical, where/clamp, unary math
+void populateSpecial(Registry& r);       // polygamma, zeta, Bessel functions, erfcx, ndtri, orthogonal polynomials
+void populateActivation(Registry& r);    // relu, gelu, silu, mish, hard*, elu, softplus, shrink, prelu, backward
+void populateReduction(Registry& r);     // sum, mean, amax, var, norms, cumsum, median, ...
+void populateLinalg(Registry& r);        // mm, bmm, addmm, ..., linalg_cross, Cholesky, triangular solves, LU
+void populateFactory(Registry& r);       // full, arange, random, fill, clone, _to_copy
+void populateNN(Registry& r);            // softmax, glu, log_sigmoid, pixel shuffle, dropout
+void populateLosses(Registry& r);        // nll, mse, binary cross entropy, smooth L1, Huber, and their backward
+void populateNorm(Registry& r);          // layer, group, batch and rms norm, and their backward
+void populateIndexing(Registry& r);      // gather/scatter, index_*, index.Tensor/index_put, take/put, embedding
+void populateSortSearch(Registry& r);    // sort, topk, searchsorted, bucketize, isin
+void populateMovement(Registry& r);      // cat, stack, padding, flip, roll, tril/triu, repeat, *_scatter, *_copy
+void populateCopy(Registry& r);          // copy (eager copy_ into views)
+void populateViews(Registry& r);         // view ops as values (graphs only)
+void populateCompileExtra(Registry& r);  // other graph-only ops (prims casts, uninitialized factories)
+void populateConv(Registry& r);          // convolution (1-3d, groups, transposed) and its backward
+void populatePooling(Registry& r);       // avg/max/adaptive pooling, upsampling, and their backward
+void populateForeach(Registry& r);       // _foreach_* list ops, fused optimizers (after the per-tensor families)
+void populateSampling(Registry& r);       // multinomial (graphs; eager: csrc/eager/sampling.cpp)
+void populateFused(Registry& r);          // the project's own fused kernels (tpu::swiglu, ...)
+void populateForeign(Registry& r);        // tpu::stablehlo_call: registered foreign programs (JAX, Pallas)
 
 }  // namespace torch_tpu::lowering

@@ -201,6 +201,12 @@ Value operand(Context& ctx, size_t i, DType t, const Shape& shape) {
   return ctx.b.broadcastTo(v, shape);
 }
 
+std::vector<int64_t> range(int64_t lo, int64_t hi) {
+  std::vector<int64_t> d;
+  for (int64_t k = lo; k < hi; ++k) d.push_back(k);
+  return d;
+}
+
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
   if (d < -r || d >= r)
@@ -285,6 +291,10 @@ Value reduceNan(Builder& b, Value x, const std::vector<int64_t>& dims, ReduceKin
   return r;
 }
 
+Value sumDims(Builder& b, Value x, const std::vector<int64_t>& dims) {
+  return dims.empty() ? x : b.reduce(x, dims, ReduceKind::Sum);
+}
+
 Value reduceSumAs(Builder& b, Value x, const std::vector<int64_t>& dims, DType out) {
   DType acc = accType(out);
   Value v = b.convert(x, acc);
@@ -328,6 +338,10 @@ Value expandReduced(Builder& b, Value reduced, const Shape& shape, const std::ve
   return b.broadcastInDim(r, shape, map);
 }
 
+Value logSigmoid(Builder& b, Value x) {
+  return b.sub(b.min(x, b.zerosLike(x)), b.log1p(b.exp(b.neg(b.abs(x)))));
+}
+
 Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn) {
   DType acc = accType(x.dtype());
   return b.convert(fn(b.convert(x, acc)), out);
@@ -344,15 +358,6 @@ bool realDTypes(const Context& ctx) {
   for (const TensorType& t : ctx.outputs)
     if (t.dtype != DType::Invalid && shlo::isComplex(t.dtype)) return false;
   return true;
-}
-
-void addReal(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> static_args) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.static_args = std::move(static_args);
-  rule.accepts = realDTypes;
-  r.add(std::move(rule));
 }
 
 }  // namespace torch_tpu::lowering

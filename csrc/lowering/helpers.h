@@ -62,6 +62,9 @@ Value scalarArg(Context& ctx, size_t i, DType t);
 
 // ---- dimensions ----
 
+// lo, lo + 1, ..., hi - 1 (a list of dimensions).
+std::vector<int64_t> range(int64_t lo, int64_t hi);
+
 // Normalizes a possibly negative dimension for a tensor of rank `rank` (a 0-d tensor accepts -1 and 0 and maps
 // them to 0). Raises via ctx on an out-of-range dimension.
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank);
@@ -83,6 +86,8 @@ Value nanMin(Builder& b, Value x, Value y);
 Value isNan(Builder& b, Value x);  // pred; all false for non-float dtypes
 // Reduction over dims with PyTorch's NaN semantics for Max/Min (a NaN anywhere gives NaN); Pred max/min use Or/And.
 Value reduceNan(Builder& b, Value x, const std::vector<int64_t>& dims, ReduceKind kind);
+// Sum over dims (x itself when dims is empty), in x's dtype.
+Value sumDims(Builder& b, Value x, const std::vector<int64_t>& dims);
 // Sum over dims accumulated in accType(out), result converted to `out`.
 Value reduceSumAs(Builder& b, Value x, const std::vector<int64_t>& dims, DType out);
 // Reshape a reduced value back to keepdim form (`orig` shape with dims set to 1), or leave it.
@@ -95,14 +100,14 @@ Value takeAlong(Builder& b, Value x, int64_t dim, Value index);
 // The same at constant positions (an empty selection gives an empty result).
 Value takeAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& idx);
 
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for every finite x.
+Value logSigmoid(Builder& b, Value x);
+
 // Runs `fn` in accType(x.dtype()) (upcasting bf16/f16 to f32) and converts the result back to `out`.
 Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn);
 
 // True when every Tensor/TensorList argument and every expected output has a dtype the rules support
 // (no complex, no Invalid inputs). Used as the default `accepts` of most rules.
 bool realDTypes(const Context& ctx);
-
-// Registration convenience: adds a rule that declines complex inputs/outputs.
-void addReal(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> static_args = {});
 
 }  // namespace torch_tpu::lowering

@@ -13,9 +13,9 @@
 // Python numbers (Scalar and float arguments, wrapped-number tensors) are program INPUTS in eager mode, so one
 // compiled program serves every value (a learning rate, a fill value). A rule obtains them as Values through
 // ctx.scalar(i, dtype). A rule that needs a number at build time (it changes the program's structure, or the
-// result's shape, as arange's end does) must list
-// that argument in Rule::static_args; only then is Arg::scalar's host value set, and it becomes part of the cache
-// key. Int, bool, int-list, string and dtype arguments are always static.
+// result's shape, as arange's end does) must list that argument in Rule::static_args (RuleRow::staticArgs); only
+// then is Arg::scalar's host value set, and it becomes part of the cache key. Int, bool, int-list, string and dtype
+// arguments are always static.
 #pragma once
 
 #include <cstdint>
@@ -124,29 +124,49 @@ class LoweringError : public std::runtime_error {
 };
 
 using RuleFn = std::function<std::vector<Value>(Context&)>;
+// Optional per-call predicate: return false to decline a call (e.g. an unsupported dtype); eager mode then falls
+// back to CPU, a compiled graph leaves the op to eager.
+using AcceptsFn = std::function<bool(const Context&)>;
 
 struct Rule {
   std::string op;                        // "aten::add.Tensor", "aten::relu" (no overload)
   RuleFn fn;
   std::vector<std::string> static_args;  // Scalar/float args whose value is built into the program
-  // Optional: return false to decline a call (e.g. an unsupported dtype); eager mode then falls back to CPU.
-  std::function<bool(const Context&)> accepts;
+  AcceptsFn accepts;                     // unset: every call is accepted
   // False for ops eager mode implements natively and must not replace with a program: view ops (a view shares
   // storage in eager mode, while in a functionalized graph it is just a value).
   bool eager = true;
 };
 
+// The row of one registered rule, returned by Registry::add. Typed modifiers set the rule's optional parts and
+// chain:
+//   r.add("aten::mm", mmRule).accepts(realDTypes);
+//   r.add("aten::arange.start", arange).staticArgs({"start", "end"}).accepts(realDTypes);
+//   r.add("aten::neg", unarySame(negate)).accepts(elementwiseAccepts);  // a predicate made for the row's op
+//   r.add("aten::view", reshapeToOut).graphOnly();
+class RuleRow {
+ public:
+  explicit RuleRow(Rule& rule) : rule_(rule) {}
+  RuleRow& accepts(AcceptsFn fn);
+  // A predicate that depends on the op it serves: `for_op(op)` is called once with this row's op name.
+  RuleRow& accepts(AcceptsFn (*for_op)(const std::string& op));
+  RuleRow& staticArgs(std::vector<std::string> names);
+  RuleRow& graphOnly();  // Rule::eager = false
+  const Rule& rule() const { return rule_; }
+
+ private:
+  Rule& rule_;
+};
+
 class Registry {
  public:
-  // Registers a rule; registering the same op twice is an error (one rule per op).
-  void add(Rule rule);
-  // Convenience: add({op, fn}).
-  void add(const std::string& op, RuleFn fn, std::vector<std::string> static_args = {});
+  // Registers the rule of `op` and returns its row; registering the same op twice is an error (one rule per op).
+  RuleRow add(const std::string& op, RuleFn fn);
   const Rule* find(const std::string& op) const;
   std::vector<std::string> names() const;
 
  private:
-  std::unordered_map<std::string, Rule> rules_;
+  std::unordered_map<std::string, Rule> rules_;  // node-based: a Rule stays where it is as rows are added
 };
 
 // The process-wide registry, populated on first use by every rule family.

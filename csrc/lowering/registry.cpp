@@ -57,18 +57,29 @@ double Context::staticDouble(size_t i) const {
 
 void Context::fail(const std::string& msg) const { throw LoweringError(op_ + ": " + msg); }
 
-void Registry::add(Rule rule) {
-  if (rules_.count(rule.op)) throw std::logic_error("two lowering rules for " + rule.op);
-  std::string key = rule.op;
-  rules_.emplace(std::move(key), std::move(rule));
+RuleRow Registry::add(const std::string& op, RuleFn fn) {
+  auto [it, inserted] = rules_.try_emplace(op);
+  if (!inserted) throw std::logic_error("two lowering rules for " + op);
+  it->second.op = op;
+  it->second.fn = std::move(fn);
+  return RuleRow(it->second);
 }
 
-void Registry::add(const std::string& op, RuleFn fn, std::vector<std::string> static_args) {
-  Rule r;
-  r.op = op;
-  r.fn = std::move(fn);
-  r.static_args = std::move(static_args);
-  add(std::move(r));
+RuleRow& RuleRow::accepts(AcceptsFn fn) {
+  rule_.accepts = std::move(fn);
+  return *this;
+}
+
+RuleRow& RuleRow::accepts(AcceptsFn (*for_op)(const std::string& op)) { return accepts(for_op(rule_.op)); }
+
+RuleRow& RuleRow::staticArgs(std::vector<std::string> names) {
+  rule_.static_args = std::move(names);
+  return *this;
+}
+
+RuleRow& RuleRow::graphOnly() {
+  rule_.eager = false;
+  return *this;
 }
 
 const Rule* Registry::find(const std::string& op) const {
@@ -88,12 +99,30 @@ const Registry& registry() {
   static Registry* reg = [] {
     auto* r = new Registry();
     using Populate = void (*)(Registry&);
-    static const Populate kFamilies[] = {populateElementwise, populateReduction, populateLinalg,
-                                         populateFactory,     populateNN,        populateShape, populateCopy,
-                                         populateViews,       populateCompileExtra, populateConv, populatePooling, populateNorm,
-                                         populateForeach /* after the per-tensor families */};
-    for (Populate p : kFamilies)
-      if (p) p(*r);
+    static const Populate kFamilies[] = {
+        populateElementwise,
+        populateSpecial,
+        populateActivation,
+        populateReduction,
+        populateLinalg,
+        populateFactory,
+        populateNN,
+        populateLosses,
+        populateNorm,
+        populateIndexing,
+        populateSortSearch,
+        populateMovement,
+        populateCopy,
+        populateViews,
+        populateCompileExtra,
+        populateConv,
+        populatePooling,
+        populateSampling,
+        populateFused,
+        populateForeign,
+        populateForeach,  // last: its rules wrap the per-tensor rules registered above
+    };
+    for (Populate p : kFamilies) p(*r);
     return r;
   }();
   return *reg;

@@ -6,5 +6,6 @@
 namespace torch_tpu {
 
 void bindCompile(pybind11::module_& m);  // csrc/python/compile_bindings.cpp
+void bindForeign(pybind11::module_& m);  // csrc/python/foreign_bindings.cpp
 
 }  // namespace torch_tpu

@@ -84,12 +84,23 @@ PYBIND11_MODULE(_C, m) {
   registerHooks();
   registerLoweringKernels();
   bindCompile(m);
+  bindForeign(m);
 
-  m.def("_set_plugin", [](const std::string& path, const py::dict& options) {
-    std::vector<runtime::CreateOption> opts;
-    for (auto item : options) opts.push_back(toOption(item.first.cast<std::string>(), item.second));
-    setPlugin(path, std::move(opts));
-  });
+  m.def(
+      "_set_plugin",
+      [](const std::string& path, const py::dict& options, const py::list& preload) {
+        std::vector<runtime::CreateOption> opts;
+        for (auto item : options) opts.push_back(toOption(item.first.cast<std::string>(), item.second));
+        // (path or soname, required, hint) per library to load before the plugin (the CUDA plugin's libraries).
+        std::vector<runtime::PreloadLibrary> libs;
+        for (auto item : preload) {
+          auto t = item.cast<py::tuple>();
+          libs.push_back({t[0].cast<std::string>(), t[1].cast<bool>(), t[2].cast<std::string>()});
+        }
+        setPlugin(path, std::move(opts));
+        runtime::setPreloadLibraries(std::move(libs));
+      },
+      py::arg("path"), py::arg("options"), py::arg("preload") = py::list());
   m.def("_plugin_info", []() {
     const runtime::PluginInfo& p = client().plugin();
     py::dict d;
@@ -100,8 +111,11 @@ PYBIND11_MODULE(_C, m) {
     py::dict attrs;
     for (const auto& kv : p.attributes) attrs[py::str(kv.first)] = kv.second;
     d["attributes"] = attrs;
+    d["preloaded"] = p.preloaded;
+    d["preload_failed"] = p.preload_failed;
     return d;
   });
+  m.def("_set_accelerator_reported", &setAcceleratorReported);
   m.def("_device_count", []() { return deviceCount(); });
   m.def("_init_error", []() -> py::object {
     deviceCount();

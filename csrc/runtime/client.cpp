@@ -24,11 +24,32 @@ std::set<const PJRT_Api*> g_initialized_apis;  // PJRT_Plugin_Initialize is call
 
 std::string installHint(const std::string& path) {
   auto has = [&](const char* s) { return path.find(s) != std::string::npos; };
-  if (has("tpu")) return "install the TPU plugin with: pip install libtpu";
-  if (has("cuda") || has("gpu")) return "install the NVIDIA plugin with: pip install jax-cuda13-pjrt";
+  if (has("tpu")) return "install the TPU plugin with: pip install torch-tpu[tpu] (libtpu)";
+  if (has("cuda") || has("gpu"))
+    return "install the NVIDIA plugin with: pip install torch-tpu[cuda13] (jax-cuda13-pjrt and its nvidia-* CUDA "
+           "libraries; torch-tpu[cuda12] for CUDA 12 drivers)";
   if (has("cpu")) return "install the CPU plugin with: pip install xla-cpu-pjrt";
-  return "install a PJRT plugin: pip install xla-cpu-pjrt (CPU), pip install libtpu (TPU) or "
-         "pip install jax-cuda13-pjrt (NVIDIA)";
+  return "install a PJRT plugin: pip install xla-cpu-pjrt (CPU), pip install torch-tpu[tpu] (TPU) or "
+         "pip install torch-tpu[cuda13] (NVIDIA)";
+}
+
+std::vector<PreloadLibrary> g_preload;  // guarded by g_init_mu
+
+// Loads the preload libraries (see runtime.h). Returns a sentence naming the ones that failed ("" if none).
+std::string preloadLibraries(PluginInfo& info) {
+  std::string failed;
+  for (const PreloadLibrary& lib : g_preload) {
+    if (::dlopen(lib.path.c_str(), RTLD_NOW | RTLD_GLOBAL) != nullptr) {
+      info.preloaded.push_back(lib.path);
+      continue;
+    }
+    const char* e = ::dlerror();
+    std::string why = e ? e : "unknown error";
+    if (lib.required) throw Error(lib.hint + " (" + why + ")", kErrorFailedPrecondition);
+    info.preload_failed.push_back(lib.path + ": " + why);
+    failed += (failed.empty() ? "" : "; ") + lib.path + " (" + lib.hint + ")";
+  }
+  return failed.empty() ? failed : " [libraries the plugin needs that failed to load: " + failed + "]";
 }
 
 std::string str(const char* p, size_t n) { return p == nullptr ? std::string() : std::string(p, n); }
@@ -166,6 +187,11 @@ std::string Client::pluginPathFromEnv() {
   return p == nullptr ? std::string() : std::string(p);
 }
 
+void setPreloadLibraries(std::vector<PreloadLibrary> libs) {
+  std::lock_guard<std::mutex> lock(g_init_mu);
+  g_preload = std::move(libs);
+}
+
 Client& Client::init(const std::string& plugin_path, const std::vector<CreateOption>& options) {
   std::lock_guard<std::mutex> lock(g_init_mu);
   if (Client* c = g_client.load(std::memory_order_acquire)) {
@@ -181,32 +207,36 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
     throw Error("PJRT plugin not found at '" + plugin_path + "'; " + installHint(plugin_path) +
                     " (or set TORCH_TPU_PJRT_PLUGIN to the plugin's .so)",
                 kErrorNotFound);
+  PluginInfo preload_info;
+  const std::string preload_failures = preloadLibraries(preload_info);
   void* handle = ::dlopen(plugin_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* e = ::dlerror();
     throw Error("cannot dlopen PJRT plugin '" + plugin_path + "': " + (e ? e : "unknown error") + "; " +
-                    installHint(plugin_path),
+                    installHint(plugin_path) + preload_failures,
                 kErrorFailedPrecondition);
   }
   using GetApiFn = const PJRT_Api* (*)();
   auto get_api = reinterpret_cast<GetApiFn>(::dlsym(handle, "GetPjrtApi"));
   if (get_api == nullptr)
-    throw Error("'" + plugin_path + "' is not a PJRT plugin (no GetPjrtApi symbol); " + installHint(plugin_path),
+    throw Error("'" + plugin_path + "' is not a PJRT plugin (no GetPjrtApi symbol); " + installHint(plugin_path) + preload_failures,
                 kErrorFailedPrecondition);
   const PJRT_Api* api = get_api();
   if (api == nullptr || api->struct_size < offsetof(PJRT_Api, PJRT_Plugin_Attributes))
-    throw Error("PJRT plugin '" + plugin_path + "' returned an invalid PJRT_Api table", kErrorFailedPrecondition);
+    throw Error("PJRT plugin '" + plugin_path + "' returned an invalid PJRT_Api table" + preload_failures, kErrorFailedPrecondition);
   if (api->pjrt_api_version.major_version != PJRT_API_MAJOR)
     throw Error("PJRT plugin '" + plugin_path + "' has C API version " +
                     std::to_string(api->pjrt_api_version.major_version) + "." +
                     std::to_string(api->pjrt_api_version.minor_version) + ", torch_tpu needs major version " +
-                    std::to_string(PJRT_API_MAJOR) + "; " + installHint(plugin_path),
+                    std::to_string(PJRT_API_MAJOR) + "; " + installHint(plugin_path) + preload_failures,
                 kErrorFailedPrecondition);
   detail::g_api = api;
 
   Client* client = new Client();  // ~Client is private: deleted by hand on failure below
   Impl& im = *client->impl_;
   im.dl_handle = handle;
+  im.info.preloaded = std::move(preload_info.preloaded);
+  im.info.preload_failed = std::move(preload_info.preload_failed);
   im.info.path = plugin_path;
   im.info.api_major = api->pjrt_api_version.major_version;
   im.info.api_minor = api->pjrt_api_version.minor_version;
@@ -300,6 +330,16 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
     }
     for (PJRT_Device* d : im.devices) im.descriptions.push_back(describe(d));
     im.state.reset(new Impl::DeviceState[im.devices.size()]);
+  } catch (const Error& e) {
+    if (im.client != nullptr) {
+      detail::Args<PJRT_Client_Destroy_Args> a;
+      a->client = im.client;
+      PJRT_Error* err = TPU_PJRT_FN(PJRT_Client_Destroy)(a.get());
+      detail::consumeErrorCode(err);
+    }
+    delete client;
+    if (preload_failures.empty()) throw;
+    throw Error(e.what() + preload_failures, e.code());
   } catch (...) {
     if (im.client != nullptr) {
       detail::Args<PJRT_Client_Destroy_Args> a;

@@ -68,7 +68,21 @@ struct PluginInfo {
   // How args structs are sized: true when every args struct claims sizeof(T) + padding (zeroed), false when the
   // plugin rejected that and exact sizes are used.
   bool padded_structs = true;
+  // Libraries loaded before the plugin (setPreloadLibraries), and those that failed ("name: dlerror").
+  std::vector<std::string> preloaded, preload_failed;
 };
+
+// A library to dlopen (RTLD_GLOBAL) before the plugin: the CUDA plugin does not ship its CUDA libraries, which
+// come from the nvidia-* wheels and must be loaded first. `path` is absolute or a soname (then the system's
+// library path is searched). A `required` library that fails to load fails Client::init with `hint`; others
+// are recorded, and named in the error should the plugin then fail to load or start.
+struct PreloadLibrary {
+  std::string path;
+  bool required = false;
+  std::string hint;
+};
+// Libraries the next Client::init loads first (once per process; loaded libraries stay loaded).
+void setPreloadLibraries(std::vector<PreloadLibrary> libs);
 
 struct CreateOption {
   std::string name;

@@ -1,4 +1,5 @@
-// StableHLO program builder: emits one MLIR text module (generic op syntax) with a single public @main.
+// StableHLO program builder: emits one MLIR text module (generic op syntax) with a single public @main (plus the
+// private functions of embedded foreign modules, stablehlo/foreign.h).
 //
 // Layer 2 of torch-tpu. Depends on nothing but the C++ standard library (no torch, no PJRT).
 // Thread-safety: a Builder is used by one thread at a time; distinct Builders are independent.
@@ -202,6 +203,15 @@ class Builder {
   // text is e.g. "\"stablehlo.cosine\"(%3)" ; signature e.g. "(tensor<4xf32>) -> tensor<4xf32>". Prefer typed methods.
   Value raw(const std::string& text, const std::string& signature, const TensorType& result);
   std::string ref(const Value& v) const;  // "%7"
+
+  // ---- foreign functions (used by stablehlo/foreign.h) ----
+  // Adds whole top-level operations (e.g. private functions) to the module after @main, once per `key`. Returns
+  // false, adding nothing, if `key` was added before.
+  bool addTopLevel(const std::string& key, const std::string& text);
+  // A generic op with one or more results: `"name"(operands) {attrs} : (operand types) -> (results)`. `attrs` is
+  // the attribute dictionary's inside ("callee = @f"), or empty.
+  std::vector<Value> genericOp(const std::string& name, const std::vector<Value>& operands, const std::string& attrs,
+                               const std::vector<TensorType>& results);
 
   int numParameters() const;
 

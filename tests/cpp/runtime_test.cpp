@@ -96,17 +96,38 @@ int main() {
     CHECK(msg.find("pip install xla-cpu-pjrt") != std::string::npos);
     CHECK(msg.find("/nonexistent/xla_cpu_pjrt.so") != std::string::npos);
     CHECK(throwsError([] { Client::init("/nonexistent/libtpu.so"); }, &msg));
-    CHECK(msg.find("pip install libtpu") != std::string::npos);
+    CHECK(msg.find("pip install torch-tpu[tpu]") != std::string::npos);
     CHECK(throwsError([] { Client::init("/usr/lib/x86_64-linux-gnu/libm.so.6"); }, &msg));  // not a plugin
     std::printf("  message: %s\n", msg.c_str());
     CHECK(msg.find("GetPjrtApi") != std::string::npos || msg.find("not found") != std::string::npos);
     CHECK(!Client::initialized());
   });
 
+  run("preload: a missing required library fails init with its hint, others are named if the plugin fails", [&] {
+    std::string msg;
+    setPreloadLibraries({{"libtorch_tpu_test_no_such_driver.so.1", true, "the test driver is not installed"}});
+    CHECK(throwsError([&] { Client::init(plugin); }, &msg));
+    std::printf("  message: %s\n", msg.c_str());
+    CHECK(msg.find("the test driver is not installed") != std::string::npos);
+    CHECK(msg.find("libtorch_tpu_test_no_such_driver.so.1") != std::string::npos);
+    CHECK(!Client::initialized());
+    setPreloadLibraries({{"libtorch_tpu_test_no_such_lib.so.3", false, "pip install test-lib"}});
+    CHECK(throwsError([] { Client::init("/usr/lib/x86_64-linux-gnu/libm.so.6"); }, &msg));  // not a plugin
+    std::printf("  message: %s\n", msg.c_str());
+    CHECK(msg.find("libtorch_tpu_test_no_such_lib.so.3 (pip install test-lib)") != std::string::npos);
+    CHECK(!Client::initialized());
+  });
+
   // --- 1/2. load + create with options
   Client* cp = nullptr;
   run("init with cpu_device_count=2", [&] {
+    // A library that loads and one that does not: the plugin still starts, and both are reported.
+    setPreloadLibraries({{"libm.so.6", false, ""}, {"libtorch_tpu_test_no_such_lib.so.3", false, "pip install x"}});
     Client& c = Client::init(plugin, {{"cpu_device_count", int64_t{2}}});
+    CHECK(c.plugin().preloaded == std::vector<std::string>{"libm.so.6"});
+    CHECK(c.plugin().preload_failed.size() == 1 &&
+          c.plugin().preload_failed[0].find("libtorch_tpu_test_no_such_lib.so.3: ") == 0);
+    setPreloadLibraries({});
     cp = &c;
     CHECK(Client::initialized());
     CHECK(&Client::get() == &c);

@@ -13,9 +13,8 @@ Every model is built from its config with random weights, saved with ``save_pret
 * ``is_torch_tpu_available()``, ``caching_allocator_warmup``, a short ``Trainer`` run, a BERT text-classification
   and a ViT image-classification pipeline.
 
-Ops that fall back to the CPU are recorded, not hidden: generate's special-token checks use ``torch.isin`` and
-sampling uses ``torch.multinomial``, which have no tpu lowering yet (see ``KNOWN_FALLBACKS``); everything else must
-run with zero fallbacks.
+Ops that fall back to the CPU are recorded, not hidden (``KNOWN_FALLBACKS``, now empty): generate, sampling
+included, must run with zero fallbacks.
 
 Kept small for CI (hidden 32, 2 layers, a 6-token prompt, 6 new tokens): XLA compiles are CPU-heavy.
 """
@@ -47,11 +46,9 @@ from transformers import (  # noqa: E402
     pipeline,
 )
 
-# Ops generate() still runs on the CPU fallback (no tpu lowering yet); reported, allowed here, nothing else is.
-KNOWN_FALLBACKS = {
-    "aten::isin.Tensor_Tensor_out",  # generate(): special-token checks (_prepare_special_tokens)
-    "aten::multinomial",  # do_sample=True
-}
+# Ops generate() may run on the CPU fallback (no tpu lowering); none left: sampling (multinomial) and the
+# special-token checks (isin) run on the device.
+KNOWN_FALLBACKS: set = set()
 
 _COMMON = dict(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, head_dim=8, max_position_embeddings=64)

@@ -4,28 +4,16 @@
 #include "lowering/helpers.h"
 
 namespace torch_tpu::lowering {
-namespace {
-
-void addGraphOnly(Registry& r, const std::string& op, RuleFn fn) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.eager = false;
-  r.add(std::move(rule));
-}
-
-}  // namespace
-
 void populateCompileExtra(Registry& r) {
   // prims.convert_element_type(a, dtype): the result type says the dtype.
-  addGraphOnly(r, "prims::convert_element_type", [](Context& ctx) -> std::vector<Value> {
+  r.add("prims::convert_element_type", [](Context& ctx) -> std::vector<Value> {
     return {ctx.b.convert(ctx.tensor(0), ctx.outputs.at(0).dtype)};
-  });
+  }).graphOnly();
   // Uninitialized memory in a functional graph: any value is valid; zeros are deterministic.
   auto zerosOut = [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(ctx.outputs.at(0))}; };
   for (const char* op : {"aten::empty.memory_format", "aten::empty_strided", "aten::empty_like", "aten::new_empty",
                          "aten::new_empty_strided", "aten::empty_permuted"})
-    addGraphOnly(r, op, zerosOut);
+    r.add(op, zerosOut).graphOnly();
 }
 
 }  // namespace torch_tpu::lowering

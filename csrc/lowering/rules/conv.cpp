@@ -253,24 +253,17 @@ bool convAccepts(const Context& ctx) {
   return true;
 }
 
-void addConv(Registry& r, const std::string& op, RuleFn fn) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = convAccepts;
-  r.add(std::move(rule));
-}
-
 }  // namespace
 
 void populateConv(Registry& r) {
-  addConv(r, "aten::convolution", convolutionRule);
-  addConv(r, "aten::convolution_overrideable", convolutionRule);
-  addConv(r, "aten::_convolution", convolutionRule);
-  addConv(r, "aten::_convolution.deprecated", convolutionRule);
-  addConv(r, "aten::convolution_backward", [](Context& ctx) { return convolutionBackwardRule(ctx, 4); });
-  addConv(r, "aten::convolution_backward_overrideable",
-          [](Context& ctx) { return convolutionBackwardRule(ctx, 3); });
+  r.add("aten::convolution", convolutionRule).accepts(convAccepts);
+  r.add("aten::convolution_overrideable", convolutionRule).accepts(convAccepts);
+  r.add("aten::_convolution", convolutionRule).accepts(convAccepts);
+  r.add("aten::_convolution.deprecated", convolutionRule).accepts(convAccepts);
+  r.add("aten::convolution_backward", [](Context& ctx) { return convolutionBackwardRule(ctx, 4); })
+      .accepts(convAccepts);
+  r.add("aten::convolution_backward_overrideable", 
+          [](Context& ctx) { return convolutionBackwardRule(ctx, 3); }).accepts(convAccepts);
 }
 
 }  // namespace torch_tpu::lowering

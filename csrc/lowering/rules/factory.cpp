@@ -77,39 +77,32 @@ const TensorType& outType(const Context& ctx) {
 
 bool floatSelf(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); }
 
-void addRule(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = std::move(accepts);
-  r.add(std::move(rule));
-}
-
 }  // namespace
 
 void populateFactory(Registry& r) {
-  addReal(r, "aten::fill.Scalar", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); });
-  addReal(r, "aten::fill.Tensor", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); });
-  addReal(r, "aten::zero", [](Context& ctx) -> std::vector<Value> { return {ctx.b.zerosLike(ctx.tensor(0))}; });
-  addReal(r, "aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; });
-  addReal(r, "aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; });
-  addReal(r, "aten::_to_copy", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::fill.Scalar", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).accepts(realDTypes);
+  r.add("aten::fill.Tensor", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).accepts(realDTypes);
+  r.add("aten::zero", [](Context& ctx) -> std::vector<Value> { return {ctx.b.zerosLike(ctx.tensor(0))}; })
+      .accepts(realDTypes);
+  r.add("aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).accepts(realDTypes);
+  r.add("aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).accepts(realDTypes);
+  r.add("aten::_to_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     DType to = ctx.has(1) && ctx.arg(1).kind == Arg::Kind::ScalarType ? ctx.arg(1).dtype : x.dtype();
     return {ctx.b.convert(x, to)};
-  });
+  }).accepts(realDTypes);
   // full/zeros/ones/... : the value broadcast to the expected result type.
-  addReal(r, "aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); });
-  addReal(r, "aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); });
-  addReal(r, "aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); });
-  addReal(r, "aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); });
+  r.add("aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).accepts(realDTypes);
+  r.add("aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).accepts(realDTypes);
+  r.add("aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); }).accepts(realDTypes);
+  r.add("aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); }).accepts(realDTypes);
   for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros"})
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; });
+    r.add(op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; }).accepts(realDTypes);
   for (const char* op : {"aten::ones", "aten::ones_like", "aten::new_ones"})
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+    r.add(op, [](Context& ctx) -> std::vector<Value> {
       const TensorType& t = outType(ctx);
       return {ctx.b.constantF(1, t.dtype, t.shape)};
-    });
+    }).accepts(realDTypes);
 
   // arange: start + iota * step in the result dtype (float math in accType; integers in int64). The size comes
   // from ctx.outputs (PyTorch computed it from the same numbers).
@@ -128,25 +121,25 @@ void populateFactory(Registry& r) {
   };
   // The functional forms' result size depends on the numbers, so they are static there; arange.start_out (what
   // torch.arange(..., out=) and the eager factory path use) gets a resized `out`, so its numbers stay inputs.
-  addReal(r, "aten::arange.start_out", arange);
-  addReal(r, "aten::arange.start_step", arange, {"start", "end", "step"});
-  addReal(r, "aten::arange.start", arange, {"start", "end"});
-  addReal(r, "aten::arange", [](Context& ctx) -> std::vector<Value> {  // arange(end): 0, 1, ...
+  r.add("aten::arange.start_out", arange).accepts(realDTypes);
+  r.add("aten::arange.start_step", arange).staticArgs({"start", "end", "step"}).accepts(realDTypes);
+  r.add("aten::arange.start", arange).staticArgs({"start", "end"}).accepts(realDTypes);
+  r.add("aten::arange", [](Context& ctx) -> std::vector<Value> {  // arange(end): 0, 1, ...
     const TensorType& t = outType(ctx);
     Builder& b = ctx.b;
     DType c = isFloat(t.dtype) ? accType(t.dtype) : DType::S64;
     return {b.convert(b.convert(b.iota({DType::S64, t.shape}, 0), c), t.dtype)};
-  }, {"end"});
+  }).staticArgs({"end"}).accepts(realDTypes);
 
   // eye(n) / eye.m(n, m): ones on the main diagonal (shape from the expected result).
   for (const char* op : {"aten::eye", "aten::eye.m"})
-    addReal(r, op, [](Context& ctx) -> std::vector<Value> {
+    r.add(op, [](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       const TensorType& t = outType(ctx);
       if (t.rank() != 2) ctx.fail("expected a 2-d result");
       Value diag = b.compare(b.iota({DType::S64, t.shape}, 0), b.iota({DType::S64, t.shape}, 1), Cmp::EQ);
       return {b.convert(diag, t.dtype)};
-    });
+    }).accepts(realDTypes);
   // linspace / logspace (start, end, steps[, base]): PyTorch's two-sided formula (the first half counts up from
   // start, the second half down from end). Integer results compute in f64 and truncate, as PyTorch CPU.
   auto spaced = [](bool log) {
@@ -179,12 +172,12 @@ void populateFactory(Registry& r) {
     };
   };
   for (const char* ov : {"", ".Tensor_Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
-    addReal(r, std::string("aten::linspace") + ov, spaced(false));
-    addReal(r, std::string("aten::logspace") + ov, spaced(true));
+    r.add(std::string("aten::linspace") + ov, spaced(false)).accepts(realDTypes);
+    r.add(std::string("aten::logspace") + ov, spaced(true)).accepts(realDTypes);
   }
   // tril_indices / triu_indices(row, col, offset): every number is static; the indices are a constant.
   for (bool lower : {true, false})
-    addReal(r, lower ? "aten::tril_indices" : "aten::triu_indices", [lower](Context& ctx) -> std::vector<Value> {
+    r.add(lower ? "aten::tril_indices" : "aten::triu_indices", [lower](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       const TensorType& t = outType(ctx);
       int64_t rows = ctx.toInt(0), cols = ctx.toInt(1), off = ctx.has(2) ? ctx.toInt(2) : 0;
@@ -199,11 +192,11 @@ void populateFactory(Registry& r) {
       if (rr.empty()) return {b.zeros(t)};
       rr.insert(rr.end(), cc.begin(), cc.end());
       return {b.convert(b.reshape(b.constantI64s(rr, DType::S64), t.shape), t.dtype)};
-    });
+    }).accepts(realDTypes);
 
   // ---- random ----
   // uniform_(self, float from=0, float to=1, *, generator)
-  addRule(r, "aten::uniform_", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::uniform_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -211,9 +204,9 @@ void populateFactory(Registry& r) {
     Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
     Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
     return {b.convert(b.add(from, b.mul(u, b.sub(to, from))), self.dtype())};
-  }, floatSelf);
+  }).accepts(floatSelf);
   // normal_(self, float mean=0, float std=1, *, generator): Box-Muller on two uniform draws per element.
-  addRule(r, "aten::normal_", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::normal_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -232,34 +225,34 @@ void populateFactory(Registry& r) {
     Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(z);
     Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(z);
     return {b.convert(b.add(mean, b.mul(z, stdv)), self.dtype())};
-  }, floatSelf);
+  }).accepts(floatSelf);
   // bernoulli_.float(self, float p=0.5): 1 with probability p.
-  addReal(r, "aten::bernoulli_.float", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::bernoulli_.float", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
     Value u = uniform01(ctx, self.shape(), c);
     Value p = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : cst(b, 0.5, u);
     return {b.convert(b.compare(u, p, Cmp::LT), self.dtype())};
-  });
+  }).accepts(realDTypes);
   // bernoulli_.Tensor(self, Tensor p) and bernoulli(self = probabilities)
-  addReal(r, "aten::bernoulli_.Tensor", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::bernoulli_.Tensor", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
     Value u = uniform01(ctx, self.shape(), c);
     Value p = b.broadcastTo(b.convert(ctx.tensor(1), c), self.shape());
     return {b.convert(b.compare(u, p, Cmp::LT), self.dtype())};
-  });
-  addRule(r, "aten::bernoulli", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::bernoulli", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value p = ctx.tensor(0);
     DType c = drawType(p.dtype());
     Value u = uniform01(ctx, p.shape(), c);
     return {b.convert(b.compare(u, b.convert(p, c), Cmp::LT), p.dtype())};
-  }, floatSelf);
+  }).accepts(floatSelf);
   // exponential_(self, float lambd=1): -log(1 - u) / lambd
-  addRule(r, "aten::exponential_", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::exponential_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     DType c = drawType(self.dtype());
@@ -267,7 +260,7 @@ void populateFactory(Registry& r) {
     Value lambd = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.onesLike(u);
     Value e = b.div(b.neg(b.log1p(b.neg(u))), lambd);
     return {b.convert(e, self.dtype())};
-  }, floatSelf);
+  }).accepts(floatSelf);
   // random_.from(self, int from, int? to), random_.to(self, int to), random_(self): integers in [from, to).
   auto randomRule = [](int form) {
     return [form](Context& ctx) -> std::vector<Value> {
@@ -294,9 +287,9 @@ void populateFactory(Registry& r) {
       return {randomRange(ctx, self.type, from, range)};
     };
   };
-  addReal(r, "aten::random_.from", randomRule(0));
-  addReal(r, "aten::random_.to", randomRule(1));
-  addReal(r, "aten::random_", randomRule(2));
+  r.add("aten::random_.from", randomRule(0)).accepts(realDTypes);
+  r.add("aten::random_.to", randomRule(1)).accepts(realDTypes);
+  r.add("aten::random_", randomRule(2)).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering

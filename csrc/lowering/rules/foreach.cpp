@@ -11,6 +11,7 @@
 // The fused optimizers write their list arguments and return nothing: their rules are registered under the
 // in-place names and return one value per tensor of the mutated lists, in argument order, flattened.
 #include <map>
+#include <stdexcept>
 #include <optional>
 
 #include "lowering/families.h"
@@ -76,17 +77,9 @@ size_t listLength(const Context& ctx) {
   return 0;
 }
 
-// Registers `foreach_op` as `per_op` applied elementwise, with the per-tensor arguments taken from `srcs`.
-void addForeach(Registry& r, const std::string& foreach_op, const std::string& per_op, std::vector<Src> srcs) {
-  Rule rule;
-  rule.op = foreach_op;
-  // `r` is the registry being populated (the per-tensor families come first in kFamilies).
-  const Rule* sub = r.find(per_op);
-  if (!sub) return;  // per-tensor op not lowered: leave PyTorch's composite path
-  // Static numbers of the per-tensor rule are static here too (same argument names).
-  rule.static_args = sub->static_args;
-  std::string per = per_op;
-  rule.fn = [per, srcs](Context& ctx) -> std::vector<Value> {
+// `per` applied to each list element, with the per-tensor arguments taken from `srcs`.
+RuleFn perElement(const std::string& per, std::vector<Src> srcs) {
+  return [per, srcs](Context& ctx) -> std::vector<Value> {
     const Rule* sub = registry().find(per);
     size_t n = listLength(ctx);
     if (ctx.outputs.size() != n) ctx.fail("expected one result per list element");
@@ -128,8 +121,6 @@ void addForeach(Registry& r, const std::string& foreach_op, const std::string& p
     }
     return out;
   };
-  rule.accepts = realDTypes;
-  r.add(std::move(rule));
 }
 
 // ---- fused optimizers ----
@@ -281,67 +272,65 @@ bool floatLists(const Context& ctx) {
 }  // namespace
 
 void populateForeach(Registry& r) {
+  // _foreach_X is X per element: `r` already holds X (the per-tensor families come first in kFamilies), whose
+  // static numbers are static here too (same argument names).
+  auto addForeach = [&r](const std::string& foreach_op, const std::string& per_op, std::vector<Src> srcs) {
+    const Rule* sub = r.find(per_op);
+    if (!sub) throw std::logic_error(foreach_op + " needs a lowering rule for " + per_op);
+    r.add(foreach_op, perElement(per_op, std::move(srcs))).staticArgs(sub->static_args).accepts(realDTypes);
+  };
   // Unary: _foreach_X(Tensor[] self) -> X(self).
   for (const char* u : {"abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor",
                         "frac", "lgamma", "log", "log10", "log1p", "log2", "neg", "reciprocal", "round", "rsqrt",
                         "sigmoid", "sign", "sin", "sinh", "sqrt", "tan", "tanh", "trunc", "zero", "clone"}) {
     std::string n = u;
-    addForeach(r, "aten::_foreach_" + n, "aten::" + n, {E(0, "self")});
+    addForeach("aten::_foreach_" + n, "aten::" + n, {E(0, "self")});
   }
   // Binary with alpha: List / Scalar / Tensor forms.
   for (const char* op : {"add", "sub"}) {
     std::string n = op;
-    addForeach(r, "aten::_foreach_" + n + ".List", "aten::" + n + ".Tensor",
+    addForeach("aten::_foreach_" + n + ".List", "aten::" + n + ".Tensor",
                {E(0, "self"), E(1, "other"), P(2, "alpha")});
-    addForeach(r, "aten::_foreach_" + n + ".Scalar", "aten::" + n + ".Scalar", {E(0, "self"), P(1, "other")});
+    addForeach("aten::_foreach_" + n + ".Scalar", "aten::" + n + ".Scalar", {E(0, "self"), P(1, "other")});
   }
-  addForeach(r, "aten::_foreach_add.Tensor", "aten::add.Tensor", {E(0, "self"), P(1, "other"), P(2, "alpha")});
+  addForeach("aten::_foreach_add.Tensor", "aten::add.Tensor", {E(0, "self"), P(1, "other"), P(2, "alpha")});
   for (const char* op : {"mul", "div"}) {
     std::string n = op;
-    addForeach(r, "aten::_foreach_" + n + ".List", "aten::" + n + ".Tensor", {E(0, "self"), E(1, "other")});
-    addForeach(r, "aten::_foreach_" + n + ".Scalar", "aten::" + n + ".Scalar", {E(0, "self"), P(1, "other")});
-    addForeach(r, "aten::_foreach_" + n + ".Tensor", "aten::" + n + ".Tensor", {E(0, "self"), P(1, "other")});
+    addForeach("aten::_foreach_" + n + ".List", "aten::" + n + ".Tensor", {E(0, "self"), E(1, "other")});
+    addForeach("aten::_foreach_" + n + ".Scalar", "aten::" + n + ".Scalar", {E(0, "self"), P(1, "other")});
+    addForeach("aten::_foreach_" + n + ".Tensor", "aten::" + n + ".Tensor", {E(0, "self"), P(1, "other")});
   }
-  addForeach(r, "aten::_foreach_clamp_min.List", "aten::clamp_min.Tensor", {E(0, "self"), E(1, "min")});
-  addForeach(r, "aten::_foreach_clamp_min.Scalar", "aten::clamp_min", {E(0, "self"), P(1, "min")});
-  addForeach(r, "aten::_foreach_clamp_max.List", "aten::clamp_max.Tensor", {E(0, "self"), E(1, "max")});
-  addForeach(r, "aten::_foreach_clamp_max.Scalar", "aten::clamp_max", {E(0, "self"), P(1, "max")});
-  addForeach(r, "aten::_foreach_maximum.List", "aten::maximum", {E(0, "self"), E(1, "other")});
-  addForeach(r, "aten::_foreach_maximum.Scalar", "aten::clamp_min", {E(0, "self"), P(1, "min")});
-  addForeach(r, "aten::_foreach_minimum.List", "aten::minimum", {E(0, "self"), E(1, "other")});
-  addForeach(r, "aten::_foreach_minimum.Scalar", "aten::clamp_max", {E(0, "self"), P(1, "max")});
-  addForeach(r, "aten::_foreach_pow.List", "aten::pow.Tensor_Tensor", {E(0, "self"), E(1, "exponent")});
-  addForeach(r, "aten::_foreach_pow.Scalar", "aten::pow.Tensor_Scalar", {E(0, "self"), P(1, "exponent")});
-  addForeach(r, "aten::_foreach_pow.ScalarAndTensor", "aten::pow.Scalar", {P(0, "self"), E(1, "exponent")});
+  addForeach("aten::_foreach_clamp_min.List", "aten::clamp_min.Tensor", {E(0, "self"), E(1, "min")});
+  addForeach("aten::_foreach_clamp_min.Scalar", "aten::clamp_min", {E(0, "self"), P(1, "min")});
+  addForeach("aten::_foreach_clamp_max.List", "aten::clamp_max.Tensor", {E(0, "self"), E(1, "max")});
+  addForeach("aten::_foreach_clamp_max.Scalar", "aten::clamp_max", {E(0, "self"), P(1, "max")});
+  addForeach("aten::_foreach_maximum.List", "aten::maximum", {E(0, "self"), E(1, "other")});
+  addForeach("aten::_foreach_maximum.Scalar", "aten::clamp_min", {E(0, "self"), P(1, "min")});
+  addForeach("aten::_foreach_minimum.List", "aten::minimum", {E(0, "self"), E(1, "other")});
+  addForeach("aten::_foreach_minimum.Scalar", "aten::clamp_max", {E(0, "self"), P(1, "max")});
+  addForeach("aten::_foreach_pow.List", "aten::pow.Tensor_Tensor", {E(0, "self"), E(1, "exponent")});
+  addForeach("aten::_foreach_pow.Scalar", "aten::pow.Tensor_Scalar", {E(0, "self"), P(1, "exponent")});
+  addForeach("aten::_foreach_pow.ScalarAndTensor", "aten::pow.Scalar", {P(0, "self"), E(1, "exponent")});
   for (const char* op : {"addcmul", "addcdiv"}) {
     std::string n = op;
-    addForeach(r, "aten::_foreach_" + n + ".Scalar", "aten::" + n,
+    addForeach("aten::_foreach_" + n + ".Scalar", "aten::" + n,
                {E(0, "self"), E(1, "tensor1"), E(2, "tensor2"), P(3, "value")});
   }
-  addForeach(r, "aten::_foreach_lerp.List", "aten::lerp.Tensor", {E(0, "self"), E(1, "end"), E(2, "weight")});
-  addForeach(r, "aten::_foreach_lerp.Scalar", "aten::lerp.Scalar", {E(0, "self"), E(1, "end"), P(2, "weight")});
+  addForeach("aten::_foreach_lerp.List", "aten::lerp.Tensor", {E(0, "self"), E(1, "end"), E(2, "weight")});
+  addForeach("aten::_foreach_lerp.Scalar", "aten::lerp.Scalar", {E(0, "self"), E(1, "end"), P(2, "weight")});
   // _foreach_norm.Scalar(self[], Scalar ord=2, ScalarType? dtype) -> linalg_vector_norm(x, ord, None, False, dtype)
-  addForeach(r, "aten::_foreach_norm.Scalar", "aten::linalg_vector_norm",
+  addForeach("aten::_foreach_norm.Scalar", "aten::linalg_vector_norm",
              {E(0, "self"), P(1, "ord"), N("dim"), B(false, "keepdim"), P(2, "dtype")});
-  addForeach(r, "aten::_foreach_max", "aten::max", {E(0, "self")});
+  addForeach("aten::_foreach_max", "aten::max", {E(0, "self")});
 
   // ---- fused optimizers (in-place names: they return nothing) ----
   for (bool adamw : {false, true}) {
-    for (const char* ov : {"", ".tensor_lr"}) {
-      Rule rule;
-      rule.op = std::string(adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_") + ov;
-      rule.fn = [adamw](Context& ctx) { return fusedAdam(ctx, adamw); };
-      rule.accepts = floatLists;
-      r.add(std::move(rule));
-    }
+    for (const char* ov : {"", ".tensor_lr"})
+      r.add(std::string(adamw ? "aten::_fused_adamw_" : "aten::_fused_adam_") + ov,
+            [adamw](Context& ctx) { return fusedAdam(ctx, adamw); })
+          .accepts(floatLists);
   }
-  for (const char* ov : {"", ".tensor_lr"}) {
-    Rule rule;
-    rule.op = std::string("aten::_fused_sgd_") + ov;
-    rule.fn = fusedSgd;
-    rule.accepts = floatLists;
-    r.add(std::move(rule));
-  }
+  for (const char* ov : {"", ".tensor_lr"}) r.add(std::string("aten::_fused_sgd_") + ov, fusedSgd).accepts(floatLists);
 }
 
 }  // namespace torch_tpu::lowering

@@ -1,4 +1,5 @@
-// Linear-algebra family: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot, _addmm_activation.
+// Linear-algebra family: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot, _addmm_activation, addr, linalg_cross,
+// Cholesky and triangular solves, LU (factor, solve, det, slogdet, inverse, unpack).
 //
 // matmul/linear are CompositeImplicit in PyTorch and reach these through views. bf16/f16 products accumulate in f32
 // (dot_general with an f32 result) and the whole epilogue (beta*self + alpha*product) runs in f32 before one
@@ -103,14 +104,6 @@ bool floatMatrices(const Context& ctx) {
   for (const Arg& a : ctx.args)
     if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !shlo::isFloat(a.tensor.dtype())) return false;
   return true;
-}
-
-void addLinalg(Registry& r, const std::string& op, RuleFn fn) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = floatMatrices;
-  r.add(std::move(rule));
 }
 
 // ---- LU with partial pivoting (LAPACK getrf's choices), unrolled over the columns ----
@@ -262,27 +255,22 @@ bool squareSmall(const Context& ctx, size_t i) {
   return a.rank() >= 2 && std::min(a.shape()[a.rank() - 1], a.shape()[a.rank() - 2]) <= kMaxLU;
 }
 
-void addLU(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> extra = nullptr) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = [extra](const Context& ctx) { return squareSmall(ctx, 0) && (!extra || extra(ctx)); };
-  r.add(std::move(rule));
-}
+// The LU-based rules: argument 0 a float (batch of) matrix whose smaller side is at most kMaxLU.
+bool luAccepts(const Context& ctx) { return squareSmall(ctx, 0); }
 }  // namespace
 
 void populateLinalg(Registry& r) {
-  addReal(r, "aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); });
-  addReal(r, "aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); });
-  addReal(r, "aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); });
-  addReal(r, "aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); });
-  addReal(r, "aten::vdot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); });
+  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(realDTypes);
+  r.add("aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); }).accepts(realDTypes);
+  r.add("aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(realDTypes);
+  r.add("aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(realDTypes);
+  r.add("aten::vdot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(realDTypes);
   // addmm(self, mat1, mat2, *, beta=1, alpha=1)
-  addReal(r, "aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); });
-  addReal(r, "aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); });
-  addReal(r, "aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); });
+  r.add("aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(realDTypes);
+  r.add("aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); }).accepts(realDTypes);
+  r.add("aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(realDTypes);
   // addbmm(self, batch1, batch2, beta, alpha): sum over the batch of batch1[i] @ batch2[i]
-  addReal(r, "aten::addbmm", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::addbmm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value lhs = ctx.tensor(1), rhs = ctx.tensor(2);
     DType out = lhs.dtype();
@@ -312,10 +300,10 @@ void populateLinalg(Registry& r) {
     }
     Value p = b.dotGeneral(l, b.convert(rr, l.dtype()), {}, {}, {0, 2}, {0, 1}, acc);
     return {b.convert(epilogue(ctx, p, 0, 3, 4), out)};
-  });
+  }).accepts(realDTypes);
   // linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info): info is 1 + the first row whose
   // factor is not finite (the input is not positive-definite there), else 0.
-  addLinalg(r, "aten::linalg_cholesky_ex", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::linalg_cholesky_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
@@ -330,33 +318,33 @@ void populateLinalg(Registry& r) {
                           b.zerosLike(first), first);
     bool upper = ctx.has(1) && ctx.toBool(1);
     return {b.convert(upper ? mT(b, l) : l, t), info};
-  });
-  addLinalg(r, "aten::cholesky", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(floatMatrices);
+  r.add("aten::cholesky", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     Value l = choleskyLower(b, b.convert(a, accType(a.dtype())));
     return {b.convert(ctx.has(1) && ctx.toBool(1) ? mT(b, l) : l, a.dtype())};
-  });
+  }).accepts(floatMatrices);
   // linalg_solve_triangular(self=A, B, *, upper, left=True, unitriangular=False)
-  addLinalg(r, "aten::linalg_solve_triangular", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::linalg_solve_triangular", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = promote(ctx.tensor(0).dtype(), ctx.tensor(1).dtype()), c = accType(t);
     auto [a, rhs] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = ctx.toBool(2), left = !ctx.has(3) || ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
     if (rhs.type.numel() == 0 || a.type.numel() == 0) return {b.zeros({t, ctx.outputs.at(0).shape})};
     return {b.convert(triSolve(b, a, rhs, left, !upper, unit, false), t)};
-  });
+  }).accepts(floatMatrices);
   // triangular_solve(self=B, A, upper=True, transpose=False, unitriangular=False) -> (solution, cloned_coefficient)
-  addLinalg(r, "aten::triangular_solve", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::triangular_solve", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.tensor(0).dtype(), c = accType(t);
     auto [rhs, a] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = !ctx.has(2) || ctx.toBool(2), trans = ctx.has(3) && ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
     Value sol = rhs.type.numel() == 0 || a.type.numel() == 0 ? rhs : triSolve(b, a, rhs, true, !upper, unit, trans);
     return {b.convert(sol, t), b.convert(a, t)};
-  });
+  }).accepts(floatMatrices);
   // _cholesky_solve_helper(self=B, A=factor, upper): solves (L L^T) X = B.
-  addLinalg(r, "aten::_cholesky_solve_helper", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::_cholesky_solve_helper", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.tensor(0).dtype(), c = accType(t);
     auto [rhs, f] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
@@ -365,9 +353,9 @@ void populateLinalg(Registry& r) {
     Value l = upper ? mT(b, f) : f;
     Value y = triSolve(b, l, rhs, true, true, false, false);
     return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
-  });
+  }).accepts(floatMatrices);
   // cholesky_inverse(self=factor, upper=False): (L L^T)^-1.
-  addLinalg(r, "aten::cholesky_inverse", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::cholesky_inverse", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value f0 = ctx.tensor(0);
     DType t = f0.dtype(), c = accType(t);
@@ -379,10 +367,10 @@ void populateLinalg(Registry& r) {
                              Cmp::EQ), b.onesLike(eye), b.zerosLike(eye));
     Value y = triSolve(b, l, eye, true, true, false, false);
     return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
-  });
+  }).accepts(floatMatrices);
   // addr(self, vec1, vec2, *, beta=1, alpha=1): beta*self + (alpha*vec1)*vec2 with PyTorch CPU's per-operation
   // rounding for half types; beta == 0 ignores self.
-  addReal(r, "aten::addr", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::addr", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     const TensorType& ot = ctx.outputs.at(0);
     DType t = ot.dtype;
@@ -406,18 +394,18 @@ void populateLinalg(Registry& r) {
     Value scaled = R(b.mul(b.broadcastTo(beta, shape), sf));
     Value res = b.convert(b.add(scaled, prod), t);
     return {b.select(b.compare(beta, b.constant(0, c), Cmp::EQ), b.convert(prod, t), res)};
-  });
+  }).accepts(realDTypes);
   // ---- LU family ----
   // linalg_lu_factor_ex(A, *, pivot=True, check_errors=False) -> (LU, pivots, info)
-  addLU(r, "aten::linalg_lu_factor_ex", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::linalg_lu_factor_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     LU f = luFactor(b, b.convert(a, accType(a.dtype())));
     return {b.convert(f.lu, a.dtype()), f.pivots, f.info};
-  }, [](const Context& ctx) { return !ctx.has(1) || ctx.toBool(1); });
+  }).accepts([](const Context& ctx) { return luAccepts(ctx) && (!ctx.has(1) || ctx.toBool(1)); });
   // _linalg_det(A) -> (det, LU, pivots). Like PyTorch for a contiguous real A, the LU is A^T's (det A^T = det A);
   // the backward formulas expect exactly that.
-  addLU(r, "aten::_linalg_det", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::_linalg_det", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
@@ -426,9 +414,9 @@ void populateLinalg(Registry& r) {
     Value det = b.reduce(diagOf(b, f.lu), {rk - 2}, ReduceKind::Prod);
     det = b.mul(det, pivotSign(b, f.pivots, c));
     return {b.convert(det, t), b.convert(f.lu, t), f.pivots};
-  });
+  }).accepts(luAccepts);
   // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots)
-  addLU(r, "aten::_linalg_slogdet", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::_linalg_slogdet", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
@@ -438,9 +426,9 @@ void populateLinalg(Registry& r) {
     Value sign = b.mul(b.reduce(signOf(b, d), {rk - 2}, ReduceKind::Prod), pivotSign(b, f.pivots, c));
     Value logabs = b.reduce(b.log(b.abs(d)), {rk - 2}, ReduceKind::Sum);
     return {b.convert(sign, t), b.convert(logabs, t), b.convert(f.lu, t), f.pivots};
-  });
+  }).accepts(luAccepts);
   // linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False)
-  addLU(r, "aten::linalg_lu_solve", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::linalg_lu_solve", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.outputs.at(0).dtype, c = accType(t);
     bool left = !ctx.has(3) || ctx.toBool(3), adjoint = ctx.has(4) && ctx.toBool(4);
@@ -454,9 +442,9 @@ void populateLinalg(Registry& r) {
     Value x = luSolve(b, lub, piv, rb, left ? adjoint : !adjoint);
     if (!left) x = mT(b, x);
     return {b.convert(x, t)};
-  });
+  }).accepts(luAccepts);
   // _linalg_solve_ex(A, B, *, left=True, check_errors=False) -> (result, LU, pivots, info); B may be a vector.
-  addLU(r, "aten::_linalg_solve_ex", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::_linalg_solve_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.outputs.at(0).dtype, c = accType(t);
     Value a = b.convert(ctx.tensor(0), c), rhs = b.convert(ctx.tensor(1), c);
@@ -479,9 +467,9 @@ void populateLinalg(Registry& r) {
     if (!left) x = mT(b, x);
     x = b.reshape(x, out_shape);
     return {b.convert(x, t), b.convert(f.lu, t), f.pivots, f.info};
-  }, [](const Context& ctx) { return ctx.tensor(1).rank() >= 1; });
+  }).accepts([](const Context& ctx) { return luAccepts(ctx) && ctx.tensor(1).rank() >= 1; });
   // linalg_inv_ex(A, *, check_errors=False) -> (inverse, info)
-  addLU(r, "aten::linalg_inv_ex", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::linalg_inv_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a0 = ctx.tensor(0);
     DType t = a0.dtype(), c = accType(t);
@@ -492,16 +480,11 @@ void populateLinalg(Registry& r) {
     Value eye = b.convert(b.compare(b.iota({DType::S64, a.shape()}, rk - 2), b.iota({DType::S64, a.shape()}, rk - 1),
                                     Cmp::EQ), c);
     return {b.convert(luSolve(b, f.lu, f.pivots, eye, false), t), f.info};
-  });
+  }).accepts(luAccepts);
   // lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True) -> (P, L, U); linalg_lu(A, *, pivot=True)
   // -> (P, L, U) factors and unpacks.
   for (bool factor : {false, true}) {
-    Rule rule;
-    rule.op = factor ? "aten::linalg_lu" : "aten::lu_unpack";
-    rule.accepts = [factor](const Context& ctx) {
-      return squareSmall(ctx, 0) && (!factor || !ctx.has(1) || ctx.toBool(1));
-    };
-    rule.fn = [factor](Context& ctx) -> std::vector<Value> {
+    r.add(factor ? "aten::linalg_lu" : "aten::lu_unpack", [factor](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value lu = ctx.tensor(0), piv;
       DType t = lu.dtype();
@@ -542,11 +525,12 @@ void populateLinalg(Registry& r) {
         if (!out[i].valid() || ctx.outputs[i].dtype == DType::Invalid || out[i].shape() != ctx.outputs[i].shape)
           out[i] = b.zeros(ctx.outputs[i].dtype == DType::Invalid ? TensorType{t, {0}} : ctx.outputs[i]);
       return out;
-    };
-    r.add(std::move(rule));
+    }).accepts([factor](const Context& ctx) {
+      return squareSmall(ctx, 0) && (!factor || !ctx.has(1) || ctx.toBool(1));
+    });
   }
   // _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, bool use_gelu=False)
-  addReal(r, "aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value lhs = ctx.tensor(1), rhs = ctx.tensor(2);
     DType out = lhs.dtype();
@@ -561,7 +545,20 @@ void populateLinalg(Registry& r) {
       p = b.select(b.compare(p, b.zerosLike(p), Cmp::LT), b.zerosLike(p), p);
     }
     return {b.convert(p, out)};
-  });
+  }).accepts(realDTypes);
+  // linalg_cross(self, other, *, dim=-1): both broadcast; dim has size 3.
+  r.add("aten::linalg_cross", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0), y = ctx.tensor(1);
+    DType t = promote(x.dtype(), y.dtype());
+    Shape shape = broadcastShapes({x.shape(), y.shape()});
+    x = b.broadcastTo(b.convert(x, t), shape);
+    y = b.broadcastTo(b.convert(y, t), shape);
+    int64_t d = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, int64_t(shape.size()));
+    auto at = [&](Value v, int64_t i) { return b.sliceInDim(v, i, i + 1, 1, d); };
+    auto part = [&](int64_t i, int64_t j) { return b.sub(b.mul(at(x, i), at(y, j)), b.mul(at(x, j), at(y, i))); };
+    return {b.concatenate({part(1, 2), part(2, 0), part(0, 1)}, d)};
+  }).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering

@@ -1,6 +1,6 @@
 // Norm family: group norm, batch norm (every ATen variant: native_batch_norm, _native_batch_norm_legit(_functional,
 // _no_training, .no_stats), _batch_norm_with_update(_functional), _batch_norm_no_update, batch_norm_update_stats)
-// and their backward, _fused_rms_norm and its backward.
+// and their backward, native_layer_norm and _fused_rms_norm and their backward.
 //
 // Statistics and normalization run in accType (f32 for bf16/f16) and round once, like PyTorch CPU's kernels.
 // eps and momentum are program inputs (one program serves every value).
@@ -14,12 +14,6 @@
 
 namespace torch_tpu::lowering {
 namespace {
-
-std::vector<int64_t> range(int64_t lo, int64_t hi) {
-  std::vector<int64_t> d;
-  for (int64_t k = lo; k < hi; ++k) d.push_back(k);
-  return d;
-}
 
 bool wantedOut(const Context& ctx, const std::vector<bool>& mask, size_t k) {
   return (k >= mask.size() || mask[k]) && k < ctx.outputs.size() && ctx.outputs[k].dtype != DType::Invalid;
@@ -224,14 +218,6 @@ bool noWrittenStats(const Context& ctx, int training_arg) {
   return training_arg >= 0 && !ctx.toBool(size_t(training_arg));
 }
 
-void addBn(Registry& r, const std::string& op, RuleFn fn, std::function<bool(const Context&)> accepts = realDTypes) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.accepts = std::move(accepts);
-  r.add(std::move(rule));
-}
-
 // ---------------------------------------------------------------------------------------------------------------
 // rms norm
 
@@ -297,45 +283,115 @@ std::vector<Value> rmsNormBackwardRule(Context& ctx) {
   return res;
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// layer norm
+
+// Broadcasts a tensor of the normalized (trailing) shape over `shape`.
+Value trailing(Builder& b, Value v, const Shape& shape) {
+  std::vector<int64_t> map = range(int64_t(shape.size()) - v.rank(), int64_t(shape.size()));
+  return b.broadcastInDim(v, shape, map);
+}
+
+// native_layer_norm(input, normalized_shape, weight?, bias?, eps) -> (out, mean, rstd)
+std::vector<Value> layerNormRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  int64_t axis = x.rank() - int64_t(ctx.toInts(1).size());
+  if (axis < 0) ctx.fail("normalized_shape is longer than the input's rank");
+  std::vector<int64_t> dims = range(axis, x.rank());
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c);
+  double n = double(reducedCount(x.shape(), dims));
+  Value mean = b.div(sumDims(b, xc, dims), b.constantF(n, c, reducedShape(x.shape(), dims, false)));
+  Value d = b.sub(xc, expandReduced(b, mean, x.shape(), dims));
+  Value var = b.div(sumDims(b, b.mul(d, d), dims), b.constantF(n, c, mean.shape()));
+  Value eps = b.broadcastTo(scalarArg(ctx, 4, c), var.shape());
+  Value rstd = b.rsqrt(b.add(var, eps));
+  Value out = b.mul(d, expandReduced(b, rstd, x.shape(), dims));
+  if (ctx.has(2)) out = b.mul(out, trailing(b, b.convert(ctx.tensor(2), c), x.shape()));
+  if (ctx.has(3)) out = b.add(out, trailing(b, b.convert(ctx.tensor(3), c), x.shape()));
+  Shape stat = reducedShape(x.shape(), dims, true);
+  DType st = ctx.outputs.size() > 1 && ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : x.dtype();
+  return {b.convert(out, x.dtype()), b.convert(b.reshape(mean, stat), st), b.convert(b.reshape(rstd, stat), st)};
+}
+
+// native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight?, bias?, bool[3] output_mask)
+std::vector<Value> layerNormBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value g = ctx.tensor(0), x = ctx.tensor(1);
+  int64_t axis = x.rank() - int64_t(ctx.toInts(2).size());
+  std::vector<int64_t> norm = range(axis, x.rank()), batch = range(0, axis);
+  std::vector<bool> mask = ctx.arg(7).bools;
+  mask.resize(3, true);
+  DType c = accType(x.dtype());
+  Value gc = b.convert(g, c), xc = b.convert(x, c);
+  Value mean = expandReduced(b, b.convert(ctx.tensor(3), c), x.shape(), norm);
+  Value rstd = expandReduced(b, b.convert(ctx.tensor(4), c), x.shape(), norm);
+  Value xhat = b.mul(b.sub(xc, mean), rstd);
+  std::vector<Value> res(3);
+  auto wanted = [&](int k) {
+    return mask[k] && (k >= int(ctx.outputs.size()) || ctx.outputs[k].dtype != DType::Invalid);
+  };
+  if (wanted(0)) {
+    Value gw = ctx.has(5) ? b.mul(gc, trailing(b, b.convert(ctx.tensor(5), c), x.shape())) : gc;
+    double n = double(reducedCount(x.shape(), norm));
+    Value inv_n = b.constantF(1.0 / n, c, reducedShape(x.shape(), norm, false));
+    Value mean_gw = expandReduced(b, b.mul(sumDims(b, gw, norm), inv_n), x.shape(), norm);
+    Value mean_gwx = expandReduced(b, b.mul(sumDims(b, b.mul(gw, xhat), norm), inv_n), x.shape(), norm);
+    Value dx = b.mul(rstd, b.sub(b.sub(gw, mean_gw), b.mul(xhat, mean_gwx)));
+    res[0] = b.convert(dx, x.dtype());
+  }
+  Shape wshape(x.shape().begin() + axis, x.shape().end());
+  if (wanted(1)) {
+    DType wt = ctx.has(5) ? ctx.tensor(5).dtype() : x.dtype();
+    res[1] = b.convert(b.reshape(sumDims(b, b.mul(gc, xhat), batch), wshape), wt);
+  }
+  if (wanted(2)) {
+    DType bt = ctx.has(6) ? ctx.tensor(6).dtype() : x.dtype();
+    res[2] = b.convert(b.reshape(sumDims(b, gc, batch), wshape), bt);
+  }
+  return res;
+}
+
 }  // namespace
 
 void populateNorm(Registry& r) {
-  addReal(r, "aten::native_group_norm", groupNormRule);
-  addReal(r, "aten::native_group_norm_backward", groupNormBackwardRule);
+  r.add("aten::native_group_norm", groupNormRule).accepts(realDTypes);
+  r.add("aten::native_group_norm_backward", groupNormBackwardRule).accepts(realDTypes);
 
   // native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
-  addBn(r, "aten::native_batch_norm", [](Context& ctx) {
+  r.add("aten::native_batch_norm", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
     return bnResults(ctx, batchNorm(ctx, ix, ctx.toBool(5)));
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit(input, weight?, bias?, running_mean!, running_var!, training, momentum, eps)
   //   The eager kernel writes the running statistics from the two values after the schema's results.
-  addBn(r, "aten::_native_batch_norm_legit", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
     BnOut o = batchNorm(ctx, ix, ctx.toBool(5));
     std::vector<Value> res = bnResults(ctx, o);
     appendRunning(ctx, ix, o, res);
     return res;
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps)
-  addBn(r, "aten::_native_batch_norm_legit.no_stats", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit.no_stats", [](Context& ctx) {
     BnIdx ix{1, 2, -1, -1, 3, 4, 5};
     return bnResults(ctx, batchNorm(ctx, ix, true));
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var, momentum, eps)
-  addBn(r, "aten::_native_batch_norm_legit_no_training", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit_no_training", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};
     return bnResults(ctx, batchNorm(ctx, ix, false));
-  });
+  }).accepts(realDTypes);
   // _native_batch_norm_legit_functional(input, weight?, bias?, running_mean, running_var, training, momentum, eps)
   //   -> (out, save_mean, save_invstd, running_mean_out, running_var_out)
-  addBn(r, "aten::_native_batch_norm_legit_functional", [](Context& ctx) {
+  r.add("aten::_native_batch_norm_legit_functional", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, 5, 6, 7};
     BnOut o = batchNorm(ctx, ix, ctx.toBool(5));
     std::vector<Value> res = bnResults(ctx, o);
     appendRunning(ctx, ix, o, res);
     return res;
-  });
+  }).accepts(realDTypes);
   // _batch_norm_with_update(input, weight?, bias?, running_mean!, running_var!, momentum, eps)
   //   -> (out, save_mean, save_invstd, reserve), then the written running statistics; its functional form returns
   //   the same values (running_mean_out, running_var_out last).
@@ -347,21 +403,21 @@ void populateNorm(Registry& r) {
     appendRunning(ctx, ix, o, res);
     return res;
   };
-  addBn(r, "aten::_batch_norm_with_update", withUpdate);
-  addBn(r, "aten::_batch_norm_with_update_functional", withUpdate);
+  r.add("aten::_batch_norm_with_update", withUpdate).accepts(realDTypes);
+  r.add("aten::_batch_norm_with_update_functional", withUpdate).accepts(realDTypes);
   // _batch_norm_no_update(input, weight?, bias?, running_mean?, running_var?, momentum, eps)
   //   -> (out, save_mean, save_invstd, reserve); without running stats it normalizes with batch statistics.
-  addBn(r, "aten::_batch_norm_no_update", [](Context& ctx) {
+  r.add("aten::_batch_norm_no_update", [](Context& ctx) {
     BnIdx ix{1, 2, 3, 4, -1, 5, 6};
     bool stats = ctx.has(3) && ctx.has(4);
     std::vector<Value> res = bnResults(ctx, batchNorm(ctx, ix, !stats));
     res.push_back(emptyOut(ctx, 3));
     return res;
-  });
-  addReal(r, "aten::native_batch_norm_backward", batchNormBackwardRule);
-  addReal(r, "aten::batch_norm_backward", batchNormBackwardRule);
+  }).accepts(realDTypes);
+  r.add("aten::native_batch_norm_backward", batchNormBackwardRule).accepts(realDTypes);
+  r.add("aten::batch_norm_backward", batchNormBackwardRule).accepts(realDTypes);
   // batch_norm_update_stats(input, running_mean?, running_var?, momentum) -> (mean, unbiased var)
-  addReal(r, "aten::batch_norm_update_stats", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::batch_norm_update_stats", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     DType c = accType(x.dtype());
@@ -373,10 +429,13 @@ void populateNorm(Registry& r) {
     Value d = b.sub(xc, perChannel(b, mean, x.shape()));
     Value var = b.div(b.reduce(b.mul(d, d), dims, ReduceKind::Sum), b.constantF(n > 1 ? n - 1 : n, c, cs));
     return {mean, var};
-  });
+  }).accepts(realDTypes);
 
-  addReal(r, "aten::_fused_rms_norm", rmsNormRule);
-  addReal(r, "aten::_fused_rms_norm_backward", rmsNormBackwardRule);
+  r.add("aten::_fused_rms_norm", rmsNormRule).accepts(realDTypes);
+  r.add("aten::_fused_rms_norm_backward", rmsNormBackwardRule).accepts(realDTypes);
+
+  r.add("aten::native_layer_norm", layerNormRule).accepts(realDTypes);
+  r.add("aten::native_layer_norm_backward", layerNormBackwardRule).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering

@@ -436,41 +436,44 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
   return {b.convert(y, g.dtype())};
 }
 
-void addPool(Registry& r, const std::string& op, RuleFn fn, std::vector<std::string> statics = {}) {
-  addReal(r, op, std::move(fn), std::move(statics));
-}
-
 }  // namespace
 
 void populatePooling(Registry& r) {
   for (int64_t n = 1; n <= 3; ++n) {
     std::string nd = std::to_string(n) + "d";
     if (n > 1) {  // avg_pool1d / max_pool1d are composites of the 2-d ops
-      addPool(r, "aten::avg_pool" + nd, [n](Context& ctx) { return avgPoolRule(ctx, n); });
-      addPool(r, "aten::avg_pool" + nd + "_backward", [n](Context& ctx) { return avgPoolBackwardRule(ctx, n); });
-      addPool(r, "aten::max_pool" + nd + "_with_indices", [n](Context& ctx) { return maxPoolRule(ctx, n); });
-      addPool(r, "aten::max_pool" + nd + "_with_indices_backward",
-              [n](Context& ctx) { return maxPoolBackwardRule(ctx, n); });
-      addPool(r, "aten::_adaptive_avg_pool" + nd, [n](Context& ctx) { return adaptiveAvgRule(ctx, n); });
-      addPool(r, "aten::_adaptive_avg_pool" + nd + "_backward",
-              [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); });
+      r.add("aten::avg_pool" + nd, [n](Context& ctx) { return avgPoolRule(ctx, n); }).accepts(realDTypes);
+      r.add("aten::avg_pool" + nd + "_backward", [n](Context& ctx) { return avgPoolBackwardRule(ctx, n); })
+          .accepts(realDTypes);
+      r.add("aten::max_pool" + nd + "_with_indices", [n](Context& ctx) { return maxPoolRule(ctx, n); })
+          .accepts(realDTypes);
+      r.add("aten::max_pool" + nd + "_with_indices_backward", [n](Context& ctx) { return maxPoolBackwardRule(ctx, n); })
+          .accepts(realDTypes);
+      r.add("aten::_adaptive_avg_pool" + nd, [n](Context& ctx) { return adaptiveAvgRule(ctx, n); }).accepts(realDTypes);
+      r.add("aten::_adaptive_avg_pool" + nd + "_backward",
+            [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); })
+          .accepts(realDTypes);
     }
     std::vector<std::string> statics = n == 1 ? std::vector<std::string>{"scales"}
                                      : n == 2 ? std::vector<std::string>{"scales_h", "scales_w"}
                                               : std::vector<std::string>{"scales_d", "scales_h", "scales_w"};
     const char* lin = n == 1 ? "linear" : n == 2 ? "bilinear" : "trilinear";
-    addPool(r, "aten::upsample_nearest" + nd, [n](Context& ctx) { return upsampleRule(ctx, Mode::Nearest, n); },
-            statics);
-    addPool(r, "aten::upsample_nearest" + nd + "_backward",
-            [n](Context& ctx) { return upsampleBackwardRule(ctx, Mode::Nearest, n); }, statics);
-    addPool(r, "aten::_upsample_nearest_exact" + nd,
-            [n](Context& ctx) { return upsampleRule(ctx, Mode::NearestExact, n); }, statics);
-    addPool(r, "aten::_upsample_nearest_exact" + nd + "_backward",
-            [n](Context& ctx) { return upsampleBackwardRule(ctx, Mode::NearestExact, n); }, statics);
-    addPool(r, std::string("aten::upsample_") + lin + nd,
-            [n](Context& ctx) { return upsampleRule(ctx, Mode::Linear, n); }, statics);
-    addPool(r, std::string("aten::upsample_") + lin + nd + "_backward",
-            [n](Context& ctx) { return upsampleBackwardRule(ctx, Mode::Linear, n); }, statics);
+    auto upsample = [n](Mode mode) -> RuleFn { return [n, mode](Context& ctx) { return upsampleRule(ctx, mode, n); }; };
+    auto upsampleBackward = [n](Mode mode) -> RuleFn {
+      return [n, mode](Context& ctx) { return upsampleBackwardRule(ctx, mode, n); };
+    };
+    r.add("aten::upsample_nearest" + nd, upsample(Mode::Nearest)).staticArgs(statics).accepts(realDTypes);
+    r.add("aten::upsample_nearest" + nd + "_backward", upsampleBackward(Mode::Nearest))
+        .staticArgs(statics)
+        .accepts(realDTypes);
+    r.add("aten::_upsample_nearest_exact" + nd, upsample(Mode::NearestExact)).staticArgs(statics).accepts(realDTypes);
+    r.add("aten::_upsample_nearest_exact" + nd + "_backward", upsampleBackward(Mode::NearestExact))
+        .staticArgs(statics)
+        .accepts(realDTypes);
+    r.add(std::string("aten::upsample_") + lin + nd, upsample(Mode::Linear)).staticArgs(statics).accepts(realDTypes);
+    r.add(std::string("aten::upsample_") + lin + nd + "_backward", upsampleBackward(Mode::Linear))
+        .staticArgs(statics)
+        .accepts(realDTypes);
   }
 }
 

@@ -47,17 +47,13 @@ std::vector<Value> sumRule(Context& ctx, bool full, ReduceKind kind, bool mean) 
 
 bool floatInput(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); }
 
-void addMean(Registry& r, const std::string& op, bool full) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = [full](Context& ctx) { return sumRule(ctx, full, ReduceKind::Sum, true); };
-  // mean of integers raises in PyTorch; let CPU say so. A float dtype argument makes it legal.
-  rule.accepts = [full](const Context& ctx) {
+// mean of integers raises in PyTorch; let CPU say so. A float dtype argument makes it legal.
+AcceptsFn meanAccepts(bool full) {
+  return [full](const Context& ctx) {
     size_t di = full ? 1 : 3;
     return realDTypes(ctx) && (isFloat(ctx.tensor(0).dtype()) ||
                                (ctx.has(di) && ctx.arg(di).kind == Arg::Kind::ScalarType && isFloat(ctx.arg(di).dtype)));
   };
-  r.add(std::move(rule));
 }
 
 // amax/amin over a dim list (empty = all), max/min over everything.
@@ -317,12 +313,15 @@ std::vector<Value> medianAlong(Builder& b, Value x, int64_t dim, bool ignore_nan
 }  // namespace
 
 void populateReduction(Registry& r) {
-  addReal(r, "aten::sum.dim_IntList", [](Context& ctx) { return sumRule(ctx, false, ReduceKind::Sum, false); });
-  addReal(r, "aten::sum", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, false); });
-  addMean(r, "aten::mean.dim", false);
-  addMean(r, "aten::mean", true);
-  addReal(r, "aten::prod", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Prod, false); });
-  addReal(r, "aten::prod.dim_int", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::sum.dim_IntList", [](Context& ctx) { return sumRule(ctx, false, ReduceKind::Sum, false); })
+      .accepts(realDTypes);
+  r.add("aten::sum", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, false); }).accepts(realDTypes);
+  r.add("aten::mean.dim", [](Context& ctx) { return sumRule(ctx, false, ReduceKind::Sum, true); })
+      .accepts(meanAccepts(false));
+  r.add("aten::mean", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, true); })
+      .accepts(meanAccepts(true));
+  r.add("aten::prod", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Prod, false); }).accepts(realDTypes);
+  r.add("aten::prod.dim_int", [](Context& ctx) -> std::vector<Value> {
     // prod.dim_int(self, int dim, keepdim, dtype?)
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
@@ -333,31 +332,31 @@ void populateReduction(Registry& r) {
     Value v = b.convert(x, acc);
     if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Prod);
     return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
-  });
-  addReal(r, "aten::amax", [](Context& ctx) { return extremeRule(ctx, false, true); });
-  addReal(r, "aten::amin", [](Context& ctx) { return extremeRule(ctx, false, false); });
-  addReal(r, "aten::max", [](Context& ctx) { return extremeRule(ctx, true, true); });
-  addReal(r, "aten::min", [](Context& ctx) { return extremeRule(ctx, true, false); });
-  addReal(r, "aten::argmax", [](Context& ctx) { return argRule(ctx, true); });
-  addReal(r, "aten::argmin", [](Context& ctx) { return argRule(ctx, false); });
-  addReal(r, "aten::max.dim", [](Context& ctx) { return maxDimRule(ctx, true); });
-  addReal(r, "aten::min.dim", [](Context& ctx) { return maxDimRule(ctx, false); });
-  addReal(r, "aten::any", [](Context& ctx) { return anyAllRule(ctx, true, 0); });
-  addReal(r, "aten::any.dim", [](Context& ctx) { return anyAllRule(ctx, true, 1); });
-  addReal(r, "aten::any.dims", [](Context& ctx) { return anyAllRule(ctx, true, 2); });
-  addReal(r, "aten::all", [](Context& ctx) { return anyAllRule(ctx, false, 0); });
-  addReal(r, "aten::all.dim", [](Context& ctx) { return anyAllRule(ctx, false, 1); });
-  addReal(r, "aten::all.dims", [](Context& ctx) { return anyAllRule(ctx, false, 2); });
+  }).accepts(realDTypes);
+  r.add("aten::amax", [](Context& ctx) { return extremeRule(ctx, false, true); }).accepts(realDTypes);
+  r.add("aten::amin", [](Context& ctx) { return extremeRule(ctx, false, false); }).accepts(realDTypes);
+  r.add("aten::max", [](Context& ctx) { return extremeRule(ctx, true, true); }).accepts(realDTypes);
+  r.add("aten::min", [](Context& ctx) { return extremeRule(ctx, true, false); }).accepts(realDTypes);
+  r.add("aten::argmax", [](Context& ctx) { return argRule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::argmin", [](Context& ctx) { return argRule(ctx, false); }).accepts(realDTypes);
+  r.add("aten::max.dim", [](Context& ctx) { return maxDimRule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::min.dim", [](Context& ctx) { return maxDimRule(ctx, false); }).accepts(realDTypes);
+  r.add("aten::any", [](Context& ctx) { return anyAllRule(ctx, true, 0); }).accepts(realDTypes);
+  r.add("aten::any.dim", [](Context& ctx) { return anyAllRule(ctx, true, 1); }).accepts(realDTypes);
+  r.add("aten::any.dims", [](Context& ctx) { return anyAllRule(ctx, true, 2); }).accepts(realDTypes);
+  r.add("aten::all", [](Context& ctx) { return anyAllRule(ctx, false, 0); }).accepts(realDTypes);
+  r.add("aten::all.dim", [](Context& ctx) { return anyAllRule(ctx, false, 1); }).accepts(realDTypes);
+  r.add("aten::all.dims", [](Context& ctx) { return anyAllRule(ctx, false, 2); }).accepts(realDTypes);
   // aminmax(self, *, dim=None, keepdim=False) -> (min, max)
-  addReal(r, "aten::aminmax", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::aminmax", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> dims = ctx.has(1) ? normDims(ctx, {ctx.toInt(1)}, x.rank()) : allDims(x.rank());
     bool keep = optBool(ctx, 2);
     Value mn = reduceNan(ctx.b, x, dims, ReduceKind::Min), mx = reduceNan(ctx.b, x, dims, ReduceKind::Max);
     return {keepDims(ctx.b, mn, x.shape(), dims, keep), keepDims(ctx.b, mx, x.shape(), dims, keep)};
-  });
+  }).accepts(realDTypes);
   // nansum(self, dim=None, keepdim=False, *, dtype=None): NaNs count as zero.
-  addReal(r, "aten::nansum", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::nansum", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
@@ -367,96 +366,78 @@ void populateReduction(Registry& r) {
     if (isFloat(x.dtype())) v = b.select(isNan(b, v), b.zerosLike(v), v);
     if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Sum);
     return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
-  });
+  }).accepts(realDTypes);
   // histc(self, bins=100, min=0, max=0): min == max means the data's range (widened by 1 if flat).
   // Floating inputs as on CPU; integer inputs (not bool) as on CUDA, which takes them and bins in int64
   // arithmetic (Transformers' MoE layers count tokens per expert with an int32 histc on accelerators).
-  {
-    Rule rule;
-    rule.op = "aten::histc";
-    rule.accepts = [](const Context& ctx) {
-      return realDTypes(ctx) && (isFloat(ctx.tensor(0).dtype()) || shlo::isInteger(ctx.tensor(0).dtype()));
-    };
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Builder& b = ctx.b;
-      Value x0 = ctx.tensor(0);
-      int64_t bins = ctx.has(1) ? ctx.toInt(1) : 100;
-      DType t = x0.dtype();
-      bool integral = shlo::isInteger(t);
-      DType c = integral ? DType::S64 : DType::F64;
-      int64_t n = x0.type.numel();
-      Value x = b.reshape(b.convert(x0, c), {n});
-      Value lo = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(0, c);
-      Value hi = ctx.has(3) ? scalarArg(ctx, 3, c) : b.constant(0, c);
-      if (n > 0) {
-        Value same = b.compare(lo, hi, Cmp::EQ);
-        Value dmin = x, dmax = x;
-        if (!integral) {
-          Value finite = b.isFinite(x);
-          dmin = b.select(finite, x, b.constantF(INFINITY, c, {n}));
-          dmax = b.select(finite, x, b.constantF(-INFINITY, c, {n}));
-        }
-        lo = b.select(same, b.reduce(dmin, {0}, ReduceKind::Min), lo);
-        hi = b.select(same, b.reduce(dmax, {0}, ReduceKind::Max), hi);
+  r.add("aten::histc", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x0 = ctx.tensor(0);
+    int64_t bins = ctx.has(1) ? ctx.toInt(1) : 100;
+    DType t = x0.dtype();
+    bool integral = shlo::isInteger(t);
+    DType c = integral ? DType::S64 : DType::F64;
+    int64_t n = x0.type.numel();
+    Value x = b.reshape(b.convert(x0, c), {n});
+    Value lo = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(0, c);
+    Value hi = ctx.has(3) ? scalarArg(ctx, 3, c) : b.constant(0, c);
+    if (n > 0) {
+      Value same = b.compare(lo, hi, Cmp::EQ);
+      Value dmin = x, dmax = x;
+      if (!integral) {
+        Value finite = b.isFinite(x);
+        dmin = b.select(finite, x, b.constantF(INFINITY, c, {n}));
+        dmax = b.select(finite, x, b.constantF(-INFINITY, c, {n}));
       }
-      Value flat = b.compare(lo, hi, Cmp::EQ);
-      lo = b.select(flat, b.sub(lo, b.constant(1, c)), lo);
-      hi = b.select(flat, b.add(hi, b.constant(1, c)), hi);
-      if (n == 0) return {b.zeros({t, {bins}})};
-      Value lob = b.broadcastTo(lo, {n}), hib = b.broadcastTo(hi, {n});
-      // (x - min) * bins / (max - min): integer division for integers (x >= min where it counts), floor otherwise
-      Value pos = b.div(b.mul(b.sub(x, lob), b.constantF(double(bins), c, {n})), b.sub(hib, lob));
-      Value idx = integral ? pos : b.convert(b.floor(pos), DType::S64);
-      idx = b.select(b.compare(x, hib, Cmp::EQ), b.constantF(double(bins - 1), DType::S64, {n}), idx);
-      Value in = b.andOp(b.compare(x, lob, Cmp::GE), b.compare(x, hib, Cmp::LE));
-      idx = b.select(in, idx, b.constantF(double(bins), DType::S64, {n}));  // out of range: dropped
-      Value ones = b.convert(in, t);
-      Builder::ScatterDims sd;
-      sd.inserted_window_dims = {0};
-      sd.scatter_dims_to_operand_dims = {0};
-      sd.index_vector_dim = 1;
-      Value hist = b.scatter(b.zeros({t, {bins + 1}}), b.reshape(idx, {n, 1}), ones, sd, ReduceKind::Sum);
-      return {b.sliceInDim(hist, 0, bins, 1, 0)};
-    };
-    r.add(std::move(rule));
-  }
+      lo = b.select(same, b.reduce(dmin, {0}, ReduceKind::Min), lo);
+      hi = b.select(same, b.reduce(dmax, {0}, ReduceKind::Max), hi);
+    }
+    Value flat = b.compare(lo, hi, Cmp::EQ);
+    lo = b.select(flat, b.sub(lo, b.constant(1, c)), lo);
+    hi = b.select(flat, b.add(hi, b.constant(1, c)), hi);
+    if (n == 0) return {b.zeros({t, {bins}})};
+    Value lob = b.broadcastTo(lo, {n}), hib = b.broadcastTo(hi, {n});
+    // (x - min) * bins / (max - min): integer division for integers (x >= min where it counts), floor otherwise
+    Value pos = b.div(b.mul(b.sub(x, lob), b.constantF(double(bins), c, {n})), b.sub(hib, lob));
+    Value idx = integral ? pos : b.convert(b.floor(pos), DType::S64);
+    idx = b.select(b.compare(x, hib, Cmp::EQ), b.constantF(double(bins - 1), DType::S64, {n}), idx);
+    Value in = b.andOp(b.compare(x, lob, Cmp::GE), b.compare(x, hib, Cmp::LE));
+    idx = b.select(in, idx, b.constantF(double(bins), DType::S64, {n}));  // out of range: dropped
+    Value ones = b.convert(in, t);
+    Builder::ScatterDims sd;
+    sd.inserted_window_dims = {0};
+    sd.scatter_dims_to_operand_dims = {0};
+    sd.index_vector_dim = 1;
+    Value hist = b.scatter(b.zeros({t, {bins + 1}}), b.reshape(idx, {n, 1}), ones, sd, ReduceKind::Sum);
+    return {b.sliceInDim(hist, 0, bins, 1, 0)};
+  }).accepts([](const Context& ctx) {
+    return realDTypes(ctx) && (isFloat(ctx.tensor(0).dtype()) || shlo::isInteger(ctx.tensor(0).dtype()));
+  });
   // renorm(self, p, dim, maxnorm): each slice along dim rescaled to norm <= maxnorm.
-  {
-    Rule rule;
-    rule.op = "aten::renorm";
-    rule.static_args = {"p"};
-    rule.accepts = floatInput;
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Builder& b = ctx.b;
-      Value x = ctx.tensor(0);
-      DType t = x.dtype(), c = accType(t);
-      int64_t d = normDim(ctx, ctx.toInt(2), x.rank());
-      std::vector<int64_t> dims;
-      for (int64_t k = 0; k < x.rank(); ++k)
-        if (k != d) dims.push_back(k);
-      Value nrm = vectorNorm(b, x, ctx.staticDouble(1), dims, c);
-      Value maxnorm = b.broadcastTo(scalarArg(ctx, 3, c), nrm.shape());
-      Value factor = b.select(b.compare(nrm, maxnorm, Cmp::GT),
-                              b.div(maxnorm, b.add(nrm, b.constantF(1e-7, c, nrm.shape()))), b.onesLike(nrm));
-      return {b.convert(b.mul(b.convert(x, c), expandReduced(b, factor, x.shape(), dims)), t)};
-    };
-    r.add(std::move(rule));
-  }
-  addReal(r, "aten::count_nonzero.dim_IntList", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::renorm", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    DType t = x.dtype(), c = accType(t);
+    int64_t d = normDim(ctx, ctx.toInt(2), x.rank());
+    std::vector<int64_t> dims;
+    for (int64_t k = 0; k < x.rank(); ++k)
+      if (k != d) dims.push_back(k);
+    Value nrm = vectorNorm(b, x, ctx.staticDouble(1), dims, c);
+    Value maxnorm = b.broadcastTo(scalarArg(ctx, 3, c), nrm.shape());
+    Value factor = b.select(b.compare(nrm, maxnorm, Cmp::GT),
+                            b.div(maxnorm, b.add(nrm, b.constantF(1e-7, c, nrm.shape()))), b.onesLike(nrm));
+    return {b.convert(b.mul(b.convert(x, c), expandReduced(b, factor, x.shape(), dims)), t)};
+  }).staticArgs({"p"}).accepts(floatInput);
+  r.add("aten::count_nonzero.dim_IntList", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
     Value nz = b.convert(x.dtype() == DType::Pred ? x : b.compare(x, b.zerosLike(x), Cmp::NE), DType::S64);
     return {dims.empty() ? nz : b.reduce(nz, dims, ReduceKind::Sum)};
-  });
+  }).accepts(realDTypes);
 
   auto addFloat = [&](const std::string& op, RuleFn fn, std::vector<std::string> statics = {}) {
-    Rule rule;
-    rule.op = op;
-    rule.fn = std::move(fn);
-    rule.static_args = std::move(statics);
-    rule.accepts = floatInput;
-    r.add(std::move(rule));
+    r.add(op, std::move(fn)).staticArgs(std::move(statics)).accepts(floatInput);
   };
   addFloat("aten::var.correction", [](Context& ctx) -> std::vector<Value> { return {varRule(ctx, false)[0]}; });
   addFloat("aten::std.correction", [](Context& ctx) -> std::vector<Value> { return {varRule(ctx, true)[0]}; });
@@ -464,37 +445,23 @@ void populateReduction(Registry& r) {
   addFloat("aten::std_mean.correction", [](Context& ctx) { return varRule(ctx, true); });
 
   // linalg_vector_norm(self, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)
-  {
-    Rule rule;
-    rule.op = "aten::linalg_vector_norm";
-    rule.static_args = {"ord"};
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Value x = ctx.tensor(0);
-      double ord = ctx.has(1) ? ctx.staticDouble(1) : 2.0;
-      std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
-      DType out = ctx.has(4) ? ctx.arg(4).dtype : toFloat(x.dtype());
-      Value r = vectorNorm(ctx.b, x, ord, dims, out);
-      return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
-    };
-    rule.accepts = floatInput;
-    r.add(std::move(rule));
-  }
+  r.add("aten::linalg_vector_norm", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    double ord = ctx.has(1) ? ctx.staticDouble(1) : 2.0;
+    std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
+    DType out = ctx.has(4) ? ctx.arg(4).dtype : toFloat(x.dtype());
+    Value r = vectorNorm(ctx.b, x, ord, dims, out);
+    return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
+  }).staticArgs({"ord"}).accepts(floatInput);
   // norm.ScalarOpt_dim(self, Scalar? p, int[1] dim, bool keepdim=False)
-  {
-    Rule rule;
-    rule.op = "aten::norm.ScalarOpt_dim";
-    rule.static_args = {"p"};
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Value x = ctx.tensor(0);
-      double ord = ctx.has(1) ? ctx.staticDouble(1) : 2.0;
-      std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
-      Value r = vectorNorm(ctx.b, x, ord, dims, x.dtype());
-      return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
-    };
-    rule.accepts = floatInput;
-    r.add(std::move(rule));
-  }
-  addReal(r, "aten::logsumexp", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::norm.ScalarOpt_dim", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    double ord = ctx.has(1) ? ctx.staticDouble(1) : 2.0;
+    std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
+    Value r = vectorNorm(ctx.b, x, ord, dims, x.dtype());
+    return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
+  }).staticArgs({"p"}).accepts(floatInput);
+  r.add("aten::logsumexp", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     DType out = toFloat(x.dtype());
@@ -507,29 +474,23 @@ void populateReduction(Registry& r) {
     Value s = b.reduce(b.exp(b.sub(xc, expandReduced(b, m, x.shape(), dims))), dims, ReduceKind::Sum);
     Value res = b.add(b.log(s), m);
     return {keepDims(b, b.convert(res, out), x.shape(), dims, optBool(ctx, 2))};
-  });
+  }).accepts(realDTypes);
   // ---- cumulative extremes, logcumsumexp, order statistics ----
-  addReal(r, "aten::cummax", [](Context& ctx) {
+  r.add("aten::cummax", [](Context& ctx) {
     Value x = ctx.tensor(0);
     return cumExtreme(ctx.b, x, normDim(ctx, ctx.toInt(1), x.rank()), true);
-  });
-  addReal(r, "aten::cummin", [](Context& ctx) {
+  }).accepts(realDTypes);
+  r.add("aten::cummin", [](Context& ctx) {
     Value x = ctx.tensor(0);
     return cumExtreme(ctx.b, x, normDim(ctx, ctx.toInt(1), x.rank()), false);
-  });
-  {
-    Rule rule;
-    rule.op = "aten::logcumsumexp";
-    rule.accepts = floatInput;
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Value x = ctx.tensor(0);
-      return {ctx.b.convert(logCumSumExp(ctx.b, ctx.b.convert(x, accType(x.dtype())), normDim(ctx, ctx.toInt(1), x.rank())),
-                            x.dtype())};
-    };
-    r.add(std::move(rule));
-  }
+  }).accepts(realDTypes);
+  r.add("aten::logcumsumexp", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    return {ctx.b.convert(logCumSumExp(ctx.b, ctx.b.convert(x, accType(x.dtype())), normDim(ctx, ctx.toInt(1), x.rank())),
+                          x.dtype())};
+  }).accepts(floatInput);
   // kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices)
-  addReal(r, "aten::kthvalue", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::kthvalue", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     int64_t k = ctx.toInt(1);
@@ -538,17 +499,17 @@ void populateReduction(Registry& r) {
     int64_t d = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : -1, x.rank());
     auto res = pickAlong(b, sortAlong(b, x, d), d, b.constantInt(k - 1, DType::S64));
     return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
-  });
+  }).accepts(realDTypes);
   for (bool ignore : {false, true}) {
     std::string base = ignore ? "aten::nanmedian" : "aten::median";
-    addReal(r, base, [ignore](Context& ctx) -> std::vector<Value> {
+    r.add(base, [ignore](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value x = ctx.tensor(0);
       if (x.type.numel() == 0) return {b.constantF(NAN, x.dtype(), {})};
       Value flat = b.reshape(x, {x.type.numel()});
       return {medianAlong(b, flat, 0, ignore)[0]};
-    });
-    addReal(r, base + ".dim", [ignore](Context& ctx) -> std::vector<Value> {
+    }).accepts(realDTypes);
+    r.add(base + ".dim", [ignore](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       Value x = ctx.tensor(0);
       bool keep = optBool(ctx, 2);
@@ -556,93 +517,81 @@ void populateReduction(Registry& r) {
       int64_t d = normDim(ctx, ctx.toInt(1), x.rank());
       auto res = medianAlong(b, x, d, ignore);
       return {keepDims(b, res[0], x.shape(), {d}, keep), keepDims(b, res[1], x.shape(), {d}, keep)};
-    });
+    }).accepts(realDTypes);
   }
   // _cdist_forward(x1 [..., P, M], x2 [..., R, M], p, compute_mode) -> [..., P, R]: pairwise p-norm distances.
-  {
-    Rule rule;
-    rule.op = "aten::_cdist_forward";
-    rule.static_args = {"p"};
-    rule.accepts = floatInput;
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Builder& b = ctx.b;
-      const TensorType& ot = ctx.outputs.at(0);
-      DType c = accType(ot.dtype);
-      Value x1 = b.convert(ctx.tensor(0), c), x2 = b.convert(ctx.tensor(1), c);
-      double p = ctx.staticDouble(2);
-      int64_t m = x1.shape().back();
-      Shape big = ot.shape;  // [..., P, R]
-      big.push_back(m);
-      int64_t r = int64_t(ot.shape.size());
-      Shape b1(ot.shape.begin(), ot.shape.end() - 2);
-      Shape s1 = b1, s2 = b1;
-      s1.push_back(x1.shape()[x1.rank() - 2]);
-      s1.push_back(m);
-      s2.push_back(x2.shape()[x2.rank() - 2]);
-      s2.push_back(m);
-      x1 = b.broadcastTo(x1, s1);
-      x2 = b.broadcastTo(x2, s2);
-      std::vector<int64_t> m1, m2;
-      for (int64_t k = 0; k < r - 2; ++k) m1.push_back(k), m2.push_back(k);
-      m1.push_back(r - 2);
-      m1.push_back(r);
-      m2.push_back(r - 1);
-      m2.push_back(r);
-      Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
-      if (m == 0) return {b.zeros(ot)};
-      return {vectorNorm(b, d, p, {r}, ot.dtype)};
-    };
-    r.add(std::move(rule));
-  }
+  r.add("aten::_cdist_forward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const TensorType& ot = ctx.outputs.at(0);
+    DType c = accType(ot.dtype);
+    Value x1 = b.convert(ctx.tensor(0), c), x2 = b.convert(ctx.tensor(1), c);
+    double p = ctx.staticDouble(2);
+    int64_t m = x1.shape().back();
+    Shape big = ot.shape;  // [..., P, R]
+    big.push_back(m);
+    int64_t r = int64_t(ot.shape.size());
+    Shape b1(ot.shape.begin(), ot.shape.end() - 2);
+    Shape s1 = b1, s2 = b1;
+    s1.push_back(x1.shape()[x1.rank() - 2]);
+    s1.push_back(m);
+    s2.push_back(x2.shape()[x2.rank() - 2]);
+    s2.push_back(m);
+    x1 = b.broadcastTo(x1, s1);
+    x2 = b.broadcastTo(x2, s2);
+    std::vector<int64_t> m1, m2;
+    for (int64_t k = 0; k < r - 2; ++k) m1.push_back(k), m2.push_back(k);
+    m1.push_back(r - 2);
+    m1.push_back(r);
+    m2.push_back(r - 1);
+    m2.push_back(r);
+    Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
+    if (m == 0) return {b.zeros(ot)};
+    return {vectorNorm(b, d, p, {r}, ot.dtype)};
+  }).staticArgs({"p"}).accepts(floatInput);
   // _cdist_backward(grad [..., P, R], x1 [..., P, M], x2 [..., R, M], p, cdist) -> grad of x1.
-  {
-    Rule rule;
-    rule.op = "aten::_cdist_backward";
-    rule.static_args = {"p"};
-    rule.accepts = [](const Context& ctx) { return floatInput(ctx) && std::isfinite(ctx.staticDouble(3)); };
-    rule.fn = [](Context& ctx) -> std::vector<Value> {
-      Builder& b = ctx.b;
-      const TensorType& ot = ctx.outputs.at(0);  // x1's shape
-      DType c = accType(ot.dtype);
-      Value g = b.convert(ctx.tensor(0), c), x1 = b.convert(ctx.tensor(1), c), x2 = b.convert(ctx.tensor(2), c);
-      Value dist = b.convert(ctx.tensor(4), c);
-      double p = ctx.staticDouble(3);
-      int64_t r = g.rank(), m = x1.shape().back();
-      if (p == 0 || ot.numel() == 0 || g.type.numel() == 0) return {b.zeros(ot)};
-      Shape big = g.shape();
-      big.push_back(m);
-      Shape s1(g.shape().begin(), g.shape().end() - 2), s2 = s1;
-      s1.push_back(x1.shape()[x1.rank() - 2]);
-      s1.push_back(m);
-      s2.push_back(x2.shape()[x2.rank() - 2]);
-      s2.push_back(m);
-      x1 = b.broadcastTo(x1, s1);
-      x2 = b.broadcastTo(x2, s2);
-      std::vector<int64_t> m1, m2, mg;
-      for (int64_t k = 0; k < r - 2; ++k) m1.push_back(k), m2.push_back(k), mg.push_back(k);
-      m1.push_back(r - 2), m1.push_back(r);
-      m2.push_back(r - 1), m2.push_back(r);
-      mg.push_back(r - 2), mg.push_back(r - 1);
-      Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
-      Value gb = b.broadcastInDim(g, big, mg), db = b.broadcastInDim(dist, big, mg);
-      Value zero = b.zerosLike(d);
-      Value term;
-      if (p == 1) {
-        term = b.mul(gb, signOp(b, d));
-      } else if (p == 2) {
-        term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, d), db));
-      } else {
-        Value num = b.mul(signOp(b, d), b.pow(b.abs(d), cst(b, p - 1, d)));
-        term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, num), b.pow(db, cst(b, p - 1, d))));
-      }
-      Value res = b.reduce(term, {r - 1}, ReduceKind::Sum);  // [..., P, M]
-      return {b.convert(b.reshape(res, ot.shape), ot.dtype)};
-    };
-    r.add(std::move(rule));
-  }
+  r.add("aten::_cdist_backward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const TensorType& ot = ctx.outputs.at(0);  // x1's shape
+    DType c = accType(ot.dtype);
+    Value g = b.convert(ctx.tensor(0), c), x1 = b.convert(ctx.tensor(1), c), x2 = b.convert(ctx.tensor(2), c);
+    Value dist = b.convert(ctx.tensor(4), c);
+    double p = ctx.staticDouble(3);
+    int64_t r = g.rank(), m = x1.shape().back();
+    if (p == 0 || ot.numel() == 0 || g.type.numel() == 0) return {b.zeros(ot)};
+    Shape big = g.shape();
+    big.push_back(m);
+    Shape s1(g.shape().begin(), g.shape().end() - 2), s2 = s1;
+    s1.push_back(x1.shape()[x1.rank() - 2]);
+    s1.push_back(m);
+    s2.push_back(x2.shape()[x2.rank() - 2]);
+    s2.push_back(m);
+    x1 = b.broadcastTo(x1, s1);
+    x2 = b.broadcastTo(x2, s2);
+    std::vector<int64_t> m1, m2, mg;
+    for (int64_t k = 0; k < r - 2; ++k) m1.push_back(k), m2.push_back(k), mg.push_back(k);
+    m1.push_back(r - 2), m1.push_back(r);
+    m2.push_back(r - 1), m2.push_back(r);
+    mg.push_back(r - 2), mg.push_back(r - 1);
+    Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
+    Value gb = b.broadcastInDim(g, big, mg), db = b.broadcastInDim(dist, big, mg);
+    Value zero = b.zerosLike(d);
+    Value term;
+    if (p == 1) {
+      term = b.mul(gb, signOp(b, d));
+    } else if (p == 2) {
+      term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, d), db));
+    } else {
+      Value num = b.mul(signOp(b, d), b.pow(b.abs(d), cst(b, p - 1, d)));
+      term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, num), b.pow(db, cst(b, p - 1, d))));
+    }
+    Value res = b.reduce(term, {r - 1}, ReduceKind::Sum);  // [..., P, M]
+    return {b.convert(b.reshape(res, ot.shape), ot.dtype)};
+  })
+      .staticArgs({"p"})
+      .accepts([](const Context& ctx) { return floatInput(ctx) && std::isfinite(ctx.staticDouble(3)); });
   // mode(self, dim=-1, keepdim=False) -> (values, indices): the smallest most frequent value and the last position
   // holding it (what PyTorch CPU's sort-and-scan returns for rows of up to 16 elements, where its sort is stable).
-  addReal(r, "aten::mode", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::mode", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x0 = ctx.tensor(0);
     bool keep = optBool(ctx, 2);
@@ -673,10 +622,10 @@ void populateReduction(Registry& r) {
     Value idx = b.reduce(b.select(at, pos, b.constantF(-1, DType::S64, xt.shape())), {r - 1}, ReduceKind::Max);
     val = b.convert(val, x0.dtype());
     return {keepDims(b, val, x0.shape(), {d}, keep), keepDims(b, idx, x0.shape(), {d}, keep)};
-  });
-  addReal(r, "aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); });
-  addReal(r, "aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); });
-  addReal(r, "aten::trace", [](Context& ctx) -> std::vector<Value> {
+  }).accepts(realDTypes);
+  r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); }).accepts(realDTypes);
+  r.add("aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); }).accepts(realDTypes);
+  r.add("aten::trace", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     if (x.rank() != 2) ctx.fail("expected a matrix");
@@ -685,7 +634,7 @@ void populateReduction(Registry& r) {
     Value v = b.convert(x, accType(out) == DType::Pred ? DType::S64 : accType(out));
     v = b.select(eye, v, b.zerosLike(v));
     return {b.convert(b.reduce(v, {0, 1}, ReduceKind::Sum), out)};
-  });
+  }).accepts(realDTypes);
 }
 
 }  // namespace torch_tpu::lowering

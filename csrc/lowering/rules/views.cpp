@@ -12,14 +12,6 @@
 namespace torch_tpu::lowering {
 namespace {
 
-void addView(Registry& r, const std::string& op, RuleFn fn) {
-  Rule rule;
-  rule.op = op;
-  rule.fn = std::move(fn);
-  rule.eager = false;
-  r.add(std::move(rule));
-}
-
 std::vector<int64_t> iotaVec(int64_t n) {
   std::vector<int64_t> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = i;
@@ -82,41 +74,41 @@ void populateViews(Registry& r) {
   for (const char* op : {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::squeeze", "aten::squeeze.dim",
                          "aten::squeeze.dims", "aten::unsqueeze", "aten::flatten.using_ints", "aten::unflatten.int",
                          "aten::view_as"})
-    addView(r, op, reshapeToOut);
+    r.add(op, reshapeToOut).graphOnly();
   auto identity = [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; };
   for (const char* op : {"aten::detach", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::_conj", "aten::conj",
                          "aten::resolve_conj", "aten::resolve_neg", "aten::contiguous"})
-    addView(r, op, identity);
+    r.add(op, identity).graphOnly();
 
   auto expandToOut = [](Context& ctx) -> std::vector<Value> {
     return {ctx.b.broadcastTo(ctx.tensor(0), ctx.outputs.at(0).shape)};
   };
-  addView(r, "aten::expand", expandToOut);
-  addView(r, "aten::expand_as", expandToOut);
+  r.add("aten::expand", expandToOut).graphOnly();
+  r.add("aten::expand_as", expandToOut).graphOnly();
 
-  addView(r, "aten::permute", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::permute", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> perm;
     for (int64_t d : ctx.toInts(1)) perm.push_back(normDim(ctx, d, x.rank()));
     return {ctx.b.transpose(x, perm)};
-  });
+  }).graphOnly();
   auto swap = [](Context& ctx, Value x, int64_t a, int64_t c) -> Value {
     if (x.rank() < 2) return x;
     std::vector<int64_t> perm = iotaVec(x.rank());
     std::swap(perm[normDim(ctx, a, x.rank())], perm[normDim(ctx, c, x.rank())]);
     return ctx.b.transpose(x, perm);
   };
-  addView(r, "aten::transpose.int", [swap](Context& ctx) -> std::vector<Value> {
+  r.add("aten::transpose.int", [swap](Context& ctx) -> std::vector<Value> {
     return {swap(ctx, ctx.tensor(0), ctx.toInt(1), ctx.toInt(2))};
-  });
-  addView(r, "aten::swapaxes", [swap](Context& ctx) -> std::vector<Value> {
+  }).graphOnly();
+  r.add("aten::swapaxes", [swap](Context& ctx) -> std::vector<Value> {
     return {swap(ctx, ctx.tensor(0), ctx.toInt(1), ctx.toInt(2))};
-  });
-  addView(r, "aten::t", [](Context& ctx) -> std::vector<Value> {
+  }).graphOnly();
+  r.add("aten::t", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     return {x.rank() < 2 ? x : ctx.b.transpose(x, {1, 0})};
-  });
-  addView(r, "aten::movedim.int", [](Context& ctx) -> std::vector<Value> {
+  }).graphOnly();
+  r.add("aten::movedim.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t src = normDim(ctx, ctx.toInt(1), x.rank()), dst = normDim(ctx, ctx.toInt(2), x.rank());
     std::vector<int64_t> rest;
@@ -124,10 +116,10 @@ void populateViews(Registry& r) {
       if (d != src) rest.push_back(d);
     rest.insert(rest.begin() + dst, src);
     return {ctx.b.transpose(x, rest)};
-  });
+  }).graphOnly();
 
   // slice.Tensor(self, dim=0, start=None, end=None, step=1)
-  addView(r, "aten::slice.Tensor", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::slice.Tensor", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = dimArg(ctx, 1, x.rank());
     int64_t size = x.shape()[dim];
@@ -138,24 +130,24 @@ void populateViews(Registry& r) {
     end = std::clamp<int64_t>(end, start, size);
     int64_t step = ctx.has(4) ? ctx.toInt(4) : 1;
     return {ctx.b.sliceInDim(x, start, end, step, dim)};
-  });
+  }).graphOnly();
   // narrow(self, dim, start, length)
-  addView(r, "aten::narrow", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::narrow", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = dimArg(ctx, 1, x.rank());
     int64_t start = ctx.toInt(2);
     if (start < 0) start += x.shape()[dim];
     return {ctx.b.sliceInDim(x, start, start + ctx.toInt(3), 1, dim)};
-  });
+  }).graphOnly();
   // select.int(self, dim, index)
-  addView(r, "aten::select.int", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::select.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = dimArg(ctx, 1, x.rank());
     int64_t index = ctx.toInt(2);
     if (index < 0) index += x.shape()[dim];
     if (index < 0 || index >= x.shape()[dim]) ctx.fail("index out of range");
     return {ctx.b.reshape(ctx.b.sliceInDim(x, index, index + 1, 1, dim), ctx.outputs.at(0).shape)};
-  });
+  }).graphOnly();
 
   // as_strided(self, size, stride, storage_offset=None): strides over self's row-major elements.
   auto asStrided = [](Context& ctx) -> std::vector<Value> {
@@ -163,10 +155,10 @@ void populateViews(Registry& r) {
     int64_t off = ctx.has(3) ? ctx.toInt(3) : 0;
     return {stridedRead(ctx.b, x, ctx.toInts(1), ctx.toInts(2), off)};
   };
-  addView(r, "aten::as_strided", asStrided);
-  addView(r, "aten::as_strided_copy", asStrided);
+  r.add("aten::as_strided", asStrided).graphOnly();
+  r.add("aten::as_strided_copy", asStrided).graphOnly();
   // diagonal(self, offset=0, dim1=0, dim2=1)
-  addView(r, "aten::diagonal", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::diagonal", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t offset = ctx.has(1) ? ctx.toInt(1) : 0;
     int64_t d1 = normDim(ctx, ctx.has(2) ? ctx.toInt(2) : 0, x.rank());
@@ -184,9 +176,9 @@ void populateViews(Registry& r) {
     strides.push_back(st[d1] + st[d2]);
     if (sizes.back() == 0) return {ctx.b.zeros(ctx.outputs.at(0))};
     return {stridedRead(ctx.b, x, sizes, strides, start)};
-  });
+  }).graphOnly();
   // unfold(self, dimension, size, step)
-  addView(r, "aten::unfold", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::unfold", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> st = contiguousStrides(x.shape());
     const Shape& out = ctx.outputs.at(0).shape;
@@ -196,7 +188,7 @@ void populateViews(Registry& r) {
     strides[dim] = st[dim] * ctx.toInt(3);
     strides.push_back(st[dim]);
     return {stridedRead(ctx.b, x, out, strides, 0)};
-  });
+  }).graphOnly();
 
   // ---- views with several results: consecutive pieces along `dim` (lengths from the result types) ----
   auto split = [](size_t dim_arg) {
@@ -208,20 +200,20 @@ void populateViews(Registry& r) {
       return pieces(ctx.b, x, dim, lens);
     };
   };
-  addView(r, "aten::split.Tensor", split(2));
-  addView(r, "aten::split_with_sizes", split(2));
-  addView(r, "aten::chunk", split(2));
-  addView(r, "aten::tensor_split.sections", split(2));
-  addView(r, "aten::unsafe_split.Tensor", split(2));
-  addView(r, "aten::unsafe_split_with_sizes", split(2));
-  addView(r, "aten::unbind.int", [](Context& ctx) -> std::vector<Value> {
+  r.add("aten::split.Tensor", split(2)).graphOnly();
+  r.add("aten::split_with_sizes", split(2)).graphOnly();
+  r.add("aten::chunk", split(2)).graphOnly();
+  r.add("aten::tensor_split.sections", split(2)).graphOnly();
+  r.add("aten::unsafe_split.Tensor", split(2)).graphOnly();
+  r.add("aten::unsafe_split_with_sizes", split(2)).graphOnly();
+  r.add("aten::unbind.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = dimArg(ctx, 1, x.rank());
     std::vector<Value> out;
     for (int64_t i = 0; i < x.shape()[dim]; ++i)
       out.push_back(ctx.b.reshape(ctx.b.sliceInDim(x, i, i + 1, 1, dim), ctx.outputs.at(i).shape));
     return out;
-  });
+  }).graphOnly();
 }
 
 }  // namespace torch_tpu::lowering

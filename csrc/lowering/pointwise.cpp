@@ -1,0 +1,111 @@
+// Pieces shared by the pointwise rule families (see pointwise.h).
+#include "lowering/pointwise.h"
+
+namespace torch_tpu::lowering {
+
+using shlo::isFloat;
+
+namespace {
+
+// Ops PyTorch rejects for bool operands: declined so that CPU raises PyTorch's own error.
+bool rejectsBool(const std::string& op) {
+  static const char* kOps[] = {"neg", "abs", "floor", "ceil", "round", "trunc", "frac", "relu", "sub.Tensor",
+                               "sub.Scalar", "rsub.Tensor", "rsub.Scalar", "remainder.Tensor", "remainder.Scalar",
+                               "remainder.Scalar_Tensor", "fmod.Tensor", "fmod.Scalar", "floor_divide",
+                               "floor_divide.Scalar", "pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "hypot",
+                               "logaddexp", "div.Tensor_mode", "div.Scalar_mode", "round.decimals"};
+  for (const char* k : kOps)
+    if (op == std::string("aten::") + k) return true;
+  return false;
+}
+
+// The dtype an elementwise call computes in: the promoted type of its first two operands.
+DType promotedOf(const Context& ctx) {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < 2 && i < ctx.args.size(); ++i)
+    if (ctx.args[i].kind == Arg::Kind::Tensor || ctx.args[i].kind == Arg::Kind::Scalar) idx.push_back(i);
+  return resultTypeOf(ctx, idx);
+}
+
+}  // namespace
+
+AcceptsFn elementwiseAccepts(const std::string& op) {
+  bool no_bool = rejectsBool(op);
+  bool div_mode = op.find("_mode") != std::string::npos;
+  return [no_bool, div_mode](const Context& ctx) {
+    if (!realDTypes(ctx)) return false;
+    if (!no_bool || promotedOf(ctx) != DType::Pred) return true;
+    return div_mode && !ctx.has(2);
+  };
+}
+
+RuleFn unarySame(Fn1 fn) {
+  return [fn](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return fn(ctx.b, v); })};
+  };
+}
+
+RuleFn unaryFloat(Fn1 fn) {
+  return [fn](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    DType out = toFloat(x.dtype());
+    Value v = ctx.b.convert(x, accType(out));
+    return {ctx.b.convert(fn(ctx.b, v), out)};
+  };
+}
+
+RuleFn binary(Fn2 fn, bool float_result) {
+  return [fn, float_result](Context& ctx) -> std::vector<Value> {
+    DType t = resultTypeOf(ctx, {0, 1});
+    if (float_result) t = toFloat(t);
+    DType c = computeType(t);
+    auto v = operands(ctx, {0, 1}, c);
+    return {ctx.b.convert(fn(ctx.b, v[0], v[1]), t)};
+  };
+}
+
+RuleFn gradOp(size_t gi, size_t xi, FnCtx fn) {
+  return [fn, gi, xi](Context& ctx) -> std::vector<Value> {
+    DType t = resultTypeOf(ctx, {gi, xi});
+    DType c = computeType(t);
+    auto v = operands(ctx, {gi, xi}, c);
+    return {ctx.b.convert(fn(ctx, c, v[0], v[1]), t)};
+  };
+}
+
+Shape commonShape(const Context& ctx, const std::vector<size_t>& idx) {
+  std::vector<Shape> shapes;
+  for (size_t i : idx)
+    if (ctx.has(i)) shapes.push_back(argShape(ctx, i));
+  return broadcastShapes(shapes);
+}
+
+std::vector<Value> operands(Context& ctx, const std::vector<size_t>& idx, DType t) {
+  Shape shape = commonShape(ctx, idx);
+  std::vector<Value> out;
+  for (size_t i : idx) out.push_back(operand(ctx, i, t, shape));
+  return out;
+}
+
+DType computeType(DType t) { return accType(t); }
+
+Value cmpc(Builder& b, Value x, double v, Cmp c) { return b.compare(x, cst(b, v, x), c); }
+
+Value truncF(Builder& b, Value x) {
+  if (!isFloat(x.dtype())) return x;
+  return b.select(cmpc(b, x, 0, Cmp::LT), b.ceil(x), b.floor(x));
+}
+
+Value sigmoidF(Builder& b, Value x) {
+  Value one = cst(b, 1, x);
+  return b.div(one, b.add(one, b.exp(b.neg(x))));
+}
+
+Value clampOp(Builder& b, Value x, const Value* lo, const Value* hi) {
+  if (lo) x = nanMax(b, x, *lo);
+  if (hi) x = nanMin(b, x, *hi);
+  return x;
+}
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,162 @@
+// Elementwise builders: binary and unary arithmetic, CHLO unary ops, compare, select, clamp, conversions. Methods of
+// shlo::Builder (builder.h).
+#include <string>
+
+#include "stablehlo/builder_impl.h"
+
+namespace torch_tpu::shlo {
+
+using namespace detail;
+
+#define TPU_BINARY(Method, opname, mask)                                 \
+  Value Builder::Method(Value a, Value b) {                              \
+    impl_->check(#Method, a);                                            \
+    impl_->check(#Method, b);                                            \
+    requireSameType(#Method, a, b);                                      \
+    requireDType(#Method, a, mask);                                      \
+    return impl_->emit("stablehlo." opname, {a, b}, {}, a.type);         \
+  }
+
+TPU_BINARY(add, "add", kAll)
+TPU_BINARY(sub, "subtract", kNum)
+TPU_BINARY(mul, "multiply", kAll)
+TPU_BINARY(div, "divide", kNum)
+TPU_BINARY(rem, "remainder", kNum)
+TPU_BINARY(pow, "power", kNum)
+TPU_BINARY(max, "maximum", kAll)
+TPU_BINARY(min, "minimum", kAll)
+TPU_BINARY(atan2, "atan2", kFC)
+TPU_BINARY(andOp, "and", kBits)
+TPU_BINARY(orOp, "or", kBits)
+TPU_BINARY(xorOp, "xor", kBits)
+TPU_BINARY(shiftLeft, "shift_left", kInt)
+TPU_BINARY(shiftRightArithmetic, "shift_right_arithmetic", kInt)
+TPU_BINARY(shiftRightLogical, "shift_right_logical", kInt)
+#undef TPU_BINARY
+
+#define TPU_UNARY(Method, opname, mask)                     \
+  Value Builder::Method(Value a) {                          \
+    impl_->check(#Method, a);                               \
+    requireDType(#Method, a, mask);                         \
+    return impl_->emit("stablehlo." opname, {a}, {}, a.type); \
+  }
+
+TPU_UNARY(neg, "negate", kSInt | kUInt | kFloat | kComplex)
+TPU_UNARY(exp, "exponential", kFC)
+TPU_UNARY(expm1, "exponential_minus_one", kFC)
+TPU_UNARY(log, "log", kFC)
+TPU_UNARY(log1p, "log_plus_one", kFC)
+TPU_UNARY(sqrt, "sqrt", kFC)
+TPU_UNARY(rsqrt, "rsqrt", kFC)
+TPU_UNARY(cbrt, "cbrt", kFC)
+TPU_UNARY(tanh, "tanh", kFC)
+TPU_UNARY(logistic, "logistic", kFC)
+TPU_UNARY(sin, "sine", kFC)
+TPU_UNARY(cos, "cosine", kFC)
+TPU_UNARY(tan, "tan", kFC)
+TPU_UNARY(floor, "floor", kFloat)
+TPU_UNARY(ceil, "ceil", kFloat)
+TPU_UNARY(roundNearestEven, "round_nearest_even", kFloat)
+TPU_UNARY(roundNearestAfz, "round_nearest_afz", kFloat)
+TPU_UNARY(notOp, "not", kBits)
+TPU_UNARY(popcnt, "popcnt", kInt)
+TPU_UNARY(clz, "count_leading_zeros", kInt)
+#undef TPU_UNARY
+
+Value Builder::abs(Value a) {
+  impl_->check("abs", a);
+  requireDType("abs", a, kSInt | kUInt | kFloat | kPred);
+  if (a.dtype() == DType::Pred || (isInteger(a.dtype()) && !isSigned(a.dtype()))) return a;
+  return impl_->emit("stablehlo.abs", {a}, {}, a.type);
+}
+
+Value Builder::sign(Value a) {
+  impl_->check("sign", a);
+  requireDType("sign", a, kSInt | kUInt | kFloat | kComplex | kPred);
+  if (a.dtype() == DType::Pred) return a;
+  if (isInteger(a.dtype()) && !isSigned(a.dtype())) return convert(compare(a, zerosLike(a), Cmp::NE), a.dtype());
+  return impl_->emit("stablehlo.sign", {a}, {}, a.type);
+}
+
+Value Builder::isFinite(Value a) {
+  impl_->check("isFinite", a);
+  requireDType("isFinite", a, kFloat);
+  return impl_->emit("stablehlo.is_finite", {a}, {}, TensorType{DType::Pred, a.shape()});
+}
+
+Value Builder::chlo(const std::string& name, Value a) {
+  impl_->check("chlo", a);
+  static const char* kPredResult[] = {"is_inf", "is_neg_inf", "is_pos_inf"};
+  static const char* kKnown[] = {"erf",   "erfc", "erf_inv", "lgamma", "digamma", "asin",  "acos",
+                                 "atan",  "sinh", "cosh",    "asinh",  "acosh",   "atanh", "tan",
+                                 "bessel_i1e", "conj", "is_inf", "is_neg_inf", "is_pos_inf"};
+  bool known = false;
+  for (const char* k : kKnown) known = known || name == k;
+  if (!known) fail("chlo", "unknown unary CHLO op '" + name + "'");
+  requireDType(("chlo." + name).c_str(), a, kFC);
+  bool pred = false;
+  for (const char* k : kPredResult) pred = pred || name == k;
+  std::string full = "chlo." + name;
+  return impl_->emit(full.c_str(), {a}, {}, pred ? TensorType{DType::Pred, a.shape()} : a.type);
+}
+
+Value Builder::compare(Value a, Value b, Cmp dir) {
+  impl_->check("compare", a);
+  impl_->check("compare", b);
+  requireSameType("compare", a, b);
+  if (isComplex(a.dtype()) && dir != Cmp::EQ && dir != Cmp::NE)
+    fail("compare", "complex operands only support EQ/NE");
+  return impl_->emit("stablehlo.compare", {a, b}, Attrs().comparison(dir, a.dtype()),
+                     TensorType{DType::Pred, a.shape()});
+}
+
+Value Builder::select(Value pred, Value on_true, Value on_false) {
+  impl_->check("select", pred);
+  impl_->check("select", on_true);
+  impl_->check("select", on_false);
+  if (pred.dtype() != DType::Pred) fail("select", "predicate must be pred (i1), got " + pred.type.str());
+  requireSameType("select", on_true, on_false);
+  if (pred.rank() != 0 && pred.shape() != on_true.shape())
+    fail("select", "predicate shape " + pred.type.str() + " must be 0-d or match the operands " + on_true.type.str());
+  return impl_->emit("stablehlo.select", {pred, on_true, on_false}, {}, on_true.type);
+}
+
+Value Builder::clamp(Value lo, Value x, Value hi) {
+  impl_->check("clamp", lo);
+  impl_->check("clamp", x);
+  impl_->check("clamp", hi);
+  for (const Value* b : {&lo, &hi}) {
+    if (b->dtype() != x.dtype())
+      fail("clamp", "bound dtype " + b->type.str() + " differs from operand " + x.type.str());
+    if (b->rank() != 0 && b->shape() != x.shape())
+      fail("clamp", "bound " + b->type.str() + " must be 0-d or match operand " + x.type.str());
+  }
+  requireDType("clamp", x, kAll & ~kComplex);
+  return impl_->emit("stablehlo.clamp", {lo, x, hi}, {}, x.type);
+}
+
+Value Builder::convert(Value a, DType to) {
+  impl_->check("convert", a);
+  if (to == DType::Invalid) fail("convert", "invalid target dtype");
+  if (a.dtype() == to) return a;
+  if (to == DType::Pred) return compare(a, zerosLike(a), Cmp::NE);
+  if (isComplex(a.dtype()) && !isComplex(to)) {
+    // complex -> real: take the real part (like numpy / torch with a warning)
+    Value re = impl_->emit("stablehlo.real", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
+    return convert(re, to);
+  }
+  return impl_->emit("stablehlo.convert", {a}, {}, TensorType{to, a.shape()});
+}
+
+Value Builder::bitcastConvert(Value a, DType to) {
+  impl_->check("bitcastConvert", a);
+  if (to == DType::Invalid) fail("bitcastConvert", "invalid target dtype");
+  if (a.dtype() == to) return a;
+  if (bitWidth(a.dtype()) != bitWidth(to))
+    fail("bitcastConvert", std::string("bit widths differ: ") + mlirName(a.dtype()) + " (" +
+                               std::to_string(bitWidth(a.dtype())) + ") vs " + mlirName(to) + " (" +
+                               std::to_string(bitWidth(to)) + ")");
+  return impl_->emit("stablehlo.bitcast_convert", {a}, {}, TensorType{to, a.shape()});
+}
+
+}  // namespace torch_tpu::shlo

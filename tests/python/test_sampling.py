@@ -1,0 +1,174 @@
+"""torch.multinomial on the device (eager and compiled), checked against the CPU by distribution.
+
+The device's random stream differs from the CPU's, so results are compared by their properties: shape and dtype,
+support (zero-probability categories are never drawn), frequencies within a tolerance of the probabilities, no
+repeated category without replacement, reproducibility under a seed; and bad input raises the CPU's exception type
+with the CPU's message. Nothing may run on the CPU fallback (strict mode).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import torch_tpu
+
+
+@pytest.fixture(autouse=True)
+def strict():
+    prev = torch_tpu.fallback_strict()
+    torch_tpu.set_fallback_strict(True)
+    torch_tpu.reset_fallback_counts()
+    yield
+    torch_tpu.set_fallback_strict(prev)
+    assert torch_tpu.fallback_counts() == {}
+
+
+P = torch.tensor([0.1, 0.0, 0.2, 0.3, 0.4, 0.0])
+
+
+def _freq(samples: torch.Tensor, n: int) -> torch.Tensor:
+    return torch.bincount(samples.flatten().cpu(), minlength=n).double() / samples.numel()
+
+
+def _assert_freq(samples, p, n_draws, sigmas=5.0):
+    p = (p / p.sum()).double()
+    f = _freq(samples, p.numel())
+    tol = sigmas * torch.sqrt(p * (1 - p) / n_draws) + 1e-9
+    assert ((f - p).abs() <= tol).all(), f"frequencies {f.tolist()} vs probabilities {p.tolist()} (tol {tol.tolist()})"
+
+
+def test_with_replacement_frequencies_and_support():
+    torch.manual_seed(0)
+    s = torch.multinomial(P.to("tpu"), 40000, replacement=True)
+    assert s.device.type == "tpu" and s.dtype == torch.int64 and s.shape == (40000,)
+    s = s.cpu()
+    assert not ((s == 1) | (s == 5)).any(), "a zero-probability category was drawn"
+    _assert_freq(s, P, 40000)
+
+
+def test_one_sample_per_row_frequencies():
+    """The argmax path (num_samples=1), many rows, unnormalized weights, each dtype."""
+    w = P * 7.0
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.float16):
+        torch.manual_seed(1)
+        rows = w.to(dtype).expand(30000, -1).contiguous().to("tpu")
+        s = torch.multinomial(rows, 1)
+        assert s.shape == (30000, 1) and s.dtype == torch.int64
+        s = s.cpu()
+        assert not ((s == 1) | (s == 5)).any(), dtype
+        _assert_freq(s, w.to(dtype).double(), 30000)
+
+
+def test_without_replacement():
+    torch.manual_seed(2)
+    rows = P.expand(20000, -1).contiguous().to("tpu")
+    s = torch.multinomial(rows, 3).cpu()
+    assert s.shape == (20000, 3)
+    # Distinct categories per row, never a zero-probability one while positive ones remain (4 of them).
+    assert (s[:, 0] != s[:, 1]).all() and (s[:, 0] != s[:, 2]).all() and (s[:, 1] != s[:, 2]).all()
+    assert not ((s == 1) | (s == 5)).any()
+    # The first draw follows p; the second follows p without the first, renormalized.
+    _assert_freq(s[:, 0], P, 20000)
+    p = P.double() / P.sum()
+    second = sum(p[i] * torch.where(torch.arange(6) == i, 0.0, p) / (1 - p[i]) for i in range(6) if p[i] > 0)
+    f2 = _freq(s[:, 1], 6)
+    assert ((f2 - second).abs() <= 5 * torch.sqrt(second * (1 - second) / 20000) + 1e-9).all(), (f2, second)
+    # All categories of a fully positive row: a permutation.
+    perm = torch.multinomial(torch.tensor([[1.0, 2.0, 3.0, 4.0]] * 50).to("tpu"), 4).cpu()
+    assert (perm.sort(dim=1).values == torch.arange(4)).all()
+
+
+def test_seeded_generator_reproducible():
+    p = torch.rand(4, 50).to("tpu")
+    g = torch.Generator(device="tpu")
+    a = torch.multinomial(p, 5, generator=g.manual_seed(7)).cpu()
+    b = torch.multinomial(p, 5, generator=g.manual_seed(7)).cpu()
+    c = torch.multinomial(p, 5, generator=g.manual_seed(8)).cpu()
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    torch.manual_seed(3)
+    d = torch.multinomial(p, 30, True).cpu()
+    torch.manual_seed(3)
+    assert torch.equal(d, torch.multinomial(p, 30, True).cpu())
+
+
+def test_out_variant_and_empty():
+    out = torch.empty(0, dtype=torch.int64, device="tpu")
+    r = torch.multinomial(P.to("tpu"), 3, out=out)
+    assert r is out and out.shape == (3,) and not ((out.cpu() == 1) | (out.cpu() == 5)).any()
+    e = torch.multinomial(torch.rand(0, 5).to("tpu"), 2)
+    assert e.shape == (0, 2) and e.dtype == torch.int64
+
+
+BAD = [
+    ("three dims", lambda d: torch.multinomial(torch.rand(2, 2, 2, device=d), 1)),
+    ("0-d", lambda d: torch.multinomial(torch.tensor(1.0, device=d), 1)),
+    ("no samples", lambda d: torch.multinomial(torch.rand(3, device=d), 0)),
+    ("too many without replacement", lambda d: torch.multinomial(torch.rand(3, device=d), 4)),
+    ("integer input", lambda d: torch.multinomial(torch.ones(3, dtype=torch.long, device=d), 1)),
+    ("negative", lambda d: torch.multinomial(torch.tensor([0.5, -0.1], device=d), 1)),
+    ("infinite", lambda d: torch.multinomial(torch.tensor([1.0, math.inf], device=d), 1)),
+    ("nan", lambda d: torch.multinomial(torch.tensor([1.0, math.nan], device=d), 2)),
+    ("zero row", lambda d: torch.multinomial(torch.tensor([[0.5, 0.5], [0.0, 0.0]], device=d), 1)),
+    ("negative, replacement", lambda d: torch.multinomial(torch.tensor([0.5, -0.1], device=d), 3, True)),
+    ("infinite, replacement", lambda d: torch.multinomial(torch.tensor([1.0, math.inf], device=d), 3, True)),
+    ("nan, replacement", lambda d: torch.multinomial(torch.tensor([1.0, math.nan], device=d), 3, True)),
+    ("zero row, replacement", lambda d: torch.multinomial(torch.zeros(2, 3, device=d), 3, True)),
+    ("out dtype", lambda d: torch.multinomial(torch.rand(3, device=d), 1, out=torch.empty(1, device=d))),
+]
+
+
+@pytest.mark.parametrize("name, call", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_raises_like_cpu(name, call):
+    with pytest.raises(Exception) as cpu:
+        call("cpu")
+    with pytest.raises(Exception) as tpu:
+        call("tpu")
+    assert type(tpu.value) is type(cpu.value), (tpu.value, cpu.value)
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
+def test_compiled_multinomial():
+    """Compiled graphs lower multinomial with the sampling rule (no fallback, no graph break)."""
+    stats0 = torch_tpu.compile_stats()
+
+    def sample(logits):
+        probs = torch.softmax(logits, dim=-1)
+        return torch.multinomial(probs, 1), torch.multinomial(probs, 2), torch.multinomial(probs, 5, True)
+
+    f = torch.compile(sample, backend="tpu", fullgraph=True)
+    logits = torch.log(P.clamp_min(1e-30)).expand(8000, -1).contiguous()
+    logits[:, 1] = -math.inf
+    logits[:, 5] = -math.inf
+    torch.manual_seed(4)
+    one, two, rep = (t.cpu() for t in f(logits.to("tpu")))
+    assert torch_tpu.compile_stats()["graphs"] > stats0["graphs"]
+    assert one.shape == (8000, 1) and two.shape == (8000, 2) and rep.shape == (8000, 5)
+    for s in (one, two, rep):
+        assert s.dtype == torch.int64 and not ((s == 1) | (s == 5)).any()
+    assert (two[:, 0] != two[:, 1]).all()
+    _assert_freq(one, P, 8000)
+    _assert_freq(two[:, 0], P, 8000)
+    _assert_freq(rep, P, 40000)
+
+
+def test_generate_sampling_runs_on_device(tmp_path):
+    """generate(do_sample=True) with temperature, top-k and top-p on a tiny Qwen3: every op on the device."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.Qwen3Config(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, head_dim=8, max_position_embeddings=64)
+    torch.manual_seed(0)
+    transformers.AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path, device_map="tpu")
+    prompt = torch.tensor([[1, 5, 9, 3, 7, 2]], device="tpu")
+    kw = dict(do_sample=True, temperature=1.3, top_k=20, top_p=0.9, max_new_tokens=5, pad_token_id=0,
+              eos_token_id=[3, 4])
+    torch.manual_seed(5)
+    a = model.generate(prompt, **kw)
+    torch.manual_seed(5)
+    b = model.generate(prompt, **kw)
+    assert a.device.type == "tpu" and a.shape[1] > prompt.shape[1]
+    assert torch.equal(a.cpu(), b.cpu())
+    assert int(a.max()) < 128 and int(a.min()) >= 0
