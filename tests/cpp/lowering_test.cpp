@@ -982,6 +982,7 @@ static void coverageCases() {
       {"aten::aminmax", {T(f32, {2, 3}), I(1), B(false)}, {{f32, {2}}, {f32, {2}}}},
       {"aten::nansum", {T(f32, {2, 3}), L({1}), B(false)}, {{f32, {2}}}},
       {"aten::histc", {T(f32, {6}), I(4), S(0, K::Int), S(0, K::Int)}, {{f32, {4}}}},
+      {"aten::histc", {T(s32, {6}), I(4), S(0, K::Int), S(3, K::Int)}, {{s32, {4}}}},
       {"aten::renorm", {T(f32, {3, 4}), SS(2.0), I(0), S(1.0)}, {{f32, {3, 4}}}},
       {"aten::_cdist_forward", {T(f32, {3, 2}), T(f32, {4, 2}), SS(2.0), N()}, {{f32, {3, 4}}}},
       {"aten::_cdist_backward", {T(f32, {3, 4}), T(f32, {3, 2}), T(f32, {4, 2}), SS(2.0), T(f32, {3, 4})}, {{f32, {3, 2}}}},
