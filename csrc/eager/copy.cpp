@@ -13,6 +13,7 @@
 #include "core/storage.h"
 #include "eager/copy.h"
 #include "eager/fallback.h"
+#include "eager/fused.h"
 #include "eager/kernel.h"
 #include "stablehlo/viewprog.h"
 
@@ -91,7 +92,11 @@ void toHost(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   // A synchronization point: device-side checks failed so far on this device raise here (core/checks.h), after the
   // transfer, which the flag read overlaps.
   core::PendingChecks checks;
-  if (!non_blocking) checks = core::PendingChecks::start(src.device().index());
+  if (!non_blocking) {
+    // Ops recorded in fused eager mode before this copy launch first: their checks belong to this point too.
+    if (fused::active()) fused::flush(src.device().index());
+    checks = core::PendingChecks::start(src.device().index());
+  }
   toHostData(src, dst, non_blocking);
   checks.finish();
 }

@@ -277,8 +277,6 @@ _MATEXP = 'matrix exponential has no lowering: CPU fallback'
 X += xfail('matrix_exp', ('bfloat16', 'float32'), ('backward', 'forward'), _MATEXP,
           fallback=['aten::linalg_matrix_exp'])
 
-_MULTINOMIAL = 'multinomial sampling has no lowering: CPU fallback (compared by distribution)'
-X += xfail('multinomial', ('bfloat16', 'float32'), 'forward', _MULTINOMIAL, fallback=['aten::multinomial'])
 
 _NORMAL_STD = (
     'normal(mean, std) with a std tensor stays on the CPU kernel: PyTorch checks std >= 0 element by '

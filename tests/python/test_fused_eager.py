@@ -272,3 +272,24 @@ def test_an_error_inside_a_fused_block_names_the_op():
             y.cpu()
         del big, y
     assert torch.equal(((x + 1) * 2).cpu(), torch.full((3,), 4.0))
+
+
+def test_device_checks_hold_in_fused_blocks():
+    # An out-of-range index inside a recorded block raises IndexError at the synchronization point, naming the op,
+    # whether the block runs op by op (first sighting) or as its fused program (later ones); valid blocks of the
+    # same trace still compute.
+    x = torch.arange(4.0, device="tpu")
+    before = fused_stats()
+    for step in range(4):
+        torch.tpu.synchronize()
+        bad = step % 2 == 1
+        idx = torch.tensor([3 if not bad else 7], device="tpu")
+        y = (x * 2)[idx] + 1
+        if bad:
+            with pytest.raises(IndexError, match="aten::"):
+                y.cpu()
+        else:
+            assert torch.equal(y.cpu(), torch.tensor([7.0]))
+        torch_tpu._C._fused_wait()
+    assert torch_tpu._C._pending_device_checks() == 0
+    assert fused_stats()["hits"] - before["hits"] >= 1
