@@ -170,7 +170,7 @@ void populateNN(Registry& r) {
     Builder& b = ctx.b;
     Value g = ctx.tensor(0), mask = ctx.tensor(1);
     // the result type promotes grad_output with the float scale (bool/integer gradients give float32, as on CPU)
-    DType out = ctx.outputs[0].dtype != DType::Invalid ? ctx.outputs[0].dtype : g.dtype();
+    DType out = !ctx.outputs.empty() && ctx.outputs[0].dtype != DType::Invalid ? ctx.outputs[0].dtype : g.dtype();
     DType c = accType(out);
     Value m = b.convert(b.broadcastTo(mask, g.shape()), c);
     Value s = b.broadcastTo(scalarArg(ctx, 2, c), g.shape());
