@@ -367,7 +367,9 @@ void populateReduction(Registry& r) {
     if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Sum);
     return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
   }).accepts(realDTypes);
-  // histc(self, bins=100, min=0, max=0): min == max means the data's range (widened by 1 if flat).
+  // histc(self, bins=100, min=0, max=0): min == max means the data's range (widened by 1 if flat). Integer
+  // inputs count as on CUDA (Transformers' MoE layers count tokens per expert so): min and max truncated to the
+  // input's type, the result in it.
   r.add("aten::histc", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x0 = ctx.tensor(0);
@@ -377,6 +379,10 @@ void populateReduction(Registry& r) {
     Value x = b.reshape(b.convert(x0, c), {n});
     Value lo = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(0, c);
     Value hi = ctx.has(3) ? scalarArg(ctx, 3, c) : b.constant(0, c);
+    if (shlo::isInteger(t)) {
+      lo = b.convert(b.convert(lo, DType::S64), c);
+      hi = b.convert(b.convert(hi, DType::S64), c);
+    }
     if (n > 0) {
       Value same = b.compare(lo, hi, Cmp::EQ);
       Value finite = b.isFinite(x);
@@ -402,7 +408,9 @@ void populateReduction(Registry& r) {
     sd.index_vector_dim = 1;
     Value hist = b.scatter(b.zeros({t, {bins + 1}}), b.reshape(idx, {n, 1}), ones, sd, ReduceKind::Sum);
     return {b.sliceInDim(hist, 0, bins, 1, 0)};
-  }).accepts(floatInput);
+  }).accepts([](const Context& ctx) {
+    return realDTypes(ctx) && (isFloat(ctx.tensor(0).dtype()) || shlo::isInteger(ctx.tensor(0).dtype()));
+  });
   // renorm(self, p, dim, maxnorm): each slice along dim rescaled to norm <= maxnorm.
   r.add("aten::renorm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
