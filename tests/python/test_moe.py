@@ -8,11 +8,17 @@
 * Qwen3-MoE and Mixtral built from configs (random weights, ``save_pretrained``, ``from_pretrained``) with each
   ``experts_implementation`` ("eager", "batched_mm", "grouped_mm"), eager and compiled, against the CPU run;
   one training step of the grouped_mm path.
+* torch-tpu's fused layers for the ``kernels`` library (``torch_tpu/hub_kernels.py``): ``kernelize(model,
+  device="tpu")`` with no user mapping and no hub access replaces Transformers' RMSNorm, MLP and experts modules
+  (declared with ``use_kernel_forward_from_hub`` here: Transformers 5.24 leaves its own layers undecorated with
+  kernels 0.17.2), eager and compiled, inference and training, against the CPU.
 
 The CPU plugin runs the tiled-loop form of the grouped matmul (csrc/lowering/rules/grouped.cpp).
 """
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 import torch
@@ -290,3 +296,125 @@ def test_moe_training_step_grouped_mm_matches_cpu(moe_checkpoints):
             assert grads_c[n].grad is None or (grads_c[n].grad == 0).all(), n
             continue
         torch.testing.assert_close(p.grad.cpu(), grads_c[n].grad, atol=1e-4, rtol=1e-3, msg=lambda m: f"{n}: {m}")
+
+
+# ------------------------------------------------------------------------------------- kernels library layers
+
+
+def _kernel_layer(base, name):
+    """A subclass of Transformers' module `base` declared as the hub layer `name` (kernels' decorator)."""
+    kernels = pytest.importorskip("kernels")
+    return kernels.use_kernel_forward_from_hub(name)(type(base.__name__, (base,), {}))
+
+
+def _layer_of(module):
+    """The class whose forward a module runs (after kernelize: the kernel repository's layer)."""
+    return module.forward.__func__.__qualname__.split(".")[0]
+
+
+def test_kernels_mapping_lists_tpu_layers():
+    kernels = pytest.importorskip("kernels")
+    from torch_tpu import hub_kernels
+
+    m = hub_kernels.mapping()
+    assert set(m) == {"RMSNorm", "SiluAndMul", "SwiGLUMLP", "MoeExperts"}
+    for name, devices in m.items():
+        assert set(devices) == {"tpu"}
+        modes = set(devices["tpu"])
+        assert kernels.Mode.INFERENCE in modes and kernels.Mode.INFERENCE | kernels.Mode.TORCH_COMPILE in modes
+        assert (kernels.Mode.TRAINING in modes) == hub_kernels.LAYERS[name]
+    assert (hub_kernels.repository_path() / "build" / "torch-tpu" / "metadata.json").is_file()
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_kernelize_qwen3_moe_uses_fused_tpu_layers(moe_checkpoints, compiled):
+    from kernels import Mode, kernelize
+    from transformers.models.qwen3_moe import modeling_qwen3_moe as q
+
+    import torch._dynamo
+
+    Norm, Experts = _kernel_layer(q.Qwen3MoeRMSNorm, "RMSNorm"), _kernel_layer(q.Qwen3MoeExperts, "MoeExperts")
+    path = moe_checkpoints["qwen3_moe"]
+    ref = AutoModelForCausalLM.from_pretrained(path, experts_implementation="eager")
+    model = AutoModelForCausalLM.from_pretrained(path, device_map="tpu")
+    for mod in model.modules():
+        if type(mod) is q.Qwen3MoeRMSNorm:
+            mod.__class__ = Norm
+        elif type(mod) is q.Qwen3MoeExperts:
+            mod.__class__ = Experts
+    mode = Mode.INFERENCE | Mode.TORCH_COMPILE if compiled else Mode.INFERENCE
+    kernelize(model, device="tpu", mode=mode, use_fallback=False)  # the package's mapping: no user mapping, no hub
+    experts = [mod for mod in model.modules() if isinstance(mod, Experts)]
+    norms = [mod for mod in model.modules() if isinstance(mod, Norm)]
+    assert len(experts) == 2 and len(norms) >= 5
+    assert {_layer_of(mod) for mod in experts} == {"MoeExperts"}
+    assert {_layer_of(mod) for mod in norms} == {"RMSNorm"}
+
+    torch_tpu.reset_fallback_counts()
+    if compiled:
+        torch._dynamo.reset()
+        torch_tpu._dynamo_backend.reset_compile_stats()
+        with torch.no_grad():
+            got = torch.compile(model.forward, backend="tpu", fullgraph=True)(IDS.to("tpu")).logits.float().cpu()
+        s = torch_tpu.compile_stats()
+        assert s["partitioned_graphs"] == 0 and s["eager_graphs"] == 0 and s["fallback_nodes"] == 0, s
+        torch._dynamo.reset()
+    else:
+        got = _logits(model, IDS)
+    assert torch_tpu.fallback_counts() == {}
+    torch.testing.assert_close(got, _logits(ref, IDS), atol=1e-4, rtol=1e-4)
+
+
+def test_moe_experts_op_matches_transformers_experts():
+    """tpu::moe_experts (the MoeExperts layer) against Transformers' per-expert loop on CPU, with an expert-parallel
+    sentinel index (num_experts: no expert) and an expert no token picks; the CPU kernel of the op too."""
+    from transformers.models.qwen3_moe import modeling_qwen3_moe as q
+
+    cfg = MODELS["qwen3_moe"]()
+    cfg._experts_implementation = "eager"
+    torch.manual_seed(4)
+    experts = q.Qwen3MoeExperts(cfg)
+    with torch.no_grad():
+        experts.gate_up_proj.normal_(0, 0.3)
+        experts.down_proj.normal_(0, 0.3)
+    T, k, E = 12, 2, cfg.num_experts
+    x = torch.randn(T, cfg.hidden_size)
+    idx = torch.randint(0, E - 1, (T, k))  # expert E-1: no token
+    idx[3, 1] = E  # sentinel
+    wts = torch.softmax(torch.randn(T, k), -1)
+    with torch.no_grad():
+        ref = experts(x, idx, wts)
+    args = (idx, wts, experts.gate_up_proj.detach(), experts.down_proj.detach())
+    torch.testing.assert_close(torch.ops.tpu.moe_experts(x, *args), ref, atol=1e-5, rtol=1e-5)
+    torch_tpu.reset_fallback_counts()
+    got = torch.ops.tpu.moe_experts(x.to("tpu"), *(a.to("tpu") for a in args)).cpu()
+    assert torch_tpu.fallback_counts() == {}
+    torch.testing.assert_close(got, ref, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="must be"):
+        torch.ops.tpu.moe_experts(x.to("tpu"), args[0].to("tpu"), args[1].to("tpu"), args[3].to("tpu"),
+                                  args[3].to("tpu"))
+
+
+def test_kernelize_training_rmsnorm_and_swiglu_mlp_match_cpu():
+    from kernels import Mode, kernelize
+    from transformers.models.qwen3_moe import modeling_qwen3_moe as q
+
+    Norm, Mlp = _kernel_layer(q.Qwen3MoeRMSNorm, "RMSNorm"), _kernel_layer(q.Qwen3MoeMLP, "SwiGLUMLP")
+    cfg = MODELS["qwen3_moe"]()
+    torch.manual_seed(5)
+    block = torch.nn.Sequential(Norm(cfg.hidden_size, eps=1e-6), Mlp(cfg, intermediate_size=24))
+    with torch.no_grad():
+        block[0].weight.normal_(1, 0.1)
+    ref = copy.deepcopy(block)
+    block.to("tpu")
+    kernelize(block, device="tpu", mode=Mode.TRAINING, use_fallback=False)
+    assert [_layer_of(mod) for mod in block] == ["RMSNorm", "SwiGLUMLP"]
+    x = torch.randn(2, 5, cfg.hidden_size)
+    ref(x).square().sum().backward()
+    torch_tpu.reset_fallback_counts()
+    loss = block(x.to("tpu")).square().sum()
+    loss.backward()
+    assert torch_tpu.fallback_counts() == {}
+    torch.testing.assert_close(loss.detach().cpu(), ref(x).square().sum().detach(), atol=1e-4, rtol=1e-4)
+    for (n, p), pr in zip(block.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), pr.grad, atol=1e-4, rtol=1e-4, msg=lambda m: f"{n}: {m}")
