@@ -312,6 +312,28 @@ def _layer_of(module):
     return module.forward.__func__.__qualname__.split(".")[0]
 
 
+def test_import_hook_survives_a_lookup_without_import(tmp_path, monkeypatch):
+    """The mapping is registered when kernels is imported; Transformers first looks the package up with
+    importlib.util.find_spec (no import), which must not consume torch_tpu's post-import hook."""
+    import importlib.util
+    import sys
+
+    from torch_tpu import api
+
+    (tmp_path / "tpu_hook_probe_pkg.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fired = []
+    api._when_imported("tpu_hook_probe_pkg", lambda m: fired.append(m.VALUE), "a probe")
+    assert importlib.util.find_spec("tpu_hook_probe_pkg") is not None
+    assert importlib.util.find_spec("tpu_hook_probe_pkg") is not None
+    assert fired == [] and "tpu_hook_probe_pkg" not in sys.modules
+    import tpu_hook_probe_pkg  # noqa: F401
+
+    assert fired == [1]
+    assert not any(getattr(f, "_name", None) == "tpu_hook_probe_pkg" for f in sys.meta_path)
+    sys.modules.pop("tpu_hook_probe_pkg", None)
+
+
 def test_kernels_mapping_lists_tpu_layers():
     kernels = pytest.importorskip("kernels")
     from torch_tpu import hub_kernels
