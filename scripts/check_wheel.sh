@@ -54,7 +54,8 @@ for needle in ('jax-cuda13-pjrt', 'nvidia-cublas>', 'libtpu', 'jax==0.10.2', 'ja
         problems.append(f"no requirement mentions {needle}")
 if not any(n.startswith("torch_tpu/_C") and n.endswith(".so") for n in names):
     problems.append("no torch_tpu/_C extension in the wheel")
-for n in ("torch_tpu/__main__.py", "torch_tpu/testing/opinfo.py"):
+KREPO = ["torch_tpu/kernels_repo/build/torch-tpu/" + f for f in ("metadata.json", "__init__.py", "layers.py")]
+for n in ["torch_tpu/__main__.py", "torch_tpu/testing/opinfo.py"] + KREPO:
     if n not in names:
         problems.append(f"{n} missing from the wheel")
 if any(n.startswith(("tests/", "csrc/")) for n in names):
@@ -67,7 +68,7 @@ with tarfile.open(sdist) as t:
     members = {m.name.split("/", 1)[1] for m in t.getmembers() if "/" in m.name}
 needed = sys.argv[3].split() or ["CMakeLists.txt", "csrc/runtime/client.cpp", "csrc/lowering/registry.cpp",
                                   "csrc/python/module.cpp", "tests/cpp/CMakeLists.txt"]
-for n in needed + ["setup.py", "pyproject.toml", "torch_tpu/__init__.py"]:
+for n in needed + ["setup.py", "pyproject.toml", "torch_tpu/__init__.py"] + KREPO:
     if n not in members:
         problems.append(f"{n} missing from the sdist")
 if problems:

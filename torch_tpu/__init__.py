@@ -136,6 +136,9 @@ _install_compile()
 from . import ops  # noqa: E402
 
 ops._register()
+from . import hub_kernels  # noqa: E402  (fused layers for the kernels library, mapped when it is imported)
+
+hub_kernels._install()
 from ._jax import custom_jax_kernel, jax_op, keep_jax_off_the_accelerator  # noqa: E402  (jax: on first use)
 
 keep_jax_off_the_accelerator(_plugin_state.get("kind"))

@@ -207,26 +207,38 @@ class _PostImportLoader:
 
 
 class _PostImportFinder:
-    """A meta-path finder that fires ``callback(module)`` after ``name`` is imported, once."""
+    """A meta-path finder that fires ``callback(module)`` after ``name`` is imported, once.
+
+    It stays on the meta path until the module has executed: a lookup that does not import
+    (``importlib.util.find_spec``, as Transformers' availability checks do) must not consume the hook.
+    """
 
     def __init__(self, name: str, callback: Any) -> None:
         self._name = name
         self._callback = callback
+        self._busy = False
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != self._name:
+        if fullname != self._name or self._busy:
             return None
+        self._busy = True  # the finders asked below include this one
+        try:
+            for finder in sys.meta_path:
+                find = getattr(finder, "find_spec", None)
+                if finder is self or find is None:
+                    continue
+                spec = find(fullname, path, target)
+                if spec is not None:
+                    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                        spec.loader = _PostImportLoader(spec.loader, self._fire)
+                    return spec
+            return None
+        finally:
+            self._busy = False
+
+    def _fire(self, module: types.ModuleType) -> None:
         self.remove()
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if find is None:
-                continue
-            spec = find(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _PostImportLoader(spec.loader, self._callback)
-                return spec
-        return None
+        self._callback(module)
 
     def remove(self) -> None:
         try:

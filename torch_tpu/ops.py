@@ -50,3 +50,6 @@ def _register() -> None:
     _done = True
     torch.library.register_autograd("tpu::swiglu", _swiglu_backward, setup_context=_swiglu_setup)
     _foreign._register_op()
+    from . import _grouped_mm
+
+    _grouped_mm._install()  # aten::_grouped_mm's shape function for every float dtype (MoE layers)

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "lowering/target.h"
+
 namespace torch_tpu {
 
 namespace {
@@ -53,6 +55,7 @@ runtime::Client& client() {
   setenv("TF_CPP_MIN_LOG_LEVEL", "1", /*overwrite=*/0);
   try {
     g_client = &runtime::Client::init(g_plugin_path, g_plugin_options);
+    lowering::setTarget(g_client->plugin().platform_name);  // platform-specific forms rules may emit
   } catch (const std::exception& e) {
     g_init_error = std::string("tpu: cannot start the PJRT plugin: ") + e.what();
     TORCH_CHECK(false, g_init_error);

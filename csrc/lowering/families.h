@@ -26,6 +26,7 @@ void populateConv(Registry& r);          // convolution (1-3d, groups, transpose
 void populatePooling(Registry& r);       // avg/max/adaptive pooling, upsampling, and their backward
 void populateForeach(Registry& r);       // _foreach_* list ops, fused optimizers (after the per-tensor families)
 void populateSampling(Registry& r);       // multinomial (graphs; eager: csrc/eager/sampling.cpp)
+void populateGrouped(Registry& r);        // grouped matmul for mixture-of-experts layers (_grouped_mm)
 void populateFused(Registry& r);          // the project's own fused kernels (tpu::swiglu, ...)
 void populateForeign(Registry& r);        // tpu::stablehlo_call: registered foreign programs (JAX, Pallas)
 

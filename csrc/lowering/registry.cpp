@@ -118,6 +118,7 @@ const Registry& registry() {
         populateConv,
         populatePooling,
         populateSampling,
+        populateGrouped,
         populateFused,
         populateForeign,
         populateForeach,  // last: its rules wrap the per-tensor rules registered above

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -188,6 +189,19 @@ class Builder {
   // Same, comparing operands[0..num_keys) lexicographically (ties on key i are broken by key i+1).
   std::vector<Value> sort(const std::vector<Value>& operands, int64_t dim, bool descending, bool stable,
                           int num_keys);
+
+  // ---- control flow (ops_control.cpp) ----
+  // stablehlo.while over the loop values `init`: `cond` maps the current values to a 0-d pred, `body` to the next
+  // values (same types). Both receive the region's block arguments and emit into it through this Builder. Values
+  // made inside a region must not be used outside it; values from outside may be read inside (carrying them in
+  // `init` is the portable choice, as every XLA compiler accepts it). Returns the final values.
+  using LoopCond = std::function<Value(Builder&, const std::vector<Value>&)>;
+  using LoopBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
+  std::vector<Value> whileLoop(const std::vector<Value>& init, const LoopCond& cond, const LoopBody& body);
+  // A counted loop for i = 0 .. trip_count-1 (i: 0-d s32) built on whileLoop; `body` gets (i, values) and returns
+  // the next values. trip_count 0 returns `init` without a loop.
+  using ForBody = std::function<std::vector<Value>(Builder&, Value i, const std::vector<Value>&)>;
+  std::vector<Value> forLoop(int64_t trip_count, const std::vector<Value>& init, const ForBody& body);
 
   // ---- random ----
   // stablehlo.rng_bit_generator with THREE_FRY. state: tensor<2xui64>. Returns {new_state, bits of `t` (unsigned)}.

@@ -983,6 +983,16 @@ static void coverageCases() {
       {"aten::nansum", {T(f32, {2, 3}), L({1}), B(false)}, {{f32, {2}}}},
       {"aten::histc", {T(f32, {6}), I(4), S(0, K::Int), S(0, K::Int)}, {{f32, {4}}}},
       {"aten::histc", {T(s32, {6}), I(4), S(0, K::Int), S(3, K::Int)}, {{s32, {4}}}},
+      // _grouped_mm: 2-D x 3-D (MoE forward), 2-D x 2-D (weight gradient), 3-D x 2-D, 3-D x 3-D
+      {"aten::_grouped_mm", {T(f32, {10, 4}), T(f32, {3, 4, 5}), T(s32, {3}, {2, 2, 7}), N(), N()}, {{f32, {10, 5}}}},
+      {"aten::_grouped_mm", {T(DType::BF16, {10, 4}), T(DType::BF16, {3, 4, 5}), T(s32, {3}, {3, 6, 10}), N(), N()},
+       {{DType::BF16, {10, 5}}}},
+      {"aten::_grouped_mm", {T(f32, {4, 10}), T(f32, {10, 5}), T(s32, {3}, {2, 2, 7}), N(), N()}, {{f32, {3, 4, 5}}}},
+      {"aten::_grouped_mm", {T(f32, {3, 6, 4}), T(f32, {4, 10}), T(s32, {3}, {4, 4, 9}), N(), N()}, {{f32, {6, 10}}}},
+      {"aten::_grouped_mm", {T(f32, {3, 6, 4}), T(f32, {3, 4, 5}), N(), N(), N()}, {{f32, {3, 6, 5}}}},
+      // tpu::moe_experts: 4 tokens, top-2 of 3 experts (index 3: an expert-parallel sentinel), hidden 8, I = 4
+      {"tpu::moe_experts", {T(f32, {4, 8}), T(s64, {4, 2}, {0, 2, 1, 2, 3, 0, 2, 2}), T(f32, {4, 2}),
+                            T(f32, {3, 8, 8}), T(f32, {3, 8, 4})}, {{f32, {4, 8}}}},
       {"aten::renorm", {T(f32, {3, 4}), SS(2.0), I(0), S(1.0)}, {{f32, {3, 4}}}},
       {"aten::_cdist_forward", {T(f32, {3, 2}), T(f32, {4, 2}), SS(2.0), N()}, {{f32, {3, 4}}}},
       {"aten::_cdist_backward", {T(f32, {3, 4}), T(f32, {3, 2}), T(f32, {4, 2}), SS(2.0), T(f32, {3, 4})}, {{f32, {3, 2}}}},
@@ -1172,6 +1182,78 @@ static const std::map<std::string, std::string> kNotLowered = {
 
 // ------------------------------------------------------------------ numeric checks
 
+
+// _grouped_mm against host loops, for each form; rows/columns of no group and empty groups give zeros.
+static void groupedMMTests() {
+  const DType f32 = DType::F32, s32 = DType::S32;
+  auto vals = [](int64_t n, double scale) {
+    std::vector<double> v;
+    v.resize(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) v[size_t(k)] = double((k * 5) % 13 - 6) * scale;
+    return v;
+  };
+  // Group of row r for cumulative ends `offs`, or -1 past the last.
+  auto groupOf = [](const std::vector<double>& offs, int64_t r) {
+    for (size_t g = 0; g < offs.size(); ++g)
+      if (r < int64_t(offs[g])) return int64_t(g);
+    return int64_t(-1);
+  };
+  // Uneven groups, an empty one, rows past the end; and a length that is no multiple of the tile.
+  for (auto offs : {std::vector<double>{2, 2, 7}, std::vector<double>{0, 9, 9}, std::vector<double>{3, 3, 10}}) {
+    std::string tag = "offs " + std::to_string(int(offs[0])) + "," + std::to_string(int(offs[1])) + "," +
+                      std::to_string(int(offs[2]));
+    const int64_t Lr = 10, Kc = 4, Nc = 5, G = 3;
+    auto x = vals(Lr * Kc, 0.25), w = vals(G * Kc * Nc, 0.5);
+    std::vector<double> want(static_cast<size_t>(Lr * Nc), 0.0);
+    for (int64_t r = 0; r < Lr; ++r) {
+      int64_t g = groupOf(offs, r);
+      if (g < 0) continue;
+      for (int64_t n = 0; n < Nc; ++n)
+        for (int64_t k = 0; k < Kc; ++k) want[size_t(r * Nc + n)] += x[size_t(r * Kc + k)] * w[size_t((g * Kc + k) * Nc + n)];
+    }
+    expect("grouped_mm 2d x 3d " + tag, "aten::_grouped_mm", {T(f32, {Lr, Kc}, x), T(f32, {G, Kc, Nc}, w),
+           T(s32, {G}, offs), N(), N()}, {{f32, {Lr, Nc}}}, {want});
+    // 3-D x 2-D: a [G, M, Kc] x b [Kc, Lr] with the columns of b grouped.
+    const int64_t M = 3;
+    auto a3 = vals(G * M * Kc, 0.5), bt = vals(Kc * Lr, 0.25);
+    std::vector<double> want3(static_cast<size_t>(M * Lr), 0.0);
+    for (int64_t c = 0; c < Lr; ++c) {
+      int64_t g = groupOf(offs, c);
+      if (g < 0) continue;
+      for (int64_t m = 0; m < M; ++m)
+        for (int64_t k = 0; k < Kc; ++k) want3[size_t(m * Lr + c)] += a3[size_t((g * M + m) * Kc + k)] * bt[size_t(k * Lr + c)];
+    }
+    expect("grouped_mm 3d x 2d " + tag, "aten::_grouped_mm", {T(f32, {G, M, Kc}, a3), T(f32, {Kc, Lr}, bt),
+           T(s32, {G}, offs), N(), N()}, {{f32, {M, Lr}}}, {want3});
+    // 2-D x 2-D: a [P, Lr] x c [Lr, Q] -> [G, P, Q], the contraction split by groups.
+    const int64_t P = 3, Q = 2;
+    auto a2 = vals(P * Lr, 0.25), c2 = vals(Lr * Q, 0.5);
+    std::vector<double> want2(static_cast<size_t>(G * P * Q), 0.0);
+    for (int64_t r = 0; r < Lr; ++r) {
+      int64_t g = groupOf(offs, r);
+      if (g < 0) continue;
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t q = 0; q < Q; ++q) want2[size_t((g * P + p) * Q + q)] += a2[size_t(p * Lr + r)] * c2[size_t(r * Q + q)];
+    }
+    expect("grouped_mm 2d x 2d " + tag, "aten::_grouped_mm", {T(f32, {P, Lr}, a2), T(f32, {Lr, Q}, c2),
+           T(s32, {G}, offs), N(), N()}, {{f32, {G, P, Q}}}, {want2});
+  }
+  // Many rows over many groups: several tiles per group and several groups per tile.
+  {
+    const int64_t Lr = 300, Kc = 3, Nc = 2, G = 7;
+    std::vector<double> offs = {0, 40, 41, 41, 200, 250, 290};
+    auto x = vals(Lr * Kc, 0.125), w = vals(G * Kc * Nc, 0.5);
+    std::vector<double> want(static_cast<size_t>(Lr * Nc), 0.0);
+    for (int64_t r = 0; r < Lr; ++r) {
+      int64_t g = groupOf(offs, r);
+      if (g < 0) continue;
+      for (int64_t n = 0; n < Nc; ++n)
+        for (int64_t k = 0; k < Kc; ++k) want[size_t(r * Nc + n)] += x[size_t(r * Kc + k)] * w[size_t((g * Kc + k) * Nc + n)];
+    }
+    expect("grouped_mm 2d x 3d many groups", "aten::_grouped_mm", {T(f32, {Lr, Kc}, x), T(f32, {G, Kc, Nc}, w),
+           T(s32, {G}, offs), N(), N()}, {{f32, {Lr, Nc}}}, {want});
+  }
+}
 
 static void numericTests() {
   const DType f32 = DType::F32, s64 = DType::S64;
@@ -1532,6 +1614,7 @@ int main(int argc, char** argv) {
   if (const char* only = std::getenv("LOWERING_TEST_ONLY")) g_only = only;
   bool numeric_only = argc > 1 && std::string(argv[1]) == "--numeric";
   numericTests();
+  groupedMMTests();
   if (!numeric_only) {
     compileSweep();
     coverageCases();

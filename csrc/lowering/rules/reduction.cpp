@@ -408,6 +408,10 @@ void populateReduction(Registry& r) {
     Value x = b.reshape(b.convert(x0, c), {n});
     Value lo = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(0, c);
     Value hi = ctx.has(3) ? scalarArg(ctx, 3, c) : b.constant(0, c);
+    if (shlo::isInteger(t)) {
+      lo = b.convert(b.convert(lo, DType::S64), c);
+      hi = b.convert(b.convert(hi, DType::S64), c);
+    }
     if (n > 0) {
       Value same = b.compare(lo, hi, Cmp::EQ);
       Value dmin = x, dmax = x;
