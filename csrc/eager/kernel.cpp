@@ -33,6 +33,7 @@
 #include "eager/fallback.h"
 #include "eager/fused.h"
 #include "eager/overlap.h"
+#include "eager/twins.h"
 
 namespace torch_tpu {
 
@@ -312,46 +313,6 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
 // ---------------------------------------------------------------------------------------------------------------
 // Building a program on a cache miss.
 
-// Meta twins of the call's tensors. Tensors sharing a storage share a meta storage, so PyTorch's overlap checks
-// (an out= argument aliasing an input) behave as on CPU.
-struct MetaMaker {
-  std::unordered_map<TpuStorage*, c10::Storage> storages;
-
-  at::Tensor operator()(const at::Tensor& t) {
-    if (!t.defined() || !t.is_privateuseone()) return t;
-    TpuStorage* st = storageOf(t);
-    auto it = storages.find(st);
-    if (it == storages.end()) {
-      at::Tensor base = at::empty({static_cast<int64_t>(t.storage().nbytes())},
-                                  at::TensorOptions().dtype(at::kByte).device(c10::kMeta));
-      it = storages.emplace(st, base.storage()).first;
-    }
-    at::Tensor m = at::empty({0}, t.options().device(c10::kMeta));
-    m.set_(it->second, t.storage_offset(), t.sizes(), t.strides());
-    return m;
-  }
-
-  c10::IValue operator()(const c10::IValue& v) {
-    if (v.isTensor()) return (*this)(v.toTensor());
-    if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) out.push_back((*this)(t));
-      return out;
-    }
-    if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
-      auto list = v.toList();
-      if (list.size() > 0 && (list.get(0).isTensor() || list.get(0).isNone())) {
-        c10::List<std::optional<at::Tensor>> out;
-        for (const c10::IValue& e : v.toListRef())
-          out.push_back(e.isTensor() ? std::optional<at::Tensor>((*this)(e.toTensor())) : std::nullopt);
-        return out;
-      }
-    }
-    if (v.isDevice() && v.toDevice().is_privateuseone()) return c10::Device(c10::kMeta);
-    return v;
-  }
-};
-
 std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
                                       const torch::jit::Stack& stack, size_t base, const Call& c,
                                       bool& needs_resize) {
@@ -371,7 +332,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   // 1. Result types (and PyTorch's own argument checks) from the meta kernels.
   torch::jit::Stack meta;
   meta.reserve(args.size());
-  MetaMaker toMeta;
+  AliasTwins toMeta(c10::kMeta);  // aliasing as on CPU: PyTorch's overlap checks (out= aliasing an input) hold
   for (size_t i = 0; i < args.size(); ++i) meta.push_back(toMeta(stack[base + i]));
   const std::vector<c10::IValue> meta_args(meta.begin(), meta.end());  // in-place meta kernels update these
   try {
