@@ -14,8 +14,7 @@ bool rejectsBool(const std::string& op) {
                                "remainder.Scalar_Tensor", "fmod.Tensor", "fmod.Scalar", "floor_divide",
                                "floor_divide.Scalar", "pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar", "hypot",
                                "logaddexp", "div.Tensor_mode", "div.Scalar_mode", "round.decimals", "addcmul",
-                               "clamp", "clamp.Tensor", "clamp_min", "clamp_min.Tensor", "clamp_max",
-                               "clamp_max.Tensor"};
+                               "clamp", "clamp.Tensor", "clamp_min", "clamp_max"};  // clamp_min/max.Tensor take bools
   for (const char* k : kOps)
     if (op == std::string("aten::") + k) return true;
   return false;

@@ -46,6 +46,11 @@ X += xfail("nn.functional.normalize", "bfloat16", "backward",
            "bf16 result and its float32 result rounded to bf16: the backward's intermediate bf16 roundings differ",
            samples=[2], mismatch="not close")
 
+X += xfail("nn.functional.conv_transpose3d", "bfloat16", "backward",
+           "5 of 480 gradient elements differ by up to 0.09 (tolerance 0.02) from CPU's bf16 result: the device "
+           "accumulates the transposed convolution's gradient in float32 and rounds once, CPU's bf16 kernel rounds "
+           "differently; float32 matches (cause not narrowed down further)", samples=[2], mismatch="not close")
+
 # ---- no lowering, unsupported dtypes and layouts (by cause) ----
 _ADAPTIVE_MAX = 'adaptive max pooling (with indices) has no lowering: CPU fallback'
 X += xfail('nn.functional.adaptive_max_pool1d', ('bfloat16', 'float32'), 'backward', _ADAPTIVE_MAX,
