@@ -36,6 +36,10 @@ CASES = {
     "uneven": ([0, 5, 1, 0, 9, 3], 24),
     "one_group": ([16], 16),
     "all_empty": ([0, 0, 0], 8),
+    # One group far above the average: its rows past the first window go through the loop.
+    "skewed": ([40, 1, 0, 2, 3], 50),
+    # Many more groups than rows: no batched first window, every window in the loop.
+    "few_rows": ([0, 1, 0, 0, 2, 0, 0, 1] * 4, 20),
 }
 
 
@@ -154,6 +158,45 @@ def test_grouped_mm_compiled_training_matches_cpu():
     torch.testing.assert_close(loss.detach().cpu(), step(x, w, offs), atol=1e-3, rtol=1e-5)
     torch.testing.assert_close(xt.grad.cpu()[:13], xc.grad[:13], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(wt.grad.cpu(), wc.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_grouped_mm_compiled_inference_packs_expert_weights():
+    """An inference graph reads a [G, N, K] expert weight passed transposed through its packed [G, K, N] copy, made
+    once and remade after the weight is written."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch.manual_seed(3)
+    G, L, K, N = 4, 24, 32, 48
+    sizes = [5, 0, 11, 6]
+    used = sum(sizes)
+
+    class Experts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(G, N, K))  # nn.Linear's layout per expert
+
+        def forward(self, x, offs):
+            return F.grouped_mm(x, self.w.transpose(-2, -1), offs=offs)
+
+    m = Experts()
+    x, offs = torch.randn(L, K), _offsets(sizes)
+    with torch.no_grad():
+        ref = m(x, offs)
+    mt = copy.deepcopy(m).to("tpu")
+    f = torch.compile(mt, backend="tpu", fullgraph=True)
+    torch_tpu._dynamo_backend.reset_compile_stats()
+    with torch.no_grad():
+        for _ in range(2):
+            got = f(x.to("tpu"), offs.to("tpu")).cpu()
+            torch.testing.assert_close(got[:used], ref[:used], atol=1e-4, rtol=1e-4)
+            assert (got[used:] == 0).all()
+        assert torch_tpu.compile_stats()["packed_weights"] == 1  # made once, then reused
+        mt.w.mul_(2)
+        got = f(x.to("tpu"), offs.to("tpu")).cpu()
+    torch.testing.assert_close(got[:used], 2 * ref[:used], atol=1e-4, rtol=1e-4)
+    assert torch_tpu.compile_stats()["packed_weights"] == 2  # the written weight's new copy
+    torch._dynamo.reset()
 
 
 def test_grouped_mm_errors_like_cpu():

@@ -11,14 +11,16 @@
 //
 // Two forms, chosen by the plugin (lowering/target.h):
 // - chlo.ragged_dot where the compiler has it natively (TPU, GPU): one instruction per product.
-// - Elsewhere (the CPU plugin) a tiled loop with static shapes, no host synchronization and no data-dependent
-//   shapes. The ragged dimension is cut into tiles of T rows; a work item is a (tile, group) pair whose rows
-//   overlap, and there are at most ceil(L / T) + G - 1 of them (each group boundary splits at most one tile). The
-//   items are enumerated from offs inside the program, and a stablehlo.while runs exactly as many iterations as
-//   there are items (the trip count is data, the shapes are not): each iteration slices its tile and its group's
-//   matrix in place, multiplies them and keeps the rows of the group. The cost is (L + (G - 1) T) K N
-//   multiply-adds for L K N useful ones, with T chosen near L / G (at least 8): at most about twice the useful
-//   work, never G times, and no copy of the expert weights.
+// - Elsewhere (the CPU plugin) static shapes, no host synchronization and no data-dependent shapes. Each group's
+//   rows are cut into windows of T rows starting at its first row, T a power of two of at least twice the average
+//   group (L / G). The first window of every group is one batched product ([G, T, K] rows gathered at the groups'
+//   starts times the [G, K, N] experts: each expert's matrix read once); the rows each group has beyond its first
+//   window (rare when groups are near their average) go through a stablehlo.while whose trip count is their number
+//   of windows (data; the shapes are not): each iteration slices its rows and its group's matrix in place,
+//   multiplies them and keeps the rows of the group. The batch computes G T rows (at most about 4 L) and the loop
+//   at most L / T + G windows: the cost stays within a small multiple of the L K N useful multiply-adds, never G
+//   times, with no copy of the expert weights. With many more groups than rows (G T > 4 L: few tokens, many
+//   experts) the batch would be mostly waste, and every window goes through the loop.
 #include <algorithm>
 
 #include "lowering/families.h"
@@ -41,10 +43,32 @@ bool groupedAccepts(const Context& ctx) {
   return !ctx.has(3);  // bias: PyTorch rejects it too ("not supported yet")
 }
 
-// The tile height for a ragged dimension of length L cut among G groups: about L / G (a group's average share),
-// a power of two in [8, 256], never above L rounded up to 8.
-int64_t tileFor(int64_t L, int64_t G) {
-  int64_t share = (L + std::max<int64_t>(G, 1) - 1) / std::max<int64_t>(G, 1);
+// Rows of a 2-D v at s32 indices idx [M]: [M, D].
+Value takeRows(Builder& b, Value v, Value idx) {
+  int64_t M = idx.shape()[0], D = v.shape()[1];
+  Builder::GatherDims d;
+  d.offset_dims = {1};
+  d.collapsed_slice_dims = {0};
+  d.start_index_map = {0};
+  d.index_vector_dim = 1;
+  return b.gather(v, b.reshape(idx, {M, 1}), d, {1, D}, {M, D});
+}
+
+// Elements of a 1-D v at s32 indices idx [M]: [M].
+Value takeElems(Builder& b, Value v, Value idx) {
+  int64_t M = idx.shape()[0];
+  Builder::GatherDims d;
+  d.collapsed_slice_dims = {0};
+  d.start_index_map = {0};
+  d.index_vector_dim = 1;
+  return b.gather(v, b.reshape(idx, {M, 1}), d, {1}, {M});
+}
+
+// The window height for a ragged dimension of length L cut among G groups: a power of two in [8, 256] at least
+// twice a group's average share L / G, so that most groups fit one window, never above L rounded up to 8.
+int64_t windowFor(int64_t L, int64_t G) {
+  int64_t g = std::max<int64_t>(G, 1);
+  int64_t share = 2 * ((L + g - 1) / g);
   int64_t t = 8;
   while (t < share && t < 256) t *= 2;
   return std::max<int64_t>(1, std::min(t, (L + 7) / 8 * 8));
@@ -74,50 +98,66 @@ Value prefixSum(Builder& b, Value v) {
   return b.reduce(masked, {1}, ReduceKind::Sum);
 }
 
-// The work items of a ragged dimension cut into tiles of T: per group, the first tile it touches, the number of
-// items before its own (exclusive prefix), and the total. Item p belongs to group g = #{h : cum[h] <= p} and
-// covers tile first[g] + p - excl[g].
+// The work items of a ragged dimension: group g's rows cut into windows of T rows starting at its first row, so a
+// group of n rows has ceil(n / T) windows. The first `skip` windows of every group are left out (the batched first
+// window below computes them), which leaves at most ceil(L / T) + G items (P, a static bound). Item p belongs to
+// group g = #{h : cum[h] <= p} (cum: inclusive prefix of the item counts) and covers rows [row0, min(row0 + T, end))
+// with row0 = start[g] + (skip + p - excl[g]) T. All of it is computed once, outside the loop, as a table of P rows
+// (row0, end, g); items past the total are never visited.
 struct Items {
-  Value table;  // s32 [5, G]: cum (inclusive prefix of item counts), excl, first tile, start row, end row
+  Value table;  // s32 [P, 3]
   Value total;  // s32 0-d
 };
 
-Items itemsOf(Builder& b, const Ranges& r, int64_t T) {
+Items itemsOf(Builder& b, const Ranges& r, int64_t L, int64_t T, int64_t skip) {
   int64_t G = r.starts.shape()[0];
-  auto splat = [&](int64_t v) { return b.constantF(double(v), DType::S32, {G}); };
-  Value nonempty = b.compare(r.ends, r.starts, Cmp::GT);
-  Value first = b.div(r.starts, splat(T));
-  Value last = b.div(b.max(b.sub(r.ends, splat(1)), splat(0)), splat(T));
-  Value n = b.select(nonempty, b.add(b.sub(last, first), splat(1)), splat(0));
+  int64_t P = (L + T - 1) / T + G;
+  auto splat = [&](int64_t v, int64_t n) { return b.constantF(double(v), DType::S32, {n}); };
+  Value len = b.max(b.sub(r.ends, r.starts), splat(0, G));
+  Value n = b.max(b.sub(b.div(b.add(len, splat(T - 1, G)), splat(T, G)), splat(skip, G)), splat(0, G));
   Value cum = prefixSum(b, n);
   Value excl = b.sub(cum, n);
-  auto row = [&](Value v) { return b.reshape(v, {1, G}); };
-  Value table = b.concatenate({row(cum), row(excl), row(first), row(r.starts), row(r.ends)}, 0);
+  Value p = b.iota({DType::S32, {P}}, 0);
+  Value le = b.compare(b.broadcastInDim(cum, {P, G}, {1}), b.iota({DType::S32, {P, G}}, 0), Cmp::LE);
+  Value g = b.min(b.reduce(b.convert(le, DType::S32), {1}, ReduceKind::Sum), splat(G - 1, P));
+  // Per item, its group's (excl, start, end), gathered from a [G, 3] table.
+  auto col = [&](Value v) { return b.reshape(v, {G, 1}); };
+  Value at = takeRows(b, b.concatenate({col(excl), col(r.starts), col(r.ends)}, 1), g);
+  auto field = [&](int64_t k) { return b.reshape(b.sliceInDim(at, k, k + 1, 1, 1), {P}); };
+  Value row0 = b.add(field(1), b.mul(b.add(b.sub(p, field(0)), splat(skip, P)), splat(T, P)));
+  auto item = [&](Value v) { return b.reshape(v, {P, 1}); };
+  Value table = b.concatenate({item(row0), item(field(2)), item(g)}, 1);
   Value total = b.reshape(b.sliceInDim(cum, G - 1, G, 1, 0), {});
   return {table, total};
 }
 
-// Inside a loop body: the group of item p and its table column (cum, excl, first, start, end) as 0-d s32 values.
+// Whether the first window of every group is computed as one batched product ([G, T] rows, empty groups included)
+// before the loop: when that stays within 4 L rows, i.e. unless there are many more groups than rows.
+bool batchedFirst(int64_t L, int64_t G, int64_t T) { return G * T <= 4 * L; }
+
+// The rows of every group's first window, [G, T, D] from v [L + T, D] (rows past a group's end are the next
+// group's or padding: their products are never used).
+Value firstWindows(Builder& b, Value v, const Ranges& r, int64_t T) {
+  int64_t G = r.starts.shape()[0], D = v.shape()[1];
+  Value idx = b.add(b.broadcastInDim(r.starts, {G, T}, {0}), b.iota({DType::S32, {G, T}}, 1));
+  return b.reshape(takeRows(b, v, b.reshape(idx, {G * T})), {G, T, D});
+}
+
+// Inside a loop body: item p's first row, its group's end row and its group, as 0-d s32 values.
 struct Item {
-  Value g, tile, start, end;
+  Value row0, end, g;
 };
 
 Item itemAt(Builder& b, Value table, Value p) {
-  int64_t G = table.shape()[1];
-  Value cum = b.reshape(b.sliceInDim(table, 0, 1, 1, 0), {G});
-  Value le = b.convert(b.compare(cum, b.broadcastInDim(p, {G}, {}), Cmp::LE), DType::S32);
-  Value g = b.min(b.reduce(le, {0}, ReduceKind::Sum), b.constantInt(G - 1, DType::S32));
-  Value col = b.reshape(b.dynamicSlice(table, {b.constantInt(0, DType::S32), g}, {5, 1}), {5});
-  auto at = [&](int64_t k) { return b.reshape(b.sliceInDim(col, k, k + 1, 1, 0), {}); };
-  Value tile = b.add(at(2), b.sub(p, at(1)));
-  return {g, tile, at(3), at(4)};
+  Value v = b.reshape(b.dynamicSlice(table, {p, b.constantInt(0, DType::S32)}, {1, 3}), {3});
+  auto at = [&](int64_t k) { return b.reshape(b.sliceInDim(v, k, k + 1, 1, 0), {}); };
+  return {at(0), at(1), at(2)};
 }
 
-// [T] pred: which of the T rows starting at `row0` lie in [start, end).
-Value rowMask(Builder& b, Value row0, Value start, Value end, int64_t T) {
+// [T] pred: which of the T rows starting at `row0` lie before `end` (none lies before its group's start).
+Value rowMask(Builder& b, Value row0, Value end, int64_t T) {
   Value rows = b.add(b.iota({DType::S32, {T}}, 0), b.broadcastInDim(row0, {T}, {}));
-  return b.andOp(b.compare(rows, b.broadcastInDim(start, {T}, {}), Cmp::GE),
-                 b.compare(rows, b.broadcastInDim(end, {T}, {}), Cmp::LT));
+  return b.compare(rows, b.broadcastInDim(end, {T}, {}), Cmp::LT);
 }
 
 Value zero32(Builder& b) { return b.constantInt(0, DType::S32); }
@@ -137,33 +177,55 @@ Value raggedRowsLoop(Builder& b, Value x, Value w, Value offs, DType out) {
   int64_t L = x.shape()[0], K = x.shape()[1], G = w.shape()[0], N = w.shape()[2];
   if (L == 0 || N == 0) return b.zeros({out, {L, N}});
   if (G == 0 || K == 0) return b.zeros({out, {L, N}});
-  int64_t T = tileFor(L, G);
-  int64_t NT = (L + T - 1) / T;
+  int64_t T = windowFor(L, G);
+  bool batched = batchedFirst(L, G, T);
   DType acc = accType(x.dtype());
-  Items items = itemsOf(b, rangesOf(b, offs, L), T);
-  Value xp = padRows(b, x, NT * T);
-  // The experts' matrices as [G, N, K]: a weight stored [G, N, K] (nn.Linear's layout, which Transformers passes
-  // transposed) then enters the loop as it is stored (XLA folds the two transposes), and each iteration reads one
-  // contiguous [N, K] block.
-  Value wt = b.transpose(w, {0, 2, 1});
-  Value acc0 = b.zeros({out, {NT * T, N}});
-  std::vector<Value> init = {zero32(b), acc0, xp, wt, items.table, items.total};
+  Ranges ranges = rangesOf(b, offs, L);
+  Items items = itemsOf(b, ranges, L, T, batched ? 1 : 0);
+  // A window may start at any row below L: T rows of padding keep every slice in bounds.
+  Value xp = padRows(b, x, L + T);
+  // The experts' matrices enter the loop in the layout they come in, so that the loop carries no transposed copy:
+  // a weight stored [G, N, K] (nn.Linear's layout, which Transformers passes transposed: w is a transpose) as
+  // [G, N, K], each iteration reading one contiguous [N, K] block; otherwise (a packed [G, K, N] weight) as it is.
+  const bool nk = b.isTranspose(w);
+  Value wl = nk ? b.transpose(w, {0, 2, 1}) : w;
+  // The loop: the windows not computed in the batch (all of them without it), each written over the rows of its
+  // group; rows in no group stay zero.
+  Value acc0 = b.zeros({out, {L + T, N}});
+  std::vector<Value> init = {zero32(b), acc0, xp, wl, items.table, items.total};
   std::vector<Value> res = b.whileLoop(
       init,
       [](Builder& bb, const std::vector<Value>& a) { return bb.compare(a[0], a[5], Cmp::LT); },
       [&](Builder& bb, const std::vector<Value>& a) {
         Value p = a[0], o = a[1], xs_all = a[2], ws_all = a[3], table = a[4];
         Item it = itemAt(bb, table, p);
-        Value row0 = bb.mul(it.tile, bb.constantInt(T, DType::S32));
-        Value xs = bb.dynamicSlice(xs_all, {row0, zero32(bb)}, {T, K});
-        Value ws = bb.reshape(bb.dynamicSlice(ws_all, {it.g, zero32(bb), zero32(bb)}, {1, N, K}), {N, K});
-        Value y = bb.convert(bb.dotGeneral(xs, ws, {}, {}, {1}, {1}, acc), out);  // [T, N]
-        Value m = bb.broadcastInDim(rowMask(bb, row0, it.start, it.end, T), {T, N}, {0});
-        Value cur = bb.dynamicSlice(o, {row0, zero32(bb)}, {T, N});
-        o = bb.dynamicUpdateSlice(o, bb.select(m, y, cur), {row0, zero32(bb)});
+        Value xs = bb.dynamicSlice(xs_all, {it.row0, zero32(bb)}, {T, K});
+        Value ws = nk ? bb.reshape(bb.dynamicSlice(ws_all, {it.g, zero32(bb), zero32(bb)}, {1, N, K}), {N, K})
+                      : bb.reshape(bb.dynamicSlice(ws_all, {it.g, zero32(bb), zero32(bb)}, {1, K, N}), {K, N});
+        Value y = bb.convert(bb.dotGeneral(xs, ws, {}, {}, {1}, {nk ? int64_t(1) : int64_t(0)}, acc), out);  // [T, N]
+        Value m = bb.broadcastInDim(rowMask(bb, it.row0, it.end, T), {T, N}, {0});
+        Value cur = bb.dynamicSlice(o, {it.row0, zero32(bb)}, {T, N});
+        o = bb.dynamicUpdateSlice(o, bb.select(m, y, cur), {it.row0, zero32(bb)});
         return std::vector<Value>{bb.add(p, bb.constantInt(1, DType::S32)), o, xs_all, ws_all, table, a[5]};
       });
-  return b.sliceInDim(res[1], 0, L, 1, 0);
+  Value looped = b.sliceInDim(res[1], 0, L, 1, 0);
+  if (!batched) return looped;
+  // Every group's first window in one batched product [G, T, K] x [G, N, K] -> [G, T, N], then each row r of a
+  // group g with r - start[g] < T reads its row there (g: the last group whose range holds r, as the loop's
+  // overwrites in group order would give for overlapping ranges).
+  Value y = b.convert(b.dotGeneral(firstWindows(b, xp, ranges, T), w, {0}, {0}, {2}, {1}, acc), out);
+  Value r = b.iota({DType::S32, {L, G}}, 0), gi = b.iota({DType::S32, {L, G}}, 1);
+  Value in = b.andOp(b.compare(r, b.broadcastInDim(ranges.starts, {L, G}, {1}), Cmp::GE),
+                     b.compare(r, b.broadcastInDim(ranges.ends, {L, G}, {1}), Cmp::LT));
+  Value g = b.reduce(b.select(in, gi, b.constantF(-1, DType::S32, {L, G})), {1}, ReduceKind::Max);  // [L]
+  Value gc = b.max(g, b.zeros({DType::S32, {L}}));  // rows in no group: any valid index (not used)
+  Value start = takeElems(b, ranges.starts, gc);
+  Value i = b.sub(b.iota({DType::S32, {L}}, 0), start);
+  auto splat = [&](int64_t v) { return b.constantF(double(v), DType::S32, {L}); };
+  Value from_batch = b.andOp(b.compare(g, splat(0), Cmp::GE), b.compare(i, splat(T), Cmp::LT));
+  Value flat = b.add(b.mul(gc, splat(T)), b.min(i, splat(T - 1)));
+  Value picked = takeRows(b, b.reshape(y, {G * T, N}), flat);
+  return b.select(b.broadcastInDim(from_batch, {L, N}, {0}), picked, looped);
 }
 
 // ---- 2-D x 2-D: a [P, L], c [L, Q] -> [G, P, Q]: out[g] = a[:, rows of g] @ c[rows of g, :] ----
@@ -172,13 +234,23 @@ Value raggedContractLoop(Builder& b, Value a, Value c, Value offs, DType out) {
   int64_t P = a.shape()[0], L = a.shape()[1], Q = c.shape()[1], G = offs.shape()[0];
   DType acc = accType(a.dtype());
   if (G == 0 || P == 0 || Q == 0 || L == 0) return b.zeros({out, {G, P, Q}});
-  int64_t T = tileFor(L, G);
-  int64_t NT = (L + T - 1) / T;
-  Items items = itemsOf(b, rangesOf(b, offs, L), T);
+  int64_t T = windowFor(L, G);
+  bool batched = batchedFirst(L, G, T);
+  Ranges ranges = rangesOf(b, offs, L);
+  Items items = itemsOf(b, ranges, L, T, batched ? 1 : 0);
   // Both operands sliced by rows of the ragged dimension: a as [L, P] (its transpose, which autograd passes).
-  Value at = padRows(b, b.transpose(a, {1, 0}), NT * T);
-  Value cp = padRows(b, c, NT * T);
+  Value at = padRows(b, b.transpose(a, {1, 0}), L + T);
+  Value cp = padRows(b, c, L + T);
   Value acc0 = b.zeros({acc, {G, P, Q}});
+  if (batched) {
+    // Every group's first window in one batched product: [G, T, P] x [G, T, Q] over T, rows past the group's end
+    // masked out of c.
+    Value len = b.sub(ranges.ends, ranges.starts);
+    Value keep = b.compare(b.iota({DType::S32, {G, T, Q}}, 1), b.broadcastInDim(len, {G, T, Q}, {0}), Cmp::LT);
+    Value cw = firstWindows(b, cp, ranges, T);
+    cw = b.select(keep, cw, b.zerosLike(cw));
+    acc0 = b.dotGeneral(firstWindows(b, at, ranges, T), cw, {0}, {0}, {1}, {1}, acc);
+  }
   std::vector<Value> init = {zero32(b), acc0, at, cp, items.table, items.total};
   std::vector<Value> res = b.whileLoop(
       init,
@@ -186,10 +258,9 @@ Value raggedContractLoop(Builder& b, Value a, Value c, Value offs, DType out) {
       [&](Builder& bb, const std::vector<Value>& v) {
         Value p = v[0], o = v[1], a_all = v[2], c_all = v[3], table = v[4];
         Item it = itemAt(bb, table, p);
-        Value row0 = bb.mul(it.tile, bb.constantInt(T, DType::S32));
-        Value as = bb.dynamicSlice(a_all, {row0, zero32(bb)}, {T, P});
-        Value cs = bb.dynamicSlice(c_all, {row0, zero32(bb)}, {T, Q});
-        Value m = bb.broadcastInDim(rowMask(bb, row0, it.start, it.end, T), {T, Q}, {0});
+        Value as = bb.dynamicSlice(a_all, {it.row0, zero32(bb)}, {T, P});
+        Value cs = bb.dynamicSlice(c_all, {it.row0, zero32(bb)}, {T, Q});
+        Value m = bb.broadcastInDim(rowMask(bb, it.row0, it.end, T), {T, Q}, {0});
         cs = bb.select(m, cs, bb.zerosLike(cs));
         Value y = bb.reshape(bb.dotGeneral(as, cs, {}, {}, {0}, {0}, acc), {1, P, Q});
         Value cur = bb.dynamicSlice(o, {it.g, zero32(bb), zero32(bb)}, {1, P, Q});
@@ -298,12 +369,7 @@ std::vector<Value> moeExperts(Context& ctx) {
   std::vector<Value> sorted = b.sort({ids, b.iota({DType::S32, {S}}, 0)}, 0, false, true);
   Value ids_g = sorted[0], perm = sorted[1];
   Value tok = b.div(perm, b.constantF(double(k), DType::S32, {S}));
-  Builder::GatherDims rows;
-  rows.offset_dims = {1};
-  rows.collapsed_slice_dims = {0};
-  rows.start_index_map = {0};
-  rows.index_vector_dim = 1;
-  Value xg = b.gather(x, b.reshape(tok, {S, 1}), rows, {1, H}, {S, H});
+  Value xg = takeRows(b, x, tok);
   // Group ends: the number of pairs with an expert id <= e.
   Value ev = b.iota({DType::S32, {S, E}}, 1);
   Value le = b.convert(b.compare(b.broadcastInDim(ids_g, {S, E}, {0}), ev, Cmp::LE), DType::S32);
@@ -313,12 +379,7 @@ std::vector<Value> moeExperts(Context& ctx) {
   Value a = b.convert(b.mul(b.mul(g, b.logistic(g)), u), t);
   Value y = raggedRows(b, a, b.transpose(dn, {0, 2, 1}), offs, acc);  // [S, H]
   // Routing weights in sorted order; pairs outside every group (ids past E) are zero already.
-  Builder::GatherDims one;
-  one.offset_dims = {};
-  one.collapsed_slice_dims = {0};
-  one.start_index_map = {0};
-  one.index_vector_dim = 1;
-  Value wg = b.gather(b.convert(b.reshape(wts, {S}), acc), b.reshape(perm, {S, 1}), one, {1}, {S});
+  Value wg = takeElems(b, b.convert(b.reshape(wts, {S}), acc), perm);
   y = b.mul(y, b.broadcastInDim(wg, {S, H}, {0}));
   // Back to pair order (pair perm[i] is row i), then each token's k rows summed in the accumulation type.
   Builder::ScatterDims sd;
