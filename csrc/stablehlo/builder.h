@@ -130,7 +130,10 @@ class Builder {
   Value broadcastInDim(Value a, const Shape& shape, const std::vector<int64_t>& dims);
   // numpy-style broadcast of `a` to `shape` (aligns trailing dimensions); no-op if already that shape
   Value broadcastTo(Value a, const Shape& shape);
-  Value transpose(Value a, const std::vector<int64_t>& perm);      // no-op for the identity permutation
+  // No-op for the identity permutation; a transpose of a transpose is one transpose of the first operand (none if
+  // the two cancel).
+  Value transpose(Value a, const std::vector<int64_t>& perm);
+  bool isTranspose(Value a) const;  // whether `a` is a transpose's result (in the region being built)
   Value slice(Value a, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,
               const std::vector<int64_t>& strides);
   Value sliceInDim(Value a, int64_t start, int64_t limit, int64_t stride, int64_t dim);

@@ -2,6 +2,8 @@
 // stablehlo layer: included by emitter.cpp and the ops_*.cpp files that implement Builder's methods by kind.
 #pragma once
 
+#include <unordered_map>
+
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -59,6 +61,16 @@ struct Builder::Impl {
   std::string body;
   int nextNum = 0;
   bool finished = false;
+  // Transposes emitted so far (result id -> operand and permutation, and the region they were emitted in): a
+  // transpose of a transpose is emitted as one transpose of the first operand, or none.
+  struct TransposeOf {
+    Value src;
+    std::vector<int64_t> perm;
+    int region;
+  };
+  std::unordered_map<int, TransposeOf> transposes;
+  int region = 0;       // the while-loop region being built (0: @main's body)
+  int next_region = 0;
   std::string toplevel;                   // addTopLevel: text after @main
   std::vector<std::string> toplevel_keys;
 

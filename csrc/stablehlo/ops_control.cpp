@@ -29,6 +29,12 @@ std::vector<Value> Builder::whileLoop(const std::vector<Value>& init, const Loop
                     const char* what) -> std::string {
     std::string saved;
     saved.swap(I.body);
+    struct RegionScope {
+      Impl& I;
+      int saved;
+      explicit RegionScope(Impl& i) : I(i), saved(i.region) { I.region = ++I.next_region; }
+      ~RegionScope() { I.region = saved; }
+    } scope(I);
     std::string text = "{\n      ^bb0(";
     std::vector<Value> args;
     args.reserve(arg_types.size());

@@ -33,6 +33,9 @@ Value Builder::broadcastInDim(Value a, const Shape& shape, const std::vector<int
                                  std::to_string(src) + ") cannot broadcast to result " + shapeStr(shape) +
                                  " dimension " + std::to_string(dims[i]));
   }
+  bool identity = a.shape() == shape;
+  for (size_t i = 0; identity && i < dims.size(); ++i) identity = dims[i] == static_cast<int64_t>(i);
+  if (identity) return a;
   return impl_->emit("stablehlo.broadcast_in_dim", {a}, Attrs().array("broadcast_dimensions", dims),
                      TensorType{a.dtype(), shape});
 }
@@ -64,7 +67,23 @@ Value Builder::transpose(Value a, const std::vector<int64_t>& perm) {
     out[i] = a.shape()[static_cast<size_t>(perm[i])];
   }
   if (identity) return a;
-  return impl_->emit("stablehlo.transpose", {a}, Attrs().array("permutation", perm), TensorType{a.dtype(), out});
+  Impl& I = *impl_;
+  auto prior = I.transposes.find(a.id);
+  if (prior != I.transposes.end() && prior->second.region == I.region) {
+    // a = transpose(src, p0): the result is transpose(src, p0 o perm).
+    const Impl::TransposeOf t = prior->second;
+    std::vector<int64_t> composed(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) composed[i] = t.perm[static_cast<size_t>(perm[i])];
+    return transpose(t.src, composed);
+  }
+  Value r = I.emit("stablehlo.transpose", {a}, Attrs().array("permutation", perm), TensorType{a.dtype(), out});
+  I.transposes[r.id] = Impl::TransposeOf{a, perm, I.region};
+  return r;
+}
+
+bool Builder::isTranspose(Value a) const {
+  auto it = impl_->transposes.find(a.id);
+  return it != impl_->transposes.end() && it->second.region == impl_->region;
 }
 
 Value Builder::slice(Value a, const std::vector<int64_t>& start, const std::vector<int64_t>& limit,

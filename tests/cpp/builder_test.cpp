@@ -175,6 +175,24 @@ static void textTests() {
     CHECK(t == want);
     if (t != want) std::fprintf(stderr, "%s", t.c_str());
   });
+  test("text: trivial transposes and broadcasts fold", [] {
+    Builder b;
+    Value x = b.parameter({DType::F32, {2, 3, 4}});
+    Value t = b.transpose(x, {0, 2, 1});
+    CHECK(b.isTranspose(t) && !b.isTranspose(x));
+    Value back = b.transpose(t, {0, 2, 1});
+    CHECK(back.id == x.id);  // the two cancel
+    Value other = b.transpose(t, {1, 0, 2});  // [4, 2, 3]: one transpose of x by the composed permutation
+    CHECK(other.shape() == (Shape{4, 2, 3}));
+    CHECK(b.broadcastInDim(x, {2, 3, 4}, {0, 1, 2}).id == x.id);
+    std::string text = b.finish({back, other});
+    size_t n = 0;
+    for (size_t p = text.find("stablehlo.transpose"); p != std::string::npos; p = text.find("stablehlo.transpose", p + 1))
+      ++n;
+    CHECK(n == 2);  // t and the composed one, never a transpose of t
+    CHECK(contains(text, "permutation = array<i64: 2, 0, 1>"));
+    CHECK(!contains(text, "broadcast_in_dim"));
+  });
   test("text: constants", [] {
     Builder b;
     auto lit = [&](Value v) { return b.ref(v); };
