@@ -4,6 +4,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
+#include <numeric>
 #include <chrono>
 
 #include "compile/plan.h"
@@ -131,10 +132,14 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
     const auto& sizes = g.inputs[i].sizes;
     if (plan.pack_transposed[i] && in.identity && sig.buffers[in.slot] && slot_readers[in.slot] == 1 &&
         sig.bdims[in.slot] == sizes && std::find(written.begin(), written.end(), in.slot) == written.end()) {
-      // The program reads the weight's transposed copy (row-major [in, out]) and transposes it back: XLA folds
-      // the two transposes and the product reads its right operand in the fast layout.
-      Value packed = pb.hostParam(TensorType{sig.btype[in.slot], {sizes[1], sizes[0]}}, i);
-      vals[i] = b.transpose(packed, {1, 0});
+      // The program reads the weight's copy with its last two dimensions transposed (row-major [in, out]) and
+      // transposes it back: the two transposes cancel and the product reads its right operand in the fast layout.
+      std::vector<int64_t> swapped(sizes.begin(), sizes.end()), perm(sizes.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::swap(swapped[swapped.size() - 2], swapped[swapped.size() - 1]);
+      std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+      Value packed = pb.hostParam(TensorType{sig.btype[in.slot], swapped}, i);
+      vals[i] = b.transpose(packed, perm);
       continue;
     }
     vals[i] = pb.read(i);

@@ -36,19 +36,27 @@ int64_t numelOf(const TensorMeta& m) {
   return n;
 }
 
-// A node that swaps the two dimensions of a 2-D value: t, permute [1, 0], transpose(0, 1).
-bool swapsMatrix(const NodeDesc& n) {
+// A node that swaps the last two dimensions of a value of rank `rank` (2 or 3), leaving the others: t, permute
+// [1, 0] / [0, 2, 1], transpose(-2, -1).
+bool swapsLastTwo(const NodeDesc& n, int64_t rank) {
   if (n.args.empty() || n.args[0].src != ArgDesc::Src::Value) return false;
-  if (n.op == "aten::t") return true;
+  if (n.op == "aten::t") return rank == 2;
   auto constInt = [&](size_t j) { return n.args[j].constant.isInt() ? n.args[j].constant.toInt() : int64_t(-99); };
-  if (n.op == "aten::permute" && n.args.size() >= 2 && n.args[1].constant.isIntList())
-    return n.args[1].constant.toIntVector() == std::vector<int64_t>{1, 0};
+  if (n.op == "aten::permute" && n.args.size() >= 2 && n.args[1].constant.isIntList()) {
+    std::vector<int64_t> want(static_cast<size_t>(rank));
+    for (int64_t i = 0; i < rank; ++i) want[static_cast<size_t>(i)] = i;
+    std::swap(want[static_cast<size_t>(rank - 2)], want[static_cast<size_t>(rank - 1)]);
+    std::vector<int64_t> got = n.args[1].constant.toIntVector();
+    for (int64_t& d : got)
+      if (d < 0) d += rank;
+    return got == want;
+  }
   if (n.op == "aten::transpose.int" && n.args.size() >= 3) {
     int64_t a = constInt(1), c = constInt(2);
     if (a == -99 || c == -99) return false;
-    a = a < 0 ? a + 2 : a;
-    c = c < 0 ? c + 2 : c;
-    return a != c;
+    a = a < 0 ? a + rank : a;
+    c = c < 0 ? c + rank : c;
+    return std::min(a, c) == rank - 2 && std::max(a, c) == rank - 1;
   }
   return false;
 }
@@ -112,25 +120,29 @@ GraphPlan planGraph(const GraphDesc& g) {
     p.materialize[k] = u.size() > 1 || widest >= 2 * own;
   }
 
-  // Inputs worth packing: 2-D floating weights of an inference graph, neither written nor returned, read only
-  // through a transpose that feeds products as their right operand (mm's and addmm's mat2): nn.Linear after
-  // AOTAutograd.
+  // Inputs worth packing: floating weights of an inference graph, neither written nor returned, read only through
+  // a transpose of their last two dimensions that feeds products as their right operand: 2-D weights of mm's and
+  // addmm's mat2 (nn.Linear after AOTAutograd), 3-D expert weights of _grouped_mm's mat_b (mixture-of-experts
+  // layers).
   if (!g.inference || !packWeightsEnabled()) return p;
   for (int i = 0; i < nin; ++i) {
     const TensorMeta& m = g.inputs[i];
-    if (!m.defined || m.sizes.size() != 2 || mutated[i] || is_output[i] || uses[i].empty()) continue;
-    if (!c10::isFloatingType(m.dtype) || m.sizes[0] < 16 || m.sizes[1] < 16) continue;
+    const int64_t rank = static_cast<int64_t>(m.sizes.size());
+    if (!m.defined || (rank != 2 && rank != 3) || mutated[i] || is_output[i] || uses[i].empty()) continue;
+    if (!c10::isFloatingType(m.dtype) || m.sizes[rank - 2] < 16 || m.sizes[rank - 1] < 16) continue;
     bool ok = true;
     for (const auto& use : uses[i]) {
       const NodeDesc& t = g.nodes[use.first];
       int tv = t.result_values.empty() ? -1 : t.result_values[0];
-      if (use.second != 0 || !swapsMatrix(t) || tv < 0 || is_output[tv] || uses[tv].empty()) {
+      if (use.second != 0 || !swapsLastTwo(t, rank) || tv < 0 || is_output[tv] || uses[tv].empty()) {
         ok = false;
         break;
       }
       for (const auto& mm : uses[tv]) {
         const std::string& op = g.nodes[mm.first].op;
-        if (!((op == "aten::mm" && mm.second == 1) || (op == "aten::addmm" && mm.second == 2))) ok = false;
+        bool product = rank == 2 ? (op == "aten::mm" && mm.second == 1) || (op == "aten::addmm" && mm.second == 2)
+                                 : op == "aten::_grouped_mm" && mm.second == 1;
+        if (!product) ok = false;
       }
       if (!ok) break;
     }
@@ -160,7 +172,7 @@ runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::Buff
     // A live entry is src itself (src is alive, so no other buffer has its address); an expired one is stale.
     if (it != g_packs.end() && !it->second.src.expired()) return storageOf(it->second.packed)->get();
   }
-  at::Tensor packed = weight.t().contiguous();  // an eager program, run outside the lock
+  at::Tensor packed = weight.transpose(-2, -1).contiguous();  // an eager program, run outside the lock
   {
     std::lock_guard<std::mutex> lk(g_pack_mu);
     for (auto it = g_packs.begin(); it != g_packs.end();)  // copies of weights written or freed since

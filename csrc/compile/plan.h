@@ -1,8 +1,9 @@
 // What the program of a graph does beyond lowering its nodes one by one, decided once per graph.
 //
 //  - Packed weights (inference graphs on the CPU plugin; TORCH_TPU_PACK_WEIGHTS=0/1 overrides): a 2-D weight read only
-//    as the transposed right operand of mm/addmm (every nn.Linear) enters the program as its transposed copy, made
-//    once per weight buffer by an eager program and cached weakly by that buffer.
+//    as the transposed right operand of mm/addmm (every nn.Linear), or a 3-D expert weight read only as the right
+//    operand of _grouped_mm with its last two dimensions swapped (mixture-of-experts layers), enters the program as
+//    that transposed copy, made once per weight buffer by an eager program and cached weakly by that buffer.
 //  - Materialized transcendentals: results of transcendentals that are broadcast or read by several consumers are
 //    computed into their own buffer instead of being recomputed per consumer element by XLA's fusion.
 #pragma once
