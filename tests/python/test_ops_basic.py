@@ -446,6 +446,24 @@ def test_sort_topk():
     run_case(lambda x: torch.topk(x, 2, dim=1), [x], F32, grad=True)
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
+def test_topk_partial_sort_matches_cpu(dtype):
+    """topk of a floating tensor (a partial sort on the device): NaN of either sign rank above +inf, smallest-k,
+    a middle dimension, k = the whole dimension; distinct values so that the indices are determined."""
+    torch.manual_seed(0)
+    x = (torch.randperm(7 * 9 * 5).reshape(7, 9, 5) / 4 - 40).to(dtype)  # exact in bfloat16 too
+    x[0, 3, 1] = float("nan")
+    x[2, 5, 4] = -float("nan")
+    x[3, 0, 0] = float("inf")
+    x[4, 1, 2] = -float("inf")
+    t = x.to("tpu")
+    for k, dim, largest in [(3, -1, True), (3, -1, False), (4, 1, True), (2, 0, False), (5, 2, True), (9, 1, False)]:
+        ref = torch.topk(x, k, dim=dim, largest=largest)
+        got = torch.topk(t, k, dim=dim, largest=largest)
+        assert torch.equal(got.values.cpu().nan_to_num(1e4), ref.values.nan_to_num(1e4)), (k, dim, largest)
+        assert torch.equal(got.indices.cpu(), ref.indices), (k, dim, largest)
+
+
 # ---------------------------------------------------------------- factory / random
 
 def test_factory():
