@@ -2,6 +2,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <cstring>
+
 namespace torch_tpu {
 
 at::Tensor AliasTwins::operator()(const at::Tensor& t) {
@@ -11,7 +13,9 @@ at::Tensor AliasTwins::operator()(const at::Tensor& t) {
   if (it == storages_.end()) {
     const int64_t n = static_cast<int64_t>(t.storage().nbytes());
     const auto bytes = at::TensorOptions().dtype(at::kByte).device(device_);
-    at::Tensor base = device_ == c10::kCPU ? at::zeros({n}, bytes) : at::empty({n}, bytes);
+    at::Tensor base = at::empty({n}, bytes);
+    // Zeroed here rather than by at::zeros, whose parallel fill would wake the intra-op thread pool.
+    if (device_ == c10::kCPU && n > 0) std::memset(base.data_ptr(), 0, size_t(n));
     it = storages_.emplace(key, base.storage()).first;
   }
   at::Tensor m = at::empty({0}, t.options().device(device_));

@@ -196,3 +196,16 @@ def test_overlap_that_cpu_allows_still_works():
     # sum(out=) accepts an output partially overlapping its input on CPU: no error here either
     torch.sum(t[:4].view(2, 2), 0, out=t[3:5])
     t.cpu()
+
+
+def test_overlap_verdict_follows_the_offsets():
+    """A layout that passed the overlap check is remembered; the same call with overlapping offsets still raises."""
+    t = torch.zeros(10, device="tpu")
+    for _ in range(2):
+        t[5:].add_(t[:5])  # disjoint halves of one storage: allowed, twice (the second time from the memo)
+        torch.mul(t[:4], 2, out=t[6:])
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        t[1:6].add_(t[:5])  # same shapes and strides, overlapping ranges
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        torch.mul(t[:4], 2, out=t[2:6])
+    torch.testing.assert_close(t.cpu(), torch.zeros(10))
