@@ -1,6 +1,14 @@
 // Buffer: owns one PJRT_Buffer*. Metadata (type, dims, device) is immutable after construction; PJRT buffer
 // calls are thread-safe in the plugin, so every method may be called concurrently. Live-bytes accounting is
 // updated on construction and on destruction/donation (atomically, at most once).
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
 #include "runtime/pjrt_util.h"
 
 namespace torch_tpu {
@@ -12,17 +20,102 @@ Buffer::Buffer(PJRT_Buffer* raw, ElementType type, std::vector<int64_t> dims, in
   if (Client::initialized()) Client::get().impl().addLive(device_, accounted_bytes_);
 }
 
-Buffer::~Buffer() {
-  releaseAccounting();
-  if (raw_ != nullptr && detail::g_api != nullptr) {
-    try {
-      detail::Args<PJRT_Buffer_Destroy_Args> a;
-      a->buffer = raw_;
-      PJRT_Error* err = TPU_PJRT_FN(PJRT_Buffer_Destroy)(a.get());
-      detail::consumeErrorCode(err);
-    } catch (...) {
+namespace {
+
+void destroyRaw(PJRT_Buffer* raw) {
+  try {
+    detail::Args<PJRT_Buffer_Destroy_Args> a;
+    a->buffer = raw;
+    PJRT_Error* err = TPU_PJRT_FN(PJRT_Buffer_Destroy)(a.get());
+    detail::consumeErrorCode(err);
+  } catch (...) {
+  }
+}
+
+// Destroys buffers on a thread of its own. A plugin may make PJRT_Buffer_Destroy wait for the launches still
+// reading the buffer (the CPU plugin does): a tensor freed while its readers are queued would otherwise stall the
+// thread that queues work, and the device would run dry. The bytes leave the live-bytes accounting at once.
+class Reaper {
+ public:
+  static Reaper& get() {
+    static Reaper* r = [] {
+      auto* p = new Reaper();  // leaked on purpose: it outlives every buffer
+      std::atexit([] { Reaper::get().drain(); });
+      return p;
+    }();
+    return *r;
+  }
+
+  void push(PJRT_Buffer* raw) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (stopped_) {
+      lk.unlock();
+      destroyRaw(raw);
+      return;
+    }
+    queue_.push_back(raw);
+    // Woken only for a large batch; otherwise the thread looks every kPeriod by itself. Waking it per buffer would
+    // cost the caller a context switch each time on a machine with few cores.
+    bool wake = queue_.size() == kBatch;
+    lk.unlock();
+    if (wake) cv_.notify_one();
+  }
+
+  // At exit: no more deferral; what is queued is destroyed before the plugin's own teardown.
+  void drain() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  Reaper() : thread_([this] { run(); }) {}
+
+  void run() {
+    std::vector<PJRT_Buffer*> batch;
+    std::unique_lock<std::mutex> lk(mu_);
+    for (;;) {
+      cv_.wait_for(lk, kPeriod, [&] { return stopped_ || queue_.size() >= kBatch; });
+      if (queue_.empty() && !stopped_) continue;
+      batch.assign(queue_.begin(), queue_.end());
+      queue_.clear();
+      bool stop = stopped_;
+      lk.unlock();
+      for (PJRT_Buffer* raw : batch) destroyRaw(raw);
+      lk.lock();
+      if (stop && queue_.empty()) return;
     }
   }
+
+  static constexpr size_t kBatch = 256;
+  static constexpr std::chrono::milliseconds kPeriod{2};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<PJRT_Buffer*> queue_;
+  bool stopped_ = false;
+  std::thread thread_;
+};
+
+// Whether this plugin's PJRT_Buffer_Destroy waits for pending readers (the CPU plugin); TPU and GPU plugins free a
+// buffer once its readers are done by themselves, and deferring there would only hold device memory longer.
+bool destroyWaits() {
+  static const bool waits = Client::initialized() && Client::get().plugin().platform_name == "cpu";
+  return waits;
+}
+
+}  // namespace
+
+Buffer::~Buffer() {
+  releaseAccounting();
+  if (raw_ == nullptr || detail::g_api == nullptr || detail::g_forked) return;  // a forked child: the plugin is gone
+  if (destroyWaits())
+    Reaper::get().push(raw_);
+  else
+    destroyRaw(raw_);
 }
 
 void Buffer::releaseAccounting() {
