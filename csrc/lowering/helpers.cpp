@@ -207,6 +207,20 @@ std::vector<int64_t> range(int64_t lo, int64_t hi) {
   return d;
 }
 
+Value takeRows(Builder& b, Value table, Value idx) {
+  Builder::GatherDims gd;
+  int64_t ir = idx.rank();
+  gd.offset_dims = range(ir, ir + table.rank() - 1);
+  gd.collapsed_slice_dims = {0};
+  gd.start_index_map = {0};
+  gd.index_vector_dim = ir;
+  std::vector<int64_t> sizes = table.shape();
+  sizes[0] = 1;
+  Shape out = idx.shape();
+  out.insert(out.end(), table.shape().begin() + 1, table.shape().end());
+  return b.gather(table, idx, gd, sizes, out);
+}
+
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
   if (d < -r || d >= r)

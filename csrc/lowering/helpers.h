@@ -65,6 +65,10 @@ Value scalarArg(Context& ctx, size_t i, DType t);
 // lo, lo + 1, ..., hi - 1 (a list of dimensions).
 std::vector<int64_t> range(int64_t lo, int64_t hi);
 
+// Rows of `table` (along dim 0) picked by integer `idx` of any shape: result idx.shape + table.shape[1:] (a 1-D
+// table gives its elements).
+Value takeRows(Builder& b, Value table, Value idx);
+
 // Normalizes a possibly negative dimension for a tensor of rank `rank` (a 0-d tensor accepts -1 and 0 and maps
 // them to 0). Raises via ctx on an out-of-range dimension.
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank);

@@ -43,27 +43,6 @@ bool groupedAccepts(const Context& ctx) {
   return !ctx.has(3);  // bias: PyTorch rejects it too ("not supported yet")
 }
 
-// Rows of a 2-D v at s32 indices idx [M]: [M, D].
-Value takeRows(Builder& b, Value v, Value idx) {
-  int64_t M = idx.shape()[0], D = v.shape()[1];
-  Builder::GatherDims d;
-  d.offset_dims = {1};
-  d.collapsed_slice_dims = {0};
-  d.start_index_map = {0};
-  d.index_vector_dim = 1;
-  return b.gather(v, b.reshape(idx, {M, 1}), d, {1, D}, {M, D});
-}
-
-// Elements of a 1-D v at s32 indices idx [M]: [M].
-Value takeElems(Builder& b, Value v, Value idx) {
-  int64_t M = idx.shape()[0];
-  Builder::GatherDims d;
-  d.collapsed_slice_dims = {0};
-  d.start_index_map = {0};
-  d.index_vector_dim = 1;
-  return b.gather(v, b.reshape(idx, {M, 1}), d, {1}, {M});
-}
-
 // The window height for a ragged dimension of length L cut among G groups: a power of two in [8, 256] at least
 // twice a group's average share L / G, so that most groups fit one window, never above L rounded up to 8.
 int64_t windowFor(int64_t L, int64_t G) {
@@ -219,7 +198,7 @@ Value raggedRowsLoop(Builder& b, Value x, Value w, Value offs, DType out) {
                      b.compare(r, b.broadcastInDim(ranges.ends, {L, G}, {1}), Cmp::LT));
   Value g = b.reduce(b.select(in, gi, b.constantF(-1, DType::S32, {L, G})), {1}, ReduceKind::Max);  // [L]
   Value gc = b.max(g, b.zeros({DType::S32, {L}}));  // rows in no group: any valid index (not used)
-  Value start = takeElems(b, ranges.starts, gc);
+  Value start = takeRows(b, ranges.starts, gc);
   Value i = b.sub(b.iota({DType::S32, {L}}, 0), start);
   auto splat = [&](int64_t v) { return b.constantF(double(v), DType::S32, {L}); };
   Value from_batch = b.andOp(b.compare(g, splat(0), Cmp::GE), b.compare(i, splat(T), Cmp::LT));
@@ -379,7 +358,7 @@ std::vector<Value> moeExperts(Context& ctx) {
   Value a = b.convert(b.mul(b.mul(g, b.logistic(g)), u), t);
   Value y = raggedRows(b, a, b.transpose(dn, {0, 2, 1}), offs, acc);  // [S, H]
   // Routing weights in sorted order; pairs outside every group (ids past E) are zero already.
-  Value wg = takeElems(b, b.convert(b.reshape(wts, {S}), acc), perm);
+  Value wg = takeRows(b, b.convert(b.reshape(wts, {S}), acc), perm);
   y = b.mul(y, b.broadcastInDim(wg, {S, H}, {0}));
   // Back to pair order (pair perm[i] is row i), then each token's k rows summed in the accumulation type.
   Builder::ScatterDims sd;

@@ -231,6 +231,17 @@ bool indexPutAccepts(const Context& ctx) {
 }
 
 // index_add/index_copy/index_fill along dim with a 1-d (or 0-d) index: window scatter.
+// A reduction's mean from its sum and count (count >= 1): integer means floor, as PyTorch divides them with
+// rounding_mode="floor".
+Value meanOf(Builder& b, Value sum, Value count) {
+  if (isFloat(sum.dtype())) return b.div(sum, count);
+  Value q = b.div(sum, count), rm = b.rem(sum, count);
+  Value adj = b.andOp(b.compare(rm, b.zerosLike(rm), Cmp::NE),
+                      b.compare(b.compare(rm, b.zerosLike(rm), Cmp::LT), b.compare(count, b.zerosLike(count), Cmp::LT),
+                                Cmp::NE));
+  return b.select(adj, b.sub(q, b.onesLike(q)), q);
+}
+
 Value indexScatter(Context& ctx, Value self, int64_t dim, Value index, Value updates, std::optional<ReduceKind> comb) {
   Builder& b = ctx.b;
   int64_t k = index.type.numel();
@@ -238,6 +249,25 @@ Value indexScatter(Context& ctx, Value self, int64_t dim, Value index, Value upd
   Value idx = b.reshape(b.convert(index, DType::S64), {k, 1});
   Value sz = b.broadcastTo(b.constantInt(self.shape()[dim], DType::S64), {k, 1});
   idx = b.select(b.compare(idx, b.zerosLike(idx), Cmp::LT), b.add(idx, sz), idx);
+  if (k == 1 && (!comb || *comb == ReduceKind::Sum)) {
+    // One index (a static KV cache's update): a dynamic_update_slice there, written only when the index is in
+    // range as the scatter would be. XLA turns a one-index scatter into a select over the whole operand; this
+    // touches only the slice.
+    const int64_t n = self.shape()[dim];
+    Value i0 = b.reshape(idx, {});
+    Value valid = b.andOp(b.compare(i0, b.constantInt(0, DType::S64), Cmp::GE),
+                          b.compare(i0, b.constantInt(n, DType::S64), Cmp::LT));
+    Value at = b.clamp(b.constantInt(0, DType::S64), i0, b.constantInt(std::max<int64_t>(n - 1, 0), DType::S64));
+    std::vector<Value> starts(static_cast<size_t>(self.rank()), b.constantInt(0, DType::S64));
+    starts[static_cast<size_t>(dim)] = at;
+    Shape window = self.shape();
+    window[static_cast<size_t>(dim)] = 1;
+    Value cur = b.dynamicSlice(self, starts, window);
+    Value upd = b.reshape(updates, window);
+    if (comb) upd = b.add(cur, upd);
+    upd = b.select(b.broadcastInDim(valid, window, {}), upd, cur);
+    return b.dynamicUpdateSlice(self, upd, starts);
+  }
   Builder::ScatterDims sd;
   for (int64_t d = 0; d < self.rank(); ++d)
     if (d != dim) sd.update_window_dims.push_back(d);
@@ -245,21 +275,6 @@ Value indexScatter(Context& ctx, Value self, int64_t dim, Value index, Value upd
   sd.scatter_dims_to_operand_dims = {dim};
   sd.index_vector_dim = 1;
   return b.scatter(self, idx, updates, sd, comb);
-}
-
-// Rows of `table` (along dim 0) picked by integer `idx` of any shape: result idx.shape + table.shape[1:].
-Value takeRows(Builder& b, Value table, Value idx) {
-  Builder::GatherDims gd;
-  int64_t ir = idx.rank();
-  gd.offset_dims = range(ir, ir + table.rank() - 1);
-  gd.collapsed_slice_dims = {0};
-  gd.start_index_map = {0};
-  gd.index_vector_dim = ir;
-  std::vector<int64_t> sizes = table.shape();
-  sizes[0] = 1;
-  Shape out = idx.shape();
-  out.insert(out.end(), table.shape().begin() + 1, table.shape().end());
-  return b.gather(table, idx, gd, sizes, out);
 }
 
 // index_select(self, dim, index): index 0-d or 1-d.
@@ -366,15 +381,7 @@ void populateIndexing(Registry& r) {
       Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
       Value cnt = scatterAlong(ctx, cnt0, dim, index, ones, ReduceKind::Sum);
       Value safe = b.max(cnt, b.onesLike(cnt));
-      if (isFloat(self.dtype())) {
-        res = b.div(res, safe);
-      } else {  // integer mean floors (PyTorch divides with rounding_mode="floor")
-        Value q = b.div(res, safe), rm = b.rem(res, safe);
-        Value adj = b.andOp(b.compare(rm, b.zerosLike(rm), Cmp::NE),
-                            b.compare(b.compare(rm, b.zerosLike(rm), Cmp::LT), b.compare(safe, b.zerosLike(safe), Cmp::LT),
-                                      Cmp::NE));
-        res = b.select(adj, b.sub(q, b.onesLike(q)), q);
-      }
+      res = meanOf(b, res, safe);
     }
     return {res};
   }).accepts([](const Context& ctx) {
@@ -488,7 +495,7 @@ void populateIndexing(Registry& r) {
       Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
       Value cnt = indexScatter(ctx, cnt0, dim, index, b.onesLike(src), ReduceKind::Sum);
       Value safe = b.max(cnt, b.onesLike(cnt));
-      res = isFloat(self.dtype()) ? b.div(res, safe) : b.div(res, safe);
+      res = meanOf(b, res, safe);
       // rows nobody indexed keep self
       res = b.select(b.compare(cnt, b.zerosLike(cnt), Cmp::EQ), self, res);
     }
