@@ -568,3 +568,22 @@ def test_normal_with_tensor_mean_on_device():
     z = (torch.normal(mean, 0.5) - mean).cpu()
     assert torch_tpu.fallback_counts() == {}
     assert abs(z.mean().item()) < 0.01 and abs(z.std().item() - 0.5) < 0.01
+
+
+def test_index_reduce_and_one_index_writes_match_cpu():
+    """Integer index_reduce(mean) floors like CPU; one-index index_copy_/index_add_ (a KV cache update) write only
+    their slice."""
+    self_ = torch.tensor([[-7, 5, 3], [4, -9, 2], [1, 1, 1]])
+    src = torch.tensor([[2, -4, 6], [-3, 3, 0]])
+    idx = torch.tensor([0, 0])
+    for include_self in (True, False):
+        ref = self_.index_reduce(0, idx, src, "mean", include_self=include_self)
+        got = self_.to("tpu").index_reduce(0, idx.to("tpu"), src.to("tpu"), "mean", include_self=include_self)
+        assert torch.equal(got.cpu(), ref), include_self
+    cache = torch.randn(2, 3, 8, 4)
+    new = torch.randn(2, 3, 1, 4)
+    t = cache.to("tpu")
+    t.index_copy_(2, torch.tensor([5], device="tpu"), new.to("tpu"))
+    t.index_add_(2, torch.tensor([7], device="tpu"), new.to("tpu"), alpha=2)
+    ref = cache.clone().index_copy_(2, torch.tensor([5]), new).index_add_(2, torch.tensor([7]), new, alpha=2)
+    torch.testing.assert_close(t.cpu(), ref)
