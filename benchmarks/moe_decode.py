@@ -144,7 +144,7 @@ def main() -> None:
           f"(static cache, prompt {args.prompt}); float32; median of {args.repeats} after {args.warmup} warm-up steps; "
           f"plugin {torch_tpu._C._plugin_info()['platform_name']}, torch {torch.__version__}")
     if args.markdown:
-        print("| " + " | ".join(head) + " |")
+        print("| " + " | ".join(h.replace("|", "\\|") for h in head) + " |")
         print("|" + "---|" * len(head))
         for r in rows:
             print(f"| {r['label']} | {r['ms']:.2f} | {base / r['ms']:.1f}x | {r['warm']:.1f} | {r['recompiles']} | "
