@@ -255,6 +255,8 @@ def cache_stats() -> Dict[str, Any]:
     ``misses`` (programs built: meta kernels and lowering, ``lower_seconds``), ``compiles`` (executables compiled,
     ``compile_seconds``), ``disk_hits`` (executables read from the disk cache instead, ``disk_seconds``),
     ``entries`` / ``entry_limit`` / ``evictions`` (the process cache, bounded by ``TORCH_TPU_PROGRAM_CACHE_SIZE``).
+    ``packed_weights``: transposed copies of weights made so far, by eager products with autograd off and by
+    compiled inference graphs (the CPU plugin reads ``x @ W.T`` faster from ``W.T``'s own row-major copy).
     ``disk``: the on-disk executable cache shared with compiled graphs (``TORCH_TPU_CACHE_DIR``, bounded by
     ``TORCH_TPU_CACHE_MAX_BYTES``): hits, misses, writes, corrupt entries ignored, evictions, pending writes.
     ``fused``: fused eager mode (see :func:`set_eager_mode`): ops recorded, traces flushed, fused programs hit,

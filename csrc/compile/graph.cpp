@@ -4,14 +4,15 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
-#include <numeric>
 #include <chrono>
+#include <numeric>
 
 #include "compile/plan.h"
 #include "core/client.h"
 #include "core/dtype.h"
 #include "core/executables.h"
 #include "core/ops.h"
+#include "core/packed.h"
 #include "core/program.h"
 
 namespace torch_tpu::compile {
@@ -29,7 +30,7 @@ namespace {
 
 std::mutex g_stats_mu;
 CompileStats g_stats;
-int64_t g_packed_base = 0;  // packedWeightsMade() at the last reset
+int64_t g_packed_base = 0;  // core::packedWeightsMade() at the last reset
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -40,19 +41,19 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 CompileStats compileStats() {
   std::lock_guard<std::mutex> g(g_stats_mu);
   CompileStats s = g_stats;
-  s.packed_weights = packedWeightsMade() - g_packed_base;
+  s.packed_weights = core::packedWeightsMade() - g_packed_base;
   return s;
 }
 
 void resetCompileStats() {
   std::lock_guard<std::mutex> g(g_stats_mu);
   g_stats = CompileStats();
-  g_packed_base = packedWeightsMade();
+  g_packed_base = core::packedWeightsMade();
 }
 
 void clearCompileCache() {
   core::clearExecutables();
-  clearPackedWeights();
+  core::clearPackedWeights();
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -325,7 +326,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
 
   // 3. Launch. Host parameters are packed weights (the input index).
   auto host = [&](const core::Param& p) -> runtime::BufferPtr {
-    return packedTranspose(inputs[p.index], sig.buffers[sig.tensors[p.index].slot]);
+    return core::packedTranspose(inputs[p.index], sig.buffers[sig.tensors[p.index].slot]);
   };
   std::vector<at::Tensor> fresh = gp->prog.launch(sig, host);
   // Host inputs were uploaded for this call: their mutations are copied back.

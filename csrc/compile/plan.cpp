@@ -9,26 +9,15 @@
 #include <unordered_set>
 
 #include "core/client.h"
+#include "core/packed.h"
 #include "core/storage.h"
 
 namespace torch_tpu::compile {
 
 using shlo::Value;
+using core::packWeightsEnabled;
 
 namespace {
-
-// Whether inference programs on this plugin read transposed copies of their weights: on XLA:CPU a product whose
-// right operand contracts its minor dimension (x @ W.T, the form of every nn.Linear) runs at about 60% of the speed
-// of the row-major form. TPU and GPU compilers choose operand layouts themselves. TORCH_TPU_PACK_WEIGHTS=0/1
-// overrides the choice.
-bool packWeightsEnabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("TORCH_TPU_PACK_WEIGHTS");
-    if (e && *e) return std::strcmp(e, "0") != 0;
-    return client().plugin().platform_name == "cpu";
-  }();
-  return on;
-}
 
 int64_t numelOf(const TensorMeta& m) {
   int64_t n = 1;
@@ -60,8 +49,6 @@ bool swapsLastTwo(const NodeDesc& n, int64_t rank) {
   }
   return false;
 }
-
-std::atomic<int64_t> g_packed_made{0};
 
 }  // namespace
 
@@ -150,44 +137,5 @@ GraphPlan planGraph(const GraphDesc& g) {
   }
   return p;
 }
-
-namespace {
-
-// Transposed copies of weights, made once per weight buffer. Keyed by the storage's current buffer, held weakly:
-// writing the weight gives its storage a new buffer (the old entry expires and is dropped), and the cache neither
-// keeps a weight alive nor prevents its donation.
-struct PackEntry {
-  std::weak_ptr<runtime::Buffer> src;
-  at::Tensor packed;
-};
-std::mutex g_pack_mu;
-std::unordered_map<const runtime::Buffer*, PackEntry> g_packs;
-
-}  // namespace
-
-runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::BufferPtr& src) {
-  {
-    std::lock_guard<std::mutex> lk(g_pack_mu);
-    auto it = g_packs.find(src.get());
-    // A live entry is src itself (src is alive, so no other buffer has its address); an expired one is stale.
-    if (it != g_packs.end() && !it->second.src.expired()) return storageOf(it->second.packed)->get();
-  }
-  at::Tensor packed = weight.transpose(-2, -1).contiguous();  // an eager program, run outside the lock
-  {
-    std::lock_guard<std::mutex> lk(g_pack_mu);
-    for (auto it = g_packs.begin(); it != g_packs.end();)  // copies of weights written or freed since
-      it = it->second.src.expired() ? g_packs.erase(it) : std::next(it);
-    g_packs[src.get()] = PackEntry{src, packed};
-  }
-  g_packed_made++;
-  return storageOf(packed)->get();
-}
-
-void clearPackedWeights() {
-  std::lock_guard<std::mutex> lk(g_pack_mu);
-  g_packs.clear();
-}
-
-int64_t packedWeightsMade() { return g_packed_made; }
 
 }  // namespace torch_tpu::compile

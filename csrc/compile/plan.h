@@ -32,10 +32,4 @@ GraphPlan planGraph(const GraphDesc& g);
 // `v` computed into its own buffer (see materialized transcendentals above).
 shlo::Value materialized(shlo::Builder& b, shlo::Value v);
 
-// The buffer of `weight`'s transposed copy (row-major [in, out]), made on first use and kept while `src` (the
-// weight's current buffer) lives.
-runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::BufferPtr& src);
-void clearPackedWeights();
-int64_t packedWeightsMade();  // copies made since the process started
-
 }  // namespace torch_tpu::compile

@@ -26,6 +26,7 @@
 #include "core/executables.h"
 #include "core/lru.h"
 #include "core/ops.h"
+#include "core/packed.h"
 #include "core/program.h"
 #include "core/scalars.h"
 #include "eager/copy.h"
@@ -64,6 +65,7 @@ struct OpInfo {
   bool returns_ok = true;              // every return is a Tensor or Tensor[]
   bool void_returns = false;           // returns nothing: results go to mutated_args, in order
   bool is_clone = false;
+  int packable_arg = -1;  // the product's right operand, read through its packed copy when it qualifies (core/packed.h)
 };
 
 std::string fullName(const c10::OperatorName& n) {
@@ -112,6 +114,8 @@ const OpInfo& buildInfo(const c10::OperatorHandle& op) {
     info->return_alias.push_back(alias);
   }
   info->is_clone = info->name == "aten::clone";
+  if (info->name == "aten::mm" || info->name == "aten::_grouped_mm") info->packable_arg = 1;
+  if (info->name == "aten::addmm") info->packable_arg = 2;
   const OpInfo& out = *info;
   g_infos.emplace(&schema, std::move(info));
   return out;
@@ -151,6 +155,7 @@ int64_t nsSince(std::chrono::steady_clock::time_point t0) {
 struct Call {
   core::Signature sig;
   std::vector<int> first_tensor;  // per stack argument: index of its first tensor in sig.tensors (-1: none)
+  int pack_arg = -1;              // stack argument read through its packed copy (see packDecision), or -1
 };
 
 // The Call of the current kernel invocation on this thread: reused (capacity kept), one per nesting level (a CPU
@@ -216,6 +221,22 @@ void scanNumber(std::string& k, const c10::Scalar& v, bool is_static) {
 }
 
 int64_t intOf(const c10::IValue& e) { return e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__); }
+
+// Inference products read a transposed weight through its packed copy (core/packed.h): with autograd off, outside
+// fused recording, when the operand is the transpose of its whole storage, that storage has a buffer, and no other
+// tensor of the call shares it.
+int packDecision(const OpInfo& info, const torch::jit::Stack& stack, size_t base, const Call& c) {
+  const int si = info.packable_arg;
+  if (si < 0 || c.sig.recording || at::GradMode::is_enabled() || !core::packWeightsEnabled()) return -1;
+  const c10::IValue& v = stack[base + si];
+  const int ti = c.first_tensor[si];
+  if (!v.isTensor() || ti < 0 || !core::isPackableTranspose(v.toTensor())) return -1;
+  const int slot = c.sig.tensors[ti].slot;
+  if (!c.sig.buffers[slot] || c.sig.written[slot]) return -1;
+  for (size_t j = 0; j < c.sig.tensors.size(); ++j)
+    if (static_cast<int>(j) != ti && c.sig.tensors[j].slot == slot) return -1;
+  return si;
+}
 
 void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t base, Call& c) {
   const size_t n = info.kinds.size();
@@ -308,6 +329,8 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
   }
   put<int8_t>(k, static_cast<int8_t>(c.sig.device));
   c.sig.seal();
+  c.pack_arg = packDecision(info, stack, base, c);
+  put<int8_t>(k, static_cast<int8_t>(c.pack_arg));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -454,6 +477,11 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
       a.name = name;
       if (!t.defined()) {
         a.kind = Arg::Kind::None;
+      } else if (si == c.pack_arg) {
+        // The operand (a transposed weight) as its packed copy: the same values, row-major, which the product reads
+        // in the fast layout.
+        a.kind = Arg::Kind::Tensor;
+        a.tensor = pb.hostParam(TensorType{toDType(t.scalar_type()), {t.sizes().begin(), t.sizes().end()}}, si);
       } else if (t.is_privateuseone()) {
         a.kind = Arg::Kind::Tensor;
         a.tensor = pb.read(c.first_tensor[si]);
@@ -598,8 +626,14 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
     const c10::IValue& g = (*stack)[base + info.generator_arg];
     if (g.isGenerator()) gen = g.toGenerator();
   }
-  // Host inputs: Python numbers (Scalar / float arguments) and 0-d CPU tensors, by stack index.
+  // The packed weight, made (by an eager program) before this launch starts.
+  runtime::BufferPtr packed;
+  if (c.pack_arg >= 0)  // the operand is the transpose of the weight's storage: the weight is its transpose back
+    packed = core::packedTranspose((*stack)[base + c.pack_arg].toTensor().transpose(-2, -1),
+                                   c.sig.buffers[c.sig.tensors[c.first_tensor[c.pack_arg]].slot]);
+  // Host inputs: Python numbers (Scalar / float arguments) and 0-d CPU tensors, by stack index; the packed weight.
   auto host = [&](const core::Param& prm) -> runtime::BufferPtr {
+    if (prm.index == c.pack_arg) return packed;
     const c10::IValue& v = (*stack)[base + prm.index];
     c10::Scalar x = v.isTensor() ? v.toTensor().item() : v.toScalar();
     return scalarBuffer(x, prm.dtype, c.sig.device);

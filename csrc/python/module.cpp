@@ -12,6 +12,7 @@
 #include "core/executables.h"
 #include "core/lru.h"
 #include "core/memory.h"
+#include "core/packed.h"
 #include "core/rng.h"
 #include "core/scalars.h"
 #include "core/storage.h"
@@ -176,7 +177,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_reset_peak_memory_stats", [](int d) { client().resetPeak(checkDevice(d)); });
   m.def("_empty_cache", []() {
     clearScalarCache();
-    compile::clearPackedWeights();
+    core::clearPackedWeights();
   });
   m.def("_default_generator", [](int d) {
     d = checkDevice(d);
@@ -199,6 +200,7 @@ PYBIND11_MODULE(_C, m) {
     r["entries"] = s.entries;
     r["evictions"] = s.evictions;
     r["entry_limit"] = static_cast<int64_t>(core::programCacheLimit());
+    r["packed_weights"] = core::packedWeightsMade();
     py::dict disk;
     disk["dir"] = core::cacheDir();
     disk["max_bytes"] = core::cacheMaxBytes();

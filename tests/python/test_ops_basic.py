@@ -587,3 +587,27 @@ def test_index_reduce_and_one_index_writes_match_cpu():
     t.index_add_(2, torch.tensor([7], device="tpu"), new.to("tpu"), alpha=2)
     ref = cache.clone().index_copy_(2, torch.tensor([5]), new).index_add_(2, torch.tensor([7]), new, alpha=2)
     torch.testing.assert_close(t.cpu(), ref)
+
+
+def test_inference_products_read_packed_weights():
+    """With autograd off, a product reading an nn.Linear weight transposed (addmm, mm) reads the weight's packed
+    copy on the CPU plugin: results as on CPU, one copy per weight buffer, a fresh one after the weight is written,
+    none with autograd on."""
+    torch.manual_seed(0)
+    w, bias, x = torch.randn(48, 32), torch.randn(48), torch.randn(5, 32)
+    wt, bt, xt = w.to("tpu"), bias.to("tpu"), x.to("tpu")
+    stats = lambda: torch_tpu.cache_stats()["packed_weights"]  # noqa: E731
+    n0 = stats()
+    with torch.no_grad():
+        for _ in range(2):
+            torch.testing.assert_close(torch.nn.functional.linear(xt, wt, bt).cpu(), x @ w.t() + bias)
+        assert stats() - n0 == 1
+        torch.testing.assert_close((xt @ wt.t()).cpu(), x @ w.t())  # mm: the same copy
+        assert stats() - n0 == 1
+        wt.mul_(2)
+        torch.testing.assert_close(torch.nn.functional.linear(xt, wt, bt).cpu(), x @ (2 * w).t() + bias)
+        assert stats() - n0 == 2
+    wg = wt.detach().clone().requires_grad_()
+    torch.nn.functional.linear(xt, wg, bt).sum().backward()  # autograd on: the weight is read as it is
+    assert stats() - n0 == 2
+    torch.testing.assert_close(wg.grad.cpu(), torch.ones(5, 48).t() @ x)

@@ -1,0 +1,69 @@
+#include "core/packed.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "core/client.h"
+#include "core/storage.h"
+
+namespace torch_tpu::core {
+
+namespace {
+
+struct PackEntry {
+  std::weak_ptr<runtime::Buffer> src;
+  at::Tensor packed;
+};
+std::mutex g_pack_mu;
+std::unordered_map<const runtime::Buffer*, PackEntry> g_packs;
+std::atomic<int64_t> g_packed_made{0};
+
+}  // namespace
+
+bool packWeightsEnabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TORCH_TPU_PACK_WEIGHTS");
+    if (e && *e) return std::strcmp(e, "0") != 0;
+    return client().plugin().platform_name == "cpu";
+  }();
+  return on;
+}
+
+bool isPackableTranspose(const at::Tensor& t) {
+  const int64_t r = t.dim();
+  if ((r != 2 && r != 3) || !at::isFloatingType(t.scalar_type()) || t.size(-1) < 16 || t.size(-2) < 16) return false;
+  if (t.storage_offset() != 0 || t.storage().nbytes() != static_cast<size_t>(t.numel()) * t.element_size())
+    return false;
+  return !t.is_contiguous() && t.transpose(-2, -1).is_contiguous();
+}
+
+runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::BufferPtr& src) {
+  {
+    std::lock_guard<std::mutex> lk(g_pack_mu);
+    auto it = g_packs.find(src.get());
+    // A live entry is src itself (src is alive, so no other buffer has its address); an expired one is stale.
+    if (it != g_packs.end() && !it->second.src.expired()) return storageOf(it->second.packed)->get();
+  }
+  at::Tensor packed = weight.transpose(-2, -1).contiguous();  // an eager program, run outside the lock
+  {
+    std::lock_guard<std::mutex> lk(g_pack_mu);
+    for (auto it = g_packs.begin(); it != g_packs.end();)  // copies of weights written or freed since
+      it = it->second.src.expired() ? g_packs.erase(it) : std::next(it);
+    g_packs[src.get()] = PackEntry{src, packed};
+  }
+  g_packed_made++;
+  return storageOf(packed)->get();
+}
+
+void clearPackedWeights() {
+  std::lock_guard<std::mutex> lk(g_pack_mu);
+  g_packs.clear();
+}
+
+int64_t packedWeightsMade() { return g_packed_made; }
+
+}  // namespace torch_tpu::core
