@@ -199,6 +199,30 @@ def test_grouped_mm_compiled_inference_packs_expert_weights():
     torch._dynamo.reset()
 
 
+def test_ragged_dot_form_reaches_the_compiler(run_python):
+    """The chlo.ragged_dot form (TPU and GPU plugins) forced on the CPU plugin: the module parses and becomes XLA's
+    ragged-dot instruction, which only XLA:CPU's emitter refuses; the call then falls back to the CPU, correctly."""
+    out = run_python(
+        """
+        import torch, torch_tpu
+        import torch.nn.functional as F
+        sizes = [3, 0, 5, 4]
+        offs = torch.tensor(sizes, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        x, w = torch.randn(16, 16), torch.randn(4, 16, 24)
+        p, q = torch.randn(8, 16), torch.randn(16, 8)
+        y = F.grouped_mm(x.to("tpu"), w.to("tpu"), offs=offs.to("tpu")).cpu()
+        g = torch._grouped_mm(p.to("tpu"), q.to("tpu"), offs.to("tpu")).cpu()
+        torch.testing.assert_close(y[:12], F.grouped_mm(x, w, offs=offs)[:12])
+        torch.testing.assert_close(g, torch._grouped_mm(p, q, offs))
+        print(torch_tpu.fallback_counts()["aten::_grouped_mm"], torch_tpu.fallback_reasons()["aten::_grouped_mm"])
+        """,
+        env={"TORCH_TPU_RAGGED_DOT": "1", "TORCH_TPU_CACHE_DIR": ""},
+    )
+    count, reason = out.stdout.strip().split(" ", 1)
+    assert count == "2", out.stdout
+    assert "HLO opcode `ragged-dot` is not supported by XLA:CPU" in reason, reason
+
+
 def test_grouped_mm_errors_like_cpu():
     x, w = torch.randn(8, 4), torch.randn(2, 4, 4)
     offs = torch.tensor([3, 8], dtype=torch.int32)
