@@ -1,16 +1,10 @@
 #include "compile/plan.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
-#include <mutex>
+#include <algorithm>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 
-#include "core/client.h"
 #include "core/packed.h"
-#include "core/storage.h"
 
 namespace torch_tpu::compile {
 

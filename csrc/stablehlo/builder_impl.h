@@ -2,11 +2,10 @@
 // stablehlo layer: included by emitter.cpp and the ops_*.cpp files that implement Builder's methods by kind.
 #pragma once
 
-#include <unordered_map>
-
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 

@@ -179,8 +179,8 @@ Value raggedRowsLoop(Builder& b, Value x, Value w, Value offs, DType out) {
         Value p = a[0], o = a[1], xs_all = a[2], ws_all = a[3], table = a[4];
         Item it = itemAt(bb, table, p);
         Value xs = bb.dynamicSlice(xs_all, {it.row0, zero32(bb)}, {T, K});
-        Value ws = nk ? bb.reshape(bb.dynamicSlice(ws_all, {it.g, zero32(bb), zero32(bb)}, {1, N, K}), {N, K})
-                      : bb.reshape(bb.dynamicSlice(ws_all, {it.g, zero32(bb), zero32(bb)}, {1, K, N}), {K, N});
+        Shape block = nk ? Shape{N, K} : Shape{K, N};
+        Value ws = bb.reshape(bb.dynamicSlice(ws_all, {it.g, zero32(bb), zero32(bb)}, {1, block[0], block[1]}), block);
         Value y = bb.convert(bb.dotGeneral(xs, ws, {}, {}, {1}, {nk ? int64_t(1) : int64_t(0)}, acc), out);  // [T, N]
         Value m = bb.broadcastInDim(rowMask(bb, it.row0, it.end, T), {T, N}, {0});
         Value cur = bb.dynamicSlice(o, {it.row0, zero32(bb)}, {T, N});
@@ -189,7 +189,7 @@ Value raggedRowsLoop(Builder& b, Value x, Value w, Value offs, DType out) {
       });
   Value looped = b.sliceInDim(res[1], 0, L, 1, 0);
   if (!batched) return looped;
-  // Every group's first window in one batched product [G, T, K] x [G, N, K] -> [G, T, N], then each row r of a
+  // Every group's first window in one batched product [G, T, K] x [G, K, N] -> [G, T, N], then each row r of a
   // group g with r - start[g] < T reads its row there (g: the last group whose range holds r, as the loop's
   // overwrites in group order would give for overlapping ranges).
   Value y = b.convert(b.dotGeneral(firstWindows(b, xp, ranges, T), w, {0}, {0}, {2}, {1}, acc), out);

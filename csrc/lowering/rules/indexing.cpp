@@ -230,7 +230,6 @@ bool indexPutAccepts(const Context& ctx) {
   return bools == 1 && present == 1 && ctx.tensor(2).type.numel() == 1;
 }
 
-// index_add/index_copy/index_fill along dim with a 1-d (or 0-d) index: window scatter.
 // A reduction's mean from its sum and count (count >= 1): integer means floor, as PyTorch divides them with
 // rounding_mode="floor".
 Value meanOf(Builder& b, Value sum, Value count) {
@@ -242,6 +241,7 @@ Value meanOf(Builder& b, Value sum, Value count) {
   return b.select(adj, b.sub(q, b.onesLike(q)), q);
 }
 
+// index_add/index_copy/index_fill along dim with a 1-d (or 0-d) index: window scatter.
 Value indexScatter(Context& ctx, Value self, int64_t dim, Value index, Value updates, std::optional<ReduceKind> comb) {
   Builder& b = ctx.b;
   int64_t k = index.type.numel();
