@@ -9,6 +9,7 @@
 
 #include "compile/plan.h"
 #include "core/client.h"
+#include "core/config.h"
 #include "core/dtype.h"
 #include "core/executables.h"
 #include "core/ops.h"
@@ -162,7 +163,7 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
       core::CallContext ctx(pb, n.op);
       buildArgs(ctx, n, vals);
       for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
-      if (rule->accepts && !rule->accepts(ctx)) ctx.fail("the rule declines this call");
+      if (!lowering::accepts(*rule, ctx)) ctx.fail("the rule declines this call");
       results = lowering::lower(*rule, ctx);
     } catch (const lowering::LoweringError& e) {
       record(e.what());
@@ -267,6 +268,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
   for (const auto& m : g.mutations) input_mutated[m.first] = true;
   core::Signature sig;
   sig.key.reserve(64 + nin * 24);
+  core::put<uint8_t>(sig.key, matmulPrecisionKey());  // float32 products follow torch.set_float32_matmul_precision
   for (size_t i = 0; i < nin; ++i) sig.add(inputs[i], input_mutated[i]);
   sig.seal();
 

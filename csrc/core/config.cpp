@@ -1,9 +1,33 @@
 #include "core/config.h"
 
+#include <ATen/Context.h>
+
 #include <cstdlib>
 #include <cstring>
 
+#include "stablehlo/builder.h"
+
 namespace torch_tpu {
+
+namespace {
+
+shlo::Precision torchMatmulPrecision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST: return shlo::Precision::Highest;
+    case at::Float32MatmulPrecision::HIGH: return shlo::Precision::High;
+    case at::Float32MatmulPrecision::MEDIUM: return shlo::Precision::Default;
+  }
+  return shlo::Precision::Highest;
+}
+
+const bool g_precision_installed = (shlo::setMatmulPrecisionSource(&torchMatmulPrecision), true);
+
+}  // namespace
+
+uint8_t matmulPrecisionKey() {
+  (void)g_precision_installed;
+  return static_cast<uint8_t>(shlo::matmulPrecision());
+}
 
 size_t donateMinBytes() {
   static const size_t v = [] {

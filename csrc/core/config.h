@@ -1,7 +1,8 @@
-// Settings read once from the environment.
+// Settings read once from the environment, and torch's own settings programs depend on.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace torch_tpu {
 
@@ -12,5 +13,10 @@ size_t donateMinBytes();
 
 // Debug: every program launch waits for its results (TORCH_TPU_LAUNCH_BLOCKING=1).
 bool launchBlocking();
+
+// torch.get_float32_matmul_precision() as the precision of float32 products in programs (shlo::Precision): every
+// Builder reads it when constructed (the source is installed when the extension loads), and every program cache
+// keys on it (matmulPrecisionKey), so changing the setting builds new programs.
+uint8_t matmulPrecisionKey();
 
 }  // namespace torch_tpu

@@ -22,6 +22,11 @@ shlo::DType toDType(at::ScalarType t) {
     case at::kBFloat16: return D::BF16;
     case at::kComplexFloat: return D::C64;
     case at::kComplexDouble: return D::C128;
+    case at::kFloat8_e5m2: return D::F8E5M2;
+    case at::kFloat8_e4m3fn: return D::F8E4M3FN;
+    case at::kFloat8_e5m2fnuz: return D::F8E5M2FNUZ;
+    case at::kFloat8_e4m3fnuz: return D::F8E4M3FNUZ;
+    case at::kFloat8_e8m0fnu: return D::F8E8M0FNU;
     default: break;
   }
   TORCH_CHECK_TYPE(false, "tpu: unsupported dtype ", t);
@@ -31,6 +36,9 @@ bool supportedDType(at::ScalarType t) {
   switch (t) {
     case at::kBool: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kByte:
     case at::kHalf: case at::kFloat: case at::kDouble: case at::kBFloat16:
+    case at::kUInt16: case at::kUInt32: case at::kUInt64:
+    case at::kFloat8_e5m2: case at::kFloat8_e4m3fn: case at::kFloat8_e5m2fnuz: case at::kFloat8_e4m3fnuz:
+    case at::kFloat8_e8m0fnu:
       return true;
     default:
       return false;
@@ -55,6 +63,11 @@ at::ScalarType toScalarType(shlo::DType t) {
     case D::BF16: return at::kBFloat16;
     case D::C64: return at::kComplexFloat;
     case D::C128: return at::kComplexDouble;
+    case D::F8E5M2: return at::kFloat8_e5m2;
+    case D::F8E4M3FN: return at::kFloat8_e4m3fn;
+    case D::F8E5M2FNUZ: return at::kFloat8_e5m2fnuz;
+    case D::F8E4M3FNUZ: return at::kFloat8_e4m3fnuz;
+    case D::F8E8M0FNU: return at::kFloat8_e8m0fnu;
     default: break;
   }
   TORCH_CHECK(false, "tpu: no torch dtype for element type ", static_cast<int>(t));

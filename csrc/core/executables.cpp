@@ -16,6 +16,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/client.h"
@@ -426,8 +427,29 @@ class DiskWriter {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_recording{false};
+std::mutex g_record_mu;
+std::vector<std::string> g_recorded;
+}  // namespace
+
+void recordProgramTexts(bool on) {
+  std::lock_guard<std::mutex> g(g_record_mu);
+  g_recording = on;
+  if (!on) g_recorded.clear();
+}
+
+std::vector<std::string> takeRecordedTexts() {
+  std::lock_guard<std::mutex> g(g_record_mu);
+  return std::exchange(g_recorded, {});
+}
+
 ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches) {
   ExecutableLookup r;
+  if (g_recording.load(std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> g(g_record_mu);
+    if (g_recording) g_recorded.push_back(text);
+  }
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
     if (runtime::ExecutablePtr* e = g_exes.find(text)) {

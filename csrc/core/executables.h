@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/runtime.h"
 
@@ -64,5 +65,10 @@ void flushDiskCache();
 void trimDiskCache();
 // Entries evicted from the process cache of executables by program text.
 int64_t executableEvictions();
+
+// Debugging and tests: while recording is on, the text of every program looked up (eager, fused, compiled, on
+// every cache path) is kept, in order; takeRecordedTexts returns them and clears the record.
+void recordProgramTexts(bool on);
+std::vector<std::string> takeRecordedTexts();
 
 }  // namespace torch_tpu::core

@@ -2,6 +2,11 @@
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Float8_e4m3fn.h>
+#include <c10/util/Float8_e4m3fnuz.h>
+#include <c10/util/Float8_e5m2.h>
+#include <c10/util/Float8_e5m2fnuz.h>
+#include <c10/util/Float8_e8m0fnu.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>
@@ -29,11 +34,17 @@ size_t encodeScalar(const c10::Scalar& v, shlo::DType dtype, void* out) {
     case D::U8: return w(static_cast<uint8_t>(v.toLong()));
     case D::U16: return w(static_cast<uint16_t>(v.toLong()));
     case D::U32: return w(static_cast<uint32_t>(v.toLong()));
-    case D::U64: return w(static_cast<uint64_t>(v.toLong()));
+    case D::U64: return w(v.type() == c10::ScalarType::UInt64 ? v.toUInt64() : static_cast<uint64_t>(v.toLong()));
     case D::F16: return w(static_cast<c10::Half>(static_cast<float>(v.toDouble())));
     case D::BF16: return w(static_cast<c10::BFloat16>(static_cast<float>(v.toDouble())));
     case D::F32: return w(static_cast<float>(v.toDouble()));
     case D::F64: return w(v.toDouble());
+    // float8: through float, as PyTorch converts a number to float8
+    case D::F8E4M3FN: return w(c10::Float8_e4m3fn(static_cast<float>(v.toDouble())));
+    case D::F8E5M2: return w(c10::Float8_e5m2(static_cast<float>(v.toDouble())));
+    case D::F8E4M3FNUZ: return w(c10::Float8_e4m3fnuz(static_cast<float>(v.toDouble())));
+    case D::F8E5M2FNUZ: return w(c10::Float8_e5m2fnuz(static_cast<float>(v.toDouble())));
+    case D::F8E8M0FNU: return w(c10::Float8_e8m0fnu(static_cast<float>(v.toDouble())));
     default: break;
   }
   TORCH_CHECK_TYPE(false, "tpu: cannot pass a number as ", shlo::mlirName(dtype));

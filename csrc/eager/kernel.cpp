@@ -22,6 +22,7 @@
 
 #include "core/args.h"
 #include "core/client.h"
+#include "core/config.h"
 #include "core/dtype.h"
 #include "core/executables.h"
 #include "core/lru.h"
@@ -243,6 +244,7 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
   std::string& k = c.sig.key;
   c.first_tensor.assign(n, -1);
   put(k, &schema, sizeof(&schema));
+  put<uint8_t>(k, matmulPrecisionKey());  // the program's float32 products follow torch's setting
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = stack[base + i];
     const int si = static_cast<int>(i);
@@ -512,7 +514,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   ctx.outputs = out_types;
 
   const lowering::Rule& rule = *info.op.rule;
-  if (rule.accepts && !rule.accepts(ctx)) return fallback("rule declines this call");
+  if (!lowering::accepts(rule, ctx)) return fallback("rule declines this call");
   std::vector<Value> results;
   try {
     results = lowering::lower(rule, ctx);

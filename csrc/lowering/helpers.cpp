@@ -8,7 +8,7 @@ namespace torch_tpu::lowering {
 Category categoryOf(DType t) {
   if (t == DType::Pred) return Category::Bool;
   if (shlo::isComplex(t)) return Category::Complex;
-  if (shlo::isFloat(t)) return Category::Float;
+  if (shlo::isFloat(t) || shlo::isFloat8(t)) return Category::Float;
   return Category::Int;
 }
 
@@ -61,7 +61,7 @@ DType combineCategories(DType higher, DType lower) {
     if (shlo::isFloat(higher)) return higher == DType::F64 ? DType::C128 : DType::C64;
     return lower;
   }
-  if (shlo::isFloat(higher)) return higher;
+  if (shlo::isFloat(higher) || shlo::isFloat8(higher)) return higher;
   if (higher == DType::Pred || shlo::isFloat(lower)) return promote(higher, lower);
   return higher;
 }
@@ -135,7 +135,7 @@ DType resultTypeOf(const Context& ctx, const std::vector<size_t>& args) {
   return resultType(ops);
 }
 
-DType accType(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
+DType accType(DType t) { return (t == DType::BF16 || t == DType::F16 || shlo::isFloat8(t)) ? DType::F32 : t; }
 DType toFloat(DType t) { return shlo::isFloat(t) || shlo::isComplex(t) ? t : kDefaultFloat; }
 
 Shape broadcastShapes(const std::vector<Shape>& shapes) {
@@ -269,6 +269,7 @@ int64_t reducedCount(const Shape& shape, const std::vector<int64_t>& dims) {
 Value cst(Builder& b, double v, const Value& like) { return b.scalarLike(v, like); }
 
 Value isNan(Builder& b, Value x) {
+  if (shlo::isFloat8(x.dtype())) x = b.convert(x, DType::F32);
   if (!shlo::isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
   return b.compare(x, x, shlo::Cmp::NE);
 }

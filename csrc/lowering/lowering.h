@@ -144,6 +144,18 @@ using RuleFn = std::function<std::vector<Value>(Context&)>;
 // back to CPU, a compiled graph leaves the op to eager.
 using AcceptsFn = std::function<bool(const Context&)>;
 
+// Dtypes PyTorch's CPU kernels support for a few ops only. A call with a tensor (argument or result) of such a
+// dtype is lowered only by a rule whose row lists its class (RuleRow::dtypes); every other rule declines it, so
+// eager mode runs the CPU kernel, which raises PyTorch's own error where PyTorch has no kernel for the dtype either.
+enum DTypeClass : unsigned {
+  kFloat8 = 1u << 0,        // float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz
+  kFloat8E8M0 = 1u << 1,    // float8_e8m0fnu (fewer kernels than the other float8 types)
+  kWideUnsigned = 1u << 2,  // uint16, uint32, uint64
+  kAllFloat8 = kFloat8 | kFloat8E8M0,
+  kRestricted = kAllFloat8 | kWideUnsigned,
+};
+unsigned dtypeClass(DType t);  // the DTypeClass of a restricted dtype, 0 for every other dtype
+
 struct Rule {
   std::string op;                        // "aten::add.Tensor", "aten::relu" (no overload)
   RuleFn fn;
@@ -152,6 +164,7 @@ struct Rule {
   // False for ops eager mode implements natively and must not replace with a program: view ops (a view shares
   // storage in eager mode, while in a functionalized graph it is just a value).
   bool eager = true;
+  unsigned dtypes = 0;                   // DTypeClass bits: the restricted dtypes this rule lowers
 };
 
 // The row of one registered rule, returned by Registry::add. Typed modifiers set the rule's optional parts and
@@ -168,6 +181,7 @@ class RuleRow {
   RuleRow& accepts(AcceptsFn (*for_op)(const std::string& op));
   RuleRow& staticArgs(std::vector<std::string> names);
   RuleRow& graphOnly();  // Rule::eager = false
+  RuleRow& dtypes(unsigned classes);  // restricted dtype classes (DTypeClass) the rule lowers, like PyTorch's CPU
   const Rule& rule() const { return rule_; }
 
  private:
@@ -187,6 +201,9 @@ class Registry {
 
 // The process-wide registry, populated on first use by every rule family.
 const Registry& registry();
+
+// Whether `rule` lowers this call: its row's restricted dtype classes, then its accepts predicate.
+bool accepts(const Rule& rule, const Context& ctx);
 
 // Lowers one call: runs the rule and checks/converts its results against ctx.outputs (dtype converted, shape must
 // match). Throws LoweringError for a missing rule ("no lowering for aten::X") or a failing rule.

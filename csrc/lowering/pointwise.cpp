@@ -89,7 +89,9 @@ RuleFn binary(Fn2 fn, bool float_result) {
     DType t = resultTypeOf(ctx, {0, 1});
     if (float_result) t = toFloat(t);
     DType c = computeType(t);
-    auto v = operands(ctx, {0, 1}, c);
+    // float8: a Python number is rounded to the float8 type first, as PyTorch's common dtype does
+    auto v = operands(ctx, {0, 1}, shlo::isFloat8(t) ? t : c);
+    for (Value& x : v) x = ctx.b.convert(x, c);
     return {ctx.b.convert(fn(ctx.b, v[0], v[1]), t)};
   };
 }

@@ -82,6 +82,36 @@ RuleRow& RuleRow::graphOnly() {
   return *this;
 }
 
+RuleRow& RuleRow::dtypes(unsigned classes) {
+  rule_.dtypes |= classes;
+  return *this;
+}
+
+unsigned dtypeClass(DType t) {
+  switch (t) {
+    case DType::F8E5M2: case DType::F8E4M3FN: case DType::F8E5M2FNUZ: case DType::F8E4M3FNUZ: return kFloat8;
+    case DType::F8E8M0FNU: return kFloat8E8M0;
+    case DType::U16: case DType::U32: case DType::U64: return kWideUnsigned;
+    default: return 0;
+  }
+}
+
+bool accepts(const Rule& rule, const Context& ctx) {
+  if ((rule.dtypes & kRestricted) != kRestricted) {
+    unsigned used = 0;
+    for (const Arg& a : ctx.args) {
+      if (a.kind == Arg::Kind::Tensor && a.tensor.valid()) used |= dtypeClass(a.tensor.dtype());
+      if (a.kind == Arg::Kind::TensorList)
+        for (const Value& v : a.tensors)
+          if (v.valid()) used |= dtypeClass(v.dtype());
+      if (a.kind == Arg::Kind::ScalarType) used |= dtypeClass(a.dtype);
+    }
+    for (const TensorType& t : ctx.outputs) used |= dtypeClass(t.dtype);
+    if (used & ~rule.dtypes) return false;
+  }
+  return !rule.accepts || rule.accepts(ctx);
+}
+
 const Rule* Registry::find(const std::string& op) const {
   auto it = rules_.find(op);
   return it == rules_.end() ? nullptr : &it->second;

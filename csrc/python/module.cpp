@@ -183,6 +183,13 @@ PYBIND11_MODULE(_C, m) {
     d = checkDevice(d);
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(defaultGenerator(d)));
   });
+  // Debugging and tests: the text of every program looked up while recording is on (core/executables.h).
+  m.def("_record_program_texts", [](bool on) { core::recordProgramTexts(on); });
+  m.def("_recorded_program_texts", []() {
+    py::list out;
+    for (const std::string& t : core::takeRecordedTexts()) out.append(py::str(t));
+    return out;
+  });
   m.def("_cache_stats", []() {
     KernelCacheStats s = kernelCacheStats();
     core::DiskCacheStats d = core::diskCacheStats();

@@ -11,6 +11,8 @@ Error::Error(std::string msg, int code) : std::runtime_error(std::move(msg)), co
 size_t elementSize(ElementType t) {
   switch (t) {
     case ElementType::Pred: case ElementType::S8: case ElementType::U8: return 1;
+    case ElementType::F8E5M2: case ElementType::F8E4M3FN: case ElementType::F8E5M2FNUZ: case ElementType::F8E4M3FNUZ:
+    case ElementType::F8E8M0FNU: return 1;
     case ElementType::S16: case ElementType::U16: case ElementType::F16: case ElementType::BF16: return 2;
     case ElementType::S32: case ElementType::U32: case ElementType::F32: return 4;
     case ElementType::S64: case ElementType::U64: case ElementType::F64: case ElementType::C64: return 8;
@@ -36,6 +38,11 @@ const char* elementTypeName(ElementType t) {
     case ElementType::BF16: return "bf16";
     case ElementType::C64: return "c64";
     case ElementType::C128: return "c128";
+    case ElementType::F8E5M2: return "f8e5m2";
+    case ElementType::F8E4M3FN: return "f8e4m3fn";
+    case ElementType::F8E5M2FNUZ: return "f8e5m2fnuz";
+    case ElementType::F8E4M3FNUZ: return "f8e4m3fnuz";
+    case ElementType::F8E8M0FNU: return "f8e8m0fnu";
     default: return "invalid";
   }
 }
@@ -45,6 +52,11 @@ static_assert(static_cast<int>(ElementType::S64) == PJRT_Buffer_Type_S64, "Eleme
 static_assert(static_cast<int>(ElementType::U64) == PJRT_Buffer_Type_U64, "ElementType must match PJRT");
 static_assert(static_cast<int>(ElementType::F32) == PJRT_Buffer_Type_F32, "ElementType must match PJRT");
 static_assert(static_cast<int>(ElementType::BF16) == PJRT_Buffer_Type_BF16, "ElementType must match PJRT");
+static_assert(static_cast<int>(ElementType::F8E5M2) == PJRT_Buffer_Type_F8E5M2, "ElementType must match PJRT");
+static_assert(static_cast<int>(ElementType::F8E4M3FN) == PJRT_Buffer_Type_F8E4M3FN, "ElementType must match PJRT");
+static_assert(static_cast<int>(ElementType::F8E5M2FNUZ) == PJRT_Buffer_Type_F8E5M2FNUZ, "ElementType must match PJRT");
+static_assert(static_cast<int>(ElementType::F8E4M3FNUZ) == PJRT_Buffer_Type_F8E4M3FNUZ, "ElementType must match PJRT");
+static_assert(static_cast<int>(ElementType::F8E8M0FNU) == PJRT_Buffer_Type_F8E8M0FNU, "ElementType must match PJRT");
 static_assert(static_cast<int>(ElementType::C128) == PJRT_Buffer_Type_C128, "ElementType must match PJRT");
 static_assert(kErrorUnimplemented == PJRT_Error_Code_UNIMPLEMENTED, "error codes must match PJRT");
 static_assert(kErrorInvalidArgument == PJRT_Error_Code_INVALID_ARGUMENT, "error codes must match PJRT");

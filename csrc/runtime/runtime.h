@@ -37,7 +37,8 @@ namespace runtime {
 
 // Same values as PJRT_Buffer_Type.
 enum class ElementType : int32_t {
-  Invalid = 0, Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64, BF16, C64, C128
+  Invalid = 0, Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64, BF16, C64, C128,
+  F8E5M2 = 16, F8E4M3FN = 17, F8E5M2FNUZ = 19, F8E4M3FNUZ = 20, F8E8M0FNU = 28
 };
 size_t elementSize(ElementType t);           // bytes per element (Pred = 1, Invalid = 0)
 const char* elementTypeName(ElementType t);  // "f32", "bf16", "pred", "s64", ...; "invalid" for unknown values

@@ -20,7 +20,7 @@ const char* cmpName(Cmp c) {
 }
 
 const char* cmpType(DType t) {
-  if (isFloat(t) || isComplex(t)) return "FLOAT";
+  if (isFloat(t) || isFloat8(t) || isComplex(t)) return "FLOAT";
   if (t == DType::Pred || (isInteger(t) && !isSigned(t))) return "UNSIGNED";
   return "SIGNED";
 }
@@ -32,6 +32,12 @@ std::string& Attrs::entry(std::string_view name) {
   s_ += name;
   s_ += " = ";
   return s_;
+}
+
+Attrs& Attrs::entryText(std::string_view text) {
+  if (!s_.empty()) s_ += ", ";
+  s_ += text;
+  return *this;
 }
 
 Attrs& Attrs::i64(std::string_view name, int64_t v) {

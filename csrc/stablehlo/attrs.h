@@ -37,6 +37,8 @@ class Attrs {
   Attrs& comparison(Cmp dir, DType operand);
   // name = <open><inner's entries>>, e.g. nested("dot_dimension_numbers", "#stablehlo.dot<", inner).
   Attrs& nested(std::string_view name, std::string_view open, const Attrs& inner);
+  // A whole entry as text ("precision_config = [...]").
+  Attrs& entryText(std::string_view text);
 
   const std::string& str() const { return s_; }
   bool empty() const { return s_.empty(); }

@@ -18,10 +18,12 @@ namespace torch_tpu::shlo {
 
 // Element types, numbered like PJRT_Buffer_Type so the runtime can use them unchanged.
 enum class DType : int32_t {
-  Invalid = 0, Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64, BF16, C64, C128
+  Invalid = 0, Pred, S8, S16, S32, S64, U8, U16, U32, U64, F16, F32, F64, BF16, C64, C128,
+  F8E5M2 = 16, F8E4M3FN = 17, F8E5M2FNUZ = 19, F8E4M3FNUZ = 20, F8E8M0FNU = 28  // PJRT's numbers
 };
 
 bool isFloat(DType t);      // F16, F32, F64, BF16
+bool isFloat8(DType t);     // the F8* types: storage types, converted to and from f32 (see Builder::convert)
 bool isInteger(DType t);    // S*, U*
 bool isSigned(DType t);     // S* and floats
 bool isComplex(DType t);
@@ -56,6 +58,15 @@ class BuildError : public std::invalid_argument {
 };
 
 enum class Cmp { EQ, NE, LT, LE, GT, GE };
+
+// The precision of float32 products (dot_general, convolution, ragged dots), PyTorch's float32 matmul precision:
+// "highest" -> HIGHEST, "high" -> HIGH, "medium" -> DEFAULT (on a TPU: one bfloat16 pass). A Builder takes the
+// process setting when it is constructed; the torch layers install the source that reads torch's global setting.
+enum class Precision : uint8_t { Default, High, Highest };
+using PrecisionSource = Precision (*)();
+void setMatmulPrecisionSource(PrecisionSource source);
+Precision matmulPrecision();  // the source's current value (Highest when no source is installed)
+const char* precisionName(Precision p);  // "DEFAULT", "HIGH", "HIGHEST"
 enum class ReduceKind { Sum, Prod, Max, Min, And, Or };
 
 class Builder {
@@ -123,6 +134,8 @@ class Builder {
   Value select(Value pred, Value on_true, Value on_false);  // pred may be 0-d or same shape
   Value clamp(Value lo, Value x, Value hi);  // lo/hi 0-d or same shape as x
   Value convert(Value a, DType to);          // no-op (returns a) if same dtype; float->int truncates; ->pred is != 0
+                                             // float8 goes through f32 with PyTorch's rounding (toFloat8)
+  Value toFloat8(Value f32, DType to);       // c10's fp8 conversion (saturation, fnuz NaN, e8m0 rounding) exactly
   Value bitcastConvert(Value a, DType to);   // same bit width only
 
   // ---- shape ----
@@ -231,6 +244,13 @@ class Builder {
                                const std::vector<TensorType>& results);
 
   int numParameters() const;
+
+  // The precision of this program's float32 products (see Precision); set at construction from matmulPrecision().
+  Precision precision() const;
+  void setPrecision(Precision p);
+  // The precision_config attribute of a product whose operands have dtype `operand` in `dialect` ("stablehlo",
+  // "chlo"): the program's precision for f32 operands, DEFAULT for every other dtype.
+  std::string precisionConfig(DType operand, const char* dialect = "stablehlo") const;
 
  private:
   struct Impl;

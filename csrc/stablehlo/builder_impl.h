@@ -71,6 +71,7 @@ struct Builder::Impl {
   int region = 0;       // the while-loop region being built (0: @main's body)
   int next_region = 0;
   std::string toplevel;                   // addTopLevel: text after @main
+  Precision precision = Precision::Highest;  // of float32 products (Builder::precision)
   std::vector<std::string> toplevel_keys;
 
   Impl();

@@ -7,6 +7,15 @@ namespace torch_tpu::shlo {
 
 bool isFloat(DType t) { return t == DType::F16 || t == DType::F32 || t == DType::F64 || t == DType::BF16; }
 
+bool isFloat8(DType t) {
+  switch (t) {
+    case DType::F8E5M2: case DType::F8E4M3FN: case DType::F8E5M2FNUZ: case DType::F8E4M3FNUZ: case DType::F8E8M0FNU:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool isInteger(DType t) {
   switch (t) {
     case DType::S8: case DType::S16: case DType::S32: case DType::S64:
@@ -31,6 +40,8 @@ bool isComplex(DType t) { return t == DType::C64 || t == DType::C128; }
 int bitWidth(DType t) {
   switch (t) {
     case DType::Pred: return 1;
+    case DType::F8E5M2: case DType::F8E4M3FN: case DType::F8E5M2FNUZ: case DType::F8E4M3FNUZ: case DType::F8E8M0FNU:
+      return 8;
     case DType::S8: case DType::U8: return 8;
     case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 16;
     case DType::S32: case DType::U32: case DType::F32: return 32;
@@ -57,6 +68,11 @@ const char* mlirName(DType t) {
     case DType::BF16: return "bf16";
     case DType::C64: return "complex<f32>";
     case DType::C128: return "complex<f64>";
+    case DType::F8E5M2: return "f8E5M2";
+    case DType::F8E4M3FN: return "f8E4M3FN";
+    case DType::F8E5M2FNUZ: return "f8E5M2FNUZ";
+    case DType::F8E4M3FNUZ: return "f8E4M3FNUZ";
+    case DType::F8E8M0FNU: return "f8E8M0FNU";
     default: return "<invalid-dtype>";
   }
 }

@@ -1,6 +1,7 @@
 // The emitter behind shlo::Builder: value naming, op and region text, parameters and the finished module, and the
 // operand checks every op builder uses. See builder_impl.h; the op builders live in ops_*.cpp by kind.
 #include <algorithm>
+#include <atomic>
 
 #include "stablehlo/builder_impl.h"
 
@@ -25,7 +26,7 @@ namespace {
 bool allowed(DType t, unsigned mask) {
   if (t == DType::Pred) return mask & kPred;
   if (isInteger(t)) return mask & (isSigned(t) ? kSInt : kUInt);
-  if (isFloat(t)) return mask & kFloat;
+  if (isFloat(t) || isFloat8(t)) return mask & kFloat;
   if (isComplex(t)) return mask & kComplex;
   return false;
 }
@@ -311,7 +312,36 @@ std::string Builder::Impl::combinerRegion(const char* op, ReduceKind k, DType t)
 
 // ================================================================== Builder: signature, module text
 
-Builder::Builder() : impl_(std::make_shared<Impl>()) {}
+namespace {
+std::atomic<PrecisionSource> g_precision_source{nullptr};
+}  // namespace
+
+void setMatmulPrecisionSource(PrecisionSource source) { g_precision_source.store(source); }
+
+Precision matmulPrecision() {
+  PrecisionSource s = g_precision_source.load(std::memory_order_relaxed);
+  return s ? s() : Precision::Highest;
+}
+
+const char* precisionName(Precision p) {
+  switch (p) {
+    case Precision::Default: return "DEFAULT";
+    case Precision::High: return "HIGH";
+    case Precision::Highest: return "HIGHEST";
+  }
+  return "DEFAULT";
+}
+
+Builder::Builder() : impl_(std::make_shared<Impl>()) { impl_->precision = matmulPrecision(); }
+
+Precision Builder::precision() const { return impl_->precision; }
+void Builder::setPrecision(Precision p) { impl_->precision = p; }
+
+std::string Builder::precisionConfig(DType operand, const char* dialect) const {
+  const char* name = precisionName(operand == DType::F32 ? impl_->precision : Precision::Default);
+  std::string one = std::string("#") + dialect + "<precision " + name + ">";
+  return "precision_config = [" + one + ", " + one + "]";
+}
 
 Value Builder::parameter(const TensorType& t, int donate_to_output) {
   if (impl_->finished) fail("parameter", "the builder was already finished");

@@ -11,6 +11,7 @@ Value Builder::constant(double v, DType t) { return constantF(v, t, {}); }
 
 Value Builder::constantInt(int64_t v, DType t) {
   if (t == DType::Invalid) fail("constantInt", "invalid dtype");
+  if (isFloat8(t)) return convert(constantInt(v, DType::F32), t);
   std::string lit;
   if (isFloat(t)) {
     appendFloatLit(lit, static_cast<double>(v), t);
@@ -25,6 +26,7 @@ Value Builder::constantInt(int64_t v, DType t) {
 Value Builder::constantF(double v, DType t, const Shape& shape) {
   if (t == DType::Invalid) fail("constant", "invalid dtype");
   checkShape("constant", shape);
+  if (isFloat8(t)) return convert(constantF(v, DType::F32, shape), t);  // PyTorch's rounding, through f32
   std::string lit;
   appendElemLit(lit, v, t);
   return impl_->constantLiteral(lit, TensorType{t, shape});

@@ -139,6 +139,9 @@ Value Builder::convert(Value a, DType to) {
   impl_->check("convert", a);
   if (to == DType::Invalid) fail("convert", "invalid target dtype");
   if (a.dtype() == to) return a;
+  if (isFloat8(a.dtype()))  // an exact widening first
+    return convert(impl_->emit("stablehlo.convert", {a}, {}, TensorType{DType::F32, a.shape()}), to);
+  if (isFloat8(to)) return toFloat8(convert(a, DType::F32), to);
   if (to == DType::Pred) return compare(a, zerosLike(a), Cmp::NE);
   if (isComplex(a.dtype()) && !isComplex(to)) {
     // complex -> real: take the real part (like numpy / torch with a warning)

@@ -39,6 +39,7 @@ Value Builder::dotGeneral(Value lhs, Value rhs, const std::vector<int64_t>& lb, 
       .listIfAny("rhs_contracting_dimensions", rc);
   Attrs attrs;
   attrs.nested("dot_dimension_numbers", "#stablehlo.dot<", dn);
+  if (lhs.dtype() == DType::F32) attrs.entryText(precisionConfig(lhs.dtype()));  // others: DEFAULT, implied
   return impl_->emit("stablehlo.dot_general", {lhs, rhs}, attrs,
                      TensorType{result == DType::Invalid ? lhs.dtype() : result, out});
 }
@@ -108,6 +109,7 @@ Value Builder::convolution(Value lhs, Value rhs, const ConvDims& d, const std::v
       .padding("padding", padding)
       .array("rhs_dilation", rd)
       .array("window_strides", strides);
+  if (lhs.dtype() == DType::F32) attrs.entryText(precisionConfig(lhs.dtype()));
   return impl_->emit("stablehlo.convolution", {lhs, rhs}, attrs,
                      TensorType{result == DType::Invalid ? lhs.dtype() : result, result_shape});
 }

@@ -110,7 +110,7 @@ static size_t elemSize(DType t) {
     case DType::Pred: case DType::S8: case DType::U8: return 1;
     case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 2;
     case DType::S32: case DType::U32: case DType::F32: return 4;
-    default: return 8;
+    default: return shlo::isFloat8(t) ? 1 : 8;
   }
 }
 
@@ -133,7 +133,9 @@ static std::vector<unsigned char> encode(DType t, const std::vector<double>& v) 
       case DType::BF16: { uint16_t y = toBF16(float(x)); std::memcpy(p, &y, 2); break; }
       case DType::F32: { float y = float(x); std::memcpy(p, &y, 4); break; }
       case DType::F64: std::memcpy(p, &x, 8); break;
-      default: break;
+      default:
+        if (shlo::isFloat8(t)) *p = uint8_t(x);  // float8 data are given as bit patterns
+        break;
     }
   }
   return out;
@@ -158,7 +160,9 @@ static std::vector<double> decode(DType t, const std::vector<unsigned char>& byt
       case DType::BF16: { uint16_t y; std::memcpy(&y, p, 2); out[k] = fromBF16(y); break; }
       case DType::F32: { float y; std::memcpy(&y, p, 4); out[k] = y; break; }
       case DType::F64: std::memcpy(&out[k], p, 8); break;
-      default: break;
+      default:
+        if (shlo::isFloat8(t)) out[k] = *p;  // bit patterns
+        break;
     }
   }
   return out;
@@ -365,7 +369,7 @@ static Result run(const std::string& op, const std::vector<In>& ins, const std::
   }
   ctx.outputs = outs;
   Result res;
-  if (rule->accepts && !rule->accepts(ctx)) {
+  if (!accepts(*rule, ctx)) {
     res.declined = true;
     return res;
   }
@@ -842,6 +846,18 @@ static void coverageCases() {
   (void)f64;
   const std::vector<Case> kCases = {
       {"aten::angle", {T(f32, {2, 3})}, {{f32, {2, 3}}}},
+      {"aten::mm.dtype", {T(DType::BF16, {2, 3}), T(DType::BF16, {3, 4}), Dt(f32)}, {{f32, {2, 4}}}},
+      {"aten::bmm.dtype", {T(DType::F16, {2, 2, 3}), T(DType::F16, {2, 3, 4}), Dt(f32)}, {{f32, {2, 2, 4}}}},
+      {"aten::addmm.dtype", {T(f32, {4}), T(DType::BF16, {2, 3}), T(DType::BF16, {3, 4}), Dt(f32), S(1.0), S(2.0)},
+       {{f32, {2, 4}}}},
+      {"aten::baddbmm.dtype",
+       {T(DType::BF16, {2, 2, 4}), T(DType::BF16, {2, 2, 3}), T(DType::BF16, {2, 3, 4}), Dt(f32), S(1.0), S(1.0)},
+       {{f32, {2, 2, 4}}}},
+      {"aten::_int_mm", {T(DType::S8, {2, 3}), T(DType::S8, {3, 4})}, {{s32, {2, 4}}}},
+      {"aten::_scaled_mm",
+       {T(DType::F8E4M3FN, {2, 3}, {0x38, 0x40, 0xb8, 0x30, 0x00, 0x48}), T(DType::F8E4M3FN, {3, 2}, {0x38, 0x38, 0x38, 0x40, 0x38, 0x30}),
+        T(f32, {}, {0.5}), T(f32, {}, {2.0}), N(), N(), Dt(DType::BF16), B(false)},
+       {{DType::BF16, {2, 2}}}},
       {"aten::multinomial", {T(f32, {2, 5}), I(3), B(false), N()}, {{s64, {2, 3}}}},
       {"aten::signbit", {T(f32, {2, 3})}, {{pred, {2, 3}}}},
       {"aten::frexp.Tensor", {T(f32, {2, 3})}, {{f32, {2, 3}}, {s32, {2, 3}}}},
@@ -1255,6 +1271,29 @@ static void groupedMMTests() {
   }
 }
 
+// float32 -> float8 with PyTorch's rounding, saturation and NaN rules (the bit patterns torch's CPU cast gives), and
+// back (exact).
+static void mm_f8_casts() {
+  const std::vector<double> x = {0.0, -0.0, 1.0, 3.0, 448.0, 464.0, 470.0, 1000.0, kInf, -kInf, kNaN, 1e-3, -1.0 / 512,
+                                 5e-6, 57344.0, 61440.0, 70000.0, 240.0, 250.0, 0.3};
+  const std::vector<std::pair<DType, std::vector<double>>> want = {
+      {DType::F8E4M3FN, {0, 128, 56, 68, 126, 126, 126, 126, 126, 254, 127, 1, 129, 0, 126, 126, 126, 119, 120, 42}},
+      {DType::F8E5M2, {0, 128, 60, 66, 95, 95, 95, 100, 124, 252, 127, 20, 152, 0, 123, 124, 124, 92, 92, 53}},
+      {DType::F8E4M3FNUZ, {0, 0, 64, 76, 128, 128, 128, 128, 128, 128, 128, 1, 130, 0, 128, 128, 128, 127, 128, 50}},
+      {DType::F8E5M2FNUZ, {0, 0, 64, 70, 99, 99, 99, 104, 128, 128, 128, 24, 156, 1, 127, 128, 128, 96, 96, 57}},
+      {DType::F8E8M0FNU, {0, 0, 127, 129, 136, 136, 136, 137, 255, 255, 255, 117, 118, 109, 143, 143, 143, 135, 135, 125}},
+  };
+  const int64_t n = int64_t(x.size());
+  for (const auto& [t, bits] : want) {
+    const std::string name = std::string("f32 -> ") + shlo::mlirName(t);
+    expect(name, "aten::_to_copy", {T(DType::F32, {n}, x), Dt(t), N(), N(), N(), B(false), N()}, {{t, {n}}}, {bits}, 0,
+           {t});
+    // back to f32: 1.0 and 3.0 (rounded to 4.0 in e8m0) survive
+    expect(name + " -> f32", "aten::_to_copy", {T(t, {2}, {bits[2], bits[3]}), Dt(DType::F32), N(), N(), N(), B(false), N()},
+           {{DType::F32, {2}}}, {{1.0, t == DType::F8E8M0FNU ? 4.0 : 3.0}}, 0, {DType::F32});
+  }
+}
+
 static void numericTests() {
   const DType f32 = DType::F32, s64 = DType::S64;
   // type promotion with wrapped numbers: int tensor + 2.5 -> float32; int8 + int64 wrapped stays int8
@@ -1389,6 +1428,18 @@ static void numericTests() {
          {{6, 12}});
   expect("bmm", "aten::bmm", {T(f32, {2, 1, 2}, {1, 2, 3, 4}), T(f32, {2, 2, 1}, {1, 1, 2, 2})}, {}, {{3, 14}});
   expect("dot", "aten::dot", {T(f32, {3}, {1, 2, 3}), T(f32, {3}, {4, 5, 6})}, {}, {{32}});
+  expect("_int_mm", "aten::_int_mm", {T(DType::S8, {1, 3}, {100, 100, -100}), T(DType::S8, {3, 1}, {127, 127, 1})},
+         {{s32, {1, 1}}}, {{25300}}, 0, {s32});
+  expect("mm.dtype bf16 -> f32 keeps the f32 sum", "aten::mm.dtype",
+         {T(DType::BF16, {1, 3}, {256, 1, 1}), T(DType::BF16, {3, 1}, {1, 1, 1}), Dt(f32)}, {{f32, {1, 1}}}, {{258}}, 0,
+         {f32});
+  // 1.0, 2.0, -1.0, 0.5, 0, 4.0 (e4m3fn bits) x 1, 2, 1, 1, 1, 0.5; scales 0.5 and 2 cancel
+  expect("_scaled_mm tensor-wise", "aten::_scaled_mm",
+         {T(DType::F8E4M3FN, {2, 3}, {0x38, 0x40, 0xb8, 0x30, 0x00, 0x48}),
+          T(DType::F8E4M3FN, {3, 2}, {0x38, 0x38, 0x40, 0x38, 0x38, 0x30}), T(f32, {}, {0.5}), T(f32, {}, {2.0}), N(), N(),
+          Dt(f32), B(false)},
+         {{f32, {2, 2}}}, {{4, 2.5, 4.5, 2.5}}, 0, {f32});
+  mm_f8_casts();
   expect("mm bf16 accumulates in f32", "aten::mm",
          {T(DType::BF16, {1, 3}, {256, 1, 1}), T(DType::BF16, {3, 1}, {1, 1, 1})}, {}, {{258}}, 0, {DType::BF16});
 

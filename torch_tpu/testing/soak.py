@@ -4,7 +4,7 @@ Case ``i`` of seed ``s`` is generated from its own random streams (``Random(s * 
 replayed alone (``python -m torch_tpu.testing.soak --seed s --only i -v``). A case picks an op from a catalogue
 (elementwise, type promotion with Python numbers, reductions, views and shape ops, indexing, scatter/gather,
 matmul, sort-like ops, normalization, losses, pooling, factories, copies and conversions), its dtypes (float32,
-bfloat16, float16, int64, int32, bool), shapes (0-d and empty included) and input layouts (contiguous,
+bfloat16, float16, int64, int32, bool; casts to the float8 types), shapes (0-d and empty included) and input layouts (contiguous,
 transposed, permuted, sliced with steps, offset, expanded), and sometimes an in-place or out= variant, possibly
 through a view. The same call runs on CPU tensors and on tpu tensors with the same layouts; the results must
 match within the dtype's tolerance (ops with unspecified tie indices: values plus index consistency), in-place
@@ -38,6 +38,7 @@ from torch_tpu.testing.opinfo import _IndexedSpec, _check_indices
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 INTS = (torch.int64, torch.int32)
+FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu)
 DTYPE_WEIGHTS = ((torch.float32, 40), (torch.bfloat16, 15), (torch.float16, 5), (torch.int64, 18),
                  (torch.int32, 7), (torch.bool, 10))
 DIMS = (0, 1, 1, 2, 2, 3, 3, 4, 5, 5, 7)
@@ -657,6 +658,9 @@ def gen_shape(g: Gen) -> Case:
         src = g.tensor(g.broadcastable(shape), g.dtype())
         return Case(name, lambda t, s: t.copy_(s), [x, src], mutates=True)
     if name == "to_dtype":
+        if g.chance(0.2):  # a float8 cast (PyTorch's rounding and saturation), read back as float32
+            odt = g.choice(FLOAT8)
+            return Case(name, lambda t, o=odt: t.to(o).to(torch.float32), [x], note=_dtype_name(odt))
         odt = g.dtype()
         return Case(name, lambda t, o=odt: t.to(o), [x], note=_dtype_name(odt))
     if name == "fill_":

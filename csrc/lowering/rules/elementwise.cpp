@@ -116,6 +116,8 @@ RuleFn comparison(Cmp c) {
   return [c](Context& ctx) -> std::vector<Value> {
     DType t = resultTypeOf(ctx, {0, 1});
     auto v = operands(ctx, {0, 1}, t);
+    if (shlo::isFloat8(t))  // float8 compares as its float32 value
+      for (Value& x : v) x = ctx.b.convert(x, DType::F32);
     return {ctx.b.compare(v[0], v[1], c)};
   };
 }
@@ -167,8 +169,8 @@ void populateElementwise(Registry& r) {
   r.add("aten::rsub.Tensor", binaryAlpha(true, true)).accepts(elementwiseAccepts);
   r.add("aten::rsub.Scalar", binaryAlpha(true, true)).accepts(elementwiseAccepts);
   Fn2 mul = [](Builder& b, Value x, Value y) { return x.dtype() == DType::Pred ? b.andOp(x, y) : b.mul(x, y); };
-  r.add("aten::mul.Tensor", binary(mul)).accepts(elementwiseAccepts);
-  r.add("aten::mul.Scalar", binary(mul)).accepts(elementwiseAccepts);
+  r.add("aten::mul.Tensor", binary(mul)).accepts(elementwiseAccepts).dtypes(kRestricted);
+  r.add("aten::mul.Scalar", binary(mul)).accepts(elementwiseAccepts).dtypes(kRestricted);
   Fn2 div = [](Builder& b, Value x, Value y) { return b.div(x, y); };
   r.add("aten::div.Tensor", binary(div, /*float_result=*/true)).accepts(elementwiseAccepts);
   r.add("aten::div.Scalar", binary(div, true)).accepts(elementwiseAccepts);
@@ -260,10 +262,10 @@ void populateElementwise(Registry& r) {
   for (const char* ov : {".Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
     r.add(std::string("aten::bitwise_left_shift") + ov, bitwise([](Builder& b, Value x, Value y) {
       return b.shiftLeft(x, y);
-    })).accepts(bitwiseAccepts);
+    })).accepts(bitwiseAccepts).dtypes(kWideUnsigned);
     r.add(std::string("aten::bitwise_right_shift") + ov, bitwise([](Builder& b, Value x, Value y) {
       return isSigned(x.dtype()) ? b.shiftRightArithmetic(x, y) : b.shiftRightLogical(x, y);
-    })).accepts(bitwiseAccepts);
+    })).accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   }
 
   // nextafter(self, other): the next representable float from self toward other (bit arithmetic).
@@ -317,17 +319,17 @@ void populateElementwise(Registry& r) {
 
   // ---- bitwise / logical ----
   r.add("aten::bitwise_and.Tensor", bitwise([](Builder& b, Value x, Value y) { return b.andOp(x, y); }))
-      .accepts(bitwiseAccepts);
+      .accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   r.add("aten::bitwise_and.Scalar", bitwise([](Builder& b, Value x, Value y) { return b.andOp(x, y); }))
-      .accepts(bitwiseAccepts);
+      .accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   r.add("aten::bitwise_or.Tensor", bitwise([](Builder& b, Value x, Value y) { return b.orOp(x, y); }))
-      .accepts(bitwiseAccepts);
+      .accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   r.add("aten::bitwise_or.Scalar", bitwise([](Builder& b, Value x, Value y) { return b.orOp(x, y); }))
-      .accepts(bitwiseAccepts);
+      .accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   r.add("aten::bitwise_xor.Tensor", bitwise([](Builder& b, Value x, Value y) { return b.xorOp(x, y); }))
-      .accepts(bitwiseAccepts);
+      .accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   r.add("aten::bitwise_xor.Scalar", bitwise([](Builder& b, Value x, Value y) { return b.xorOp(x, y); }))
-      .accepts(bitwiseAccepts);
+      .accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   r.add("aten::bitwise_not", [](Context& ctx) -> std::vector<Value> { return {ctx.b.notOp(ctx.tensor(0))}; })
       .accepts([](const Context& ctx) { return realDTypes(ctx) && !isFloat(ctx.tensor(0).dtype()); });
   r.add("aten::logical_and", logical([](Builder& b, Value x, Value y) { return b.andOp(x, y); }))
@@ -344,10 +346,14 @@ void populateElementwise(Registry& r) {
   const std::pair<const char*, Cmp> cmps[] = {{"eq", Cmp::EQ}, {"ne", Cmp::NE}, {"lt", Cmp::LT},
                                               {"le", Cmp::LE}, {"gt", Cmp::GT}, {"ge", Cmp::GE}};
   for (auto& [name, c] : cmps) {
-    r.add(std::string("aten::") + name + ".Tensor", comparison(c)).accepts(elementwiseAccepts);
-    r.add(std::string("aten::") + name + ".Scalar", comparison(c)).accepts(elementwiseAccepts);
+    // float8 and uint16/32/64 compare for equality only on CPU
+    const unsigned eq = c == Cmp::EQ || c == Cmp::NE ? kRestricted : 0u;
+    r.add(std::string("aten::") + name + ".Tensor", comparison(c)).accepts(elementwiseAccepts).dtypes(eq);
+    r.add(std::string("aten::") + name + ".Scalar", comparison(c)).accepts(elementwiseAccepts).dtypes(eq);
   }
-  r.add("aten::isnan", unaryPred([](Builder& b, Value x) { return isNan(b, x); })).accepts(elementwiseAccepts);
+  r.add("aten::isnan", unaryPred([](Builder& b, Value x) { return isNan(b, x); }))
+      .accepts(elementwiseAccepts)
+      .dtypes(kRestricted);
   r.add("aten::isinf", unaryPred([](Builder& b, Value x) {
     if (!isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
     return b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ);
@@ -369,7 +375,7 @@ void populateElementwise(Registry& r) {
     Value cond = b.broadcastTo(ctx.tensor(0), shape);
     if (cond.dtype() != DType::Pred) cond = b.compare(cond, b.zerosLike(cond), Cmp::NE);
     return {b.select(cond, operand(ctx, 1, t, shape), operand(ctx, 2, t, shape))};
-  }).accepts(elementwiseAccepts);
+  }).accepts(elementwiseAccepts).dtypes(kRestricted);
   auto clampRule = [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = resultTypeOf(ctx, {0, 1, 2});
@@ -407,7 +413,7 @@ void populateElementwise(Registry& r) {
   r.add("aten::neg", unarySame([](Builder& b, Value x) { return b.neg(x); })).accepts(elementwiseAccepts);
   r.add("aten::abs", unarySame([](Builder& b, Value x) {
     return (x.dtype() == DType::Pred || !isSigned(x.dtype())) ? x : b.abs(x);
-  })).accepts(elementwiseAccepts);
+  })).accepts(elementwiseAccepts).dtypes(kFloat8);
   r.add("aten::sign", unarySame(signOp)).accepts(elementwiseAccepts);
   r.add("aten::sgn", unarySame(signOp)).accepts(elementwiseAccepts);
   r.add("aten::floor", unarySame([](Builder& b, Value x) { return isFloat(x.dtype()) ? b.floor(x) : x; }))

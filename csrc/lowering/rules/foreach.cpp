@@ -116,7 +116,7 @@ RuleFn perElement(const std::string& per, std::vector<Src> srcs) {
       SubContext sub_ctx(ctx, per, parent_of, cache);
       sub_ctx.args = std::move(args);
       sub_ctx.outputs = {ctx.outputs[k]};
-      if (sub->accepts && !sub->accepts(sub_ctx)) ctx.fail(per + " declines element " + std::to_string(k));
+      if (!accepts(*sub, sub_ctx)) ctx.fail(per + " declines element " + std::to_string(k));
       out.push_back(lower(*sub, sub_ctx).at(0));
     }
     return out;

@@ -251,7 +251,7 @@ Value raggedContractLoop(Builder& b, Value a, Value c, Value offs, DType out) {
 
 // ---- chlo.ragged_dot (TPU, GPU) ----
 
-std::string raggedDims(const std::vector<int64_t>& lc, const std::vector<int64_t>& rc,
+std::string raggedDims(const Builder& b, DType operand, const std::vector<int64_t>& lc, const std::vector<int64_t>& rc,
                        const std::vector<int64_t>& lr, const std::vector<int64_t>& rg) {
   auto list = [](const std::vector<int64_t>& v) {
     std::string s = "[";
@@ -262,7 +262,7 @@ std::string raggedDims(const std::vector<int64_t>& lc, const std::vector<int64_t
                   "rhs_batching_dimensions = [], lhs_contracting_dimensions = " + list(lc) +
                   ", rhs_contracting_dimensions = " + list(rc) + ", lhs_ragged_dimensions = " + list(lr) +
                   ", rhs_group_dimensions = " + list(rg) + ">";
-  return "precision_config = [#chlo<precision DEFAULT>, #chlo<precision DEFAULT>], " + s;
+  return b.precisionConfig(operand, "chlo") + ", " + s;
 }
 
 Value groupSizes(Builder& b, const Ranges& r) { return b.sub(r.ends, r.starts); }
@@ -272,7 +272,7 @@ Value raggedRowsNative(Builder& b, Value x, Value w, Value offs, DType out) {
   if (L == 0 || N == 0 || w.shape()[0] == 0) return b.zeros({out, {L, N}});
   Ranges r = rangesOf(b, offs, L);
   DType acc = accType(x.dtype());
-  Value y = b.genericOp("chlo.ragged_dot", {x, w, groupSizes(b, r)}, raggedDims({1}, {1}, {0}, {0}),
+  Value y = b.genericOp("chlo.ragged_dot", {x, w, groupSizes(b, r)}, raggedDims(b, x.dtype(), {1}, {1}, {0}, {0}),
                         {TensorType{acc, {L, N}}})[0];
   // Rows past the last group: zero (as the CPU form gives).
   int64_t G = offs.shape()[0];
@@ -286,7 +286,7 @@ Value raggedContractNative(Builder& b, Value a, Value c, Value offs, DType out) 
   if (G == 0 || P == 0 || Q == 0 || L == 0) return b.zeros({out, {G, P, Q}});
   DType acc = accType(a.dtype());
   Value y = b.genericOp("chlo.ragged_dot", {a, c, groupSizes(b, rangesOf(b, offs, L))},
-                        raggedDims({1}, {0}, {1}, {}), {TensorType{acc, {G, P, Q}}})[0];
+                        raggedDims(b, a.dtype(), {1}, {0}, {1}, {}), {TensorType{acc, {G, P, Q}}})[0];
   return b.convert(y, out);
 }
 

@@ -429,9 +429,9 @@ void populateIndexing(Registry& r) {
   // masks need the host to learn their size) and lowers integer indexing through the _unsafe_ forms; these rules
   // serve graphs.
   auto intIndexAccepts = [](const Context& ctx) { return realDTypes(ctx) && intIndices(ctx, 1); };
-  r.add("aten::index.Tensor", indexRule).accepts(intIndexAccepts).graphOnly();
+  r.add("aten::index.Tensor", indexRule).accepts(intIndexAccepts).graphOnly().dtypes(kRestricted);
   r.add("aten::_unsafe_index.Tensor", indexRule).accepts(intIndexAccepts);
-  r.add("aten::index_put", indexPutRule).accepts(indexPutAccepts).graphOnly();
+  r.add("aten::index_put", indexPutRule).accepts(indexPutAccepts).graphOnly().dtypes(kFloat8);
   r.add("aten::_index_put_impl", indexPutRule).accepts(indexPutAccepts).graphOnly();
   r.add("aten::_unsafe_index_put", indexPutRule).accepts(indexPutAccepts);
   // take(self, index): elements of the flattened self (negative indices wrap).
@@ -529,7 +529,7 @@ void populateIndexing(Registry& r) {
     Value taken = b.gather(b.convert(b.reshape(src, {ns}), self.dtype()), b.reshape(pos, {n, 1}), gd, {1}, {n});
     return {b.select(mask, b.reshape(taken, self.shape()), self)};
   }).accepts([](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).dtype() == DType::Pred; });
-  r.add("aten::index_select", indexSelectRule).accepts(realDTypes);
+  r.add("aten::index_select", indexSelectRule).accepts(realDTypes).dtypes(kAllFloat8);
   // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
   r.add("aten::embedding", [](Context& ctx) -> std::vector<Value> {
     const Value weight = ctx.tensor(0);

@@ -22,6 +22,10 @@ Value product(Builder& b, Value lhs, Value rhs, int64_t nbatch, int64_t lc, int6
   std::vector<int64_t> batch;
   for (int64_t k = 0; k < nbatch; ++k) batch.push_back(k);
   if (rhs.dtype() != lhs.dtype()) rhs = b.convert(rhs, lhs.dtype());
+  if (shlo::isFloat8(lhs.dtype())) {  // float8 products: exact widening to f32, then an f32 product
+    lhs = b.convert(lhs, DType::F32);
+    rhs = b.convert(rhs, DType::F32);
+  }
   if (lhs.dtype() == DType::Pred) {  // no boolean dot: compute in s64
     lhs = b.convert(lhs, DType::S64);
     rhs = b.convert(rhs, DType::S64);
@@ -284,8 +288,87 @@ bool matmulAccepts(const Context& ctx) {
 }
 }  // namespace
 
+namespace {
+
+// The out_dtype forms (mm.dtype, bmm.dtype, addmm.dtype, baddbmm.dtype: float16/bfloat16 operands with a float32
+// result, or the operands' dtype): the product accumulates in float32 and the epilogue runs there, one rounding to
+// out_dtype. `self` (the added tensor) may be either dtype.
+std::vector<Value> mmOutDType(Context& ctx, size_t lhs_i, size_t rhs_i, int64_t nbatch, int64_t lc, int64_t rc,
+                              int self_i = -1, size_t beta_i = 0, size_t alpha_i = 0) {
+  Builder& b = ctx.b;
+  sameDTypes(ctx, {lhs_i, rhs_i});
+  Value lhs = ctx.tensor(lhs_i), rhs = ctx.tensor(rhs_i);
+  const DType out = ctx.outputs.at(0).dtype;
+  Value p = product(b, lhs, rhs, nbatch, lc, rc, accType(lhs.dtype()));
+  if (self_i >= 0) p = epilogue(ctx, p, size_t(self_i), beta_i, alpha_i);
+  return {b.convert(p, out)};
+}
+
+// _int_mm: int8 x int8 -> int32, accumulated in int32.
+std::vector<Value> intMm(Context& ctx) {
+  sameDTypes(ctx, {0, 1});
+  return {ctx.b.dotGeneral(ctx.tensor(0), ctx.tensor(1), {}, {}, {1}, {0}, DType::S32)};
+}
+
+bool floatOrSameOut(const Context& ctx) {
+  return realDTypes(ctx) && ctx.outputs.size() == 1 && ctx.outputs[0].dtype != DType::Pred;
+}
+
+// _scaled_mm(self, mat2, scale_a, scale_b, bias?, scale_result?, out_dtype?, use_fast_accum): float8 operands
+// widened to float32 (exactly) and scaled (a tensor-wise scale, or row-wise [M, 1] and [1, N] scales), one float32
+// product, plus bias, divided by scale_result for a float8 result, rounded once to out_dtype: PyTorch CPU's steps.
+std::vector<Value> scaledMm(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = b.convert(ctx.tensor(0), DType::F32), y = b.convert(ctx.tensor(1), DType::F32);
+  const int64_t M = x.shape()[0], N = y.shape()[1];
+  auto scaled = [&](Value v, size_t i, bool rows) {
+    Value s = b.convert(ctx.tensor(i), DType::F32);
+    if (s.type.numel() == 1) return b.mul(v, b.broadcastInDim(b.reshape(s, {}), v.shape(), {}));
+    if (rows) return b.mul(v, b.broadcastInDim(b.reshape(s, {M}), v.shape(), {0}));
+    return b.mul(v, b.broadcastInDim(b.reshape(s, {N}), v.shape(), {1}));
+  };
+  const bool tensorwise = ctx.tensor(2).type.numel() == 1 && ctx.tensor(3).type.numel() == 1;
+  Value p;
+  if (tensorwise) {
+    p = b.dotGeneral(scaled(x, 2, true), scaled(y, 3, false), {}, {}, {1}, {0}, DType::F32);
+  } else {  // row-wise: the scales multiply the product's rows and columns
+    p = scaled(scaled(b.dotGeneral(x, y, {}, {}, {1}, {0}, DType::F32), 2, true), 3, false);
+  }
+  if (ctx.has(4)) p = b.add(p, b.broadcastTo(b.convert(ctx.tensor(4), DType::F32), p.shape()));
+  const DType out = ctx.outputs.at(0).dtype;
+  if (ctx.has(5) && (out == DType::F8E4M3FN || out == DType::F8E5M2)) {
+    Value inv = b.div(b.constant(1.0, DType::F32), b.reshape(b.convert(ctx.tensor(5), DType::F32), {}));
+    p = b.mul(p, b.broadcastInDim(inv, p.shape(), {}));
+  }
+  return {b.convert(p, out)};
+}
+
+bool scaledMmAccepts(const Context& ctx) {
+  const Value x = ctx.tensor(0), y = ctx.tensor(1);
+  if (!shlo::isFloat8(x.dtype()) || x.dtype() == DType::F8E8M0FNU || !shlo::isFloat8(y.dtype()) ||
+      y.dtype() == DType::F8E8M0FNU || x.rank() != 2 || y.rank() != 2)
+    return false;
+  const Value sa = ctx.tensor(2), sb = ctx.tensor(3);
+  if (sa.dtype() != DType::F32 || sb.dtype() != DType::F32) return false;
+  const bool tensorwise = sa.type.numel() == 1 && sb.type.numel() == 1;
+  const bool rowwise = sa.shape() == Shape{x.shape()[0], 1} && sb.shape() == Shape{1, y.shape()[1]};
+  return tensorwise || rowwise;
+}
+
+}  // namespace
+
 void populateLinalg(Registry& r) {
-  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts);
+  r.add("aten::mm.dtype", [](Context& ctx) { return mmOutDType(ctx, 0, 1, 0, 1, 0); }).accepts(floatOrSameOut);
+  r.add("aten::bmm.dtype", [](Context& ctx) { return mmOutDType(ctx, 0, 1, 1, 2, 1); }).accepts(floatOrSameOut);
+  r.add("aten::addmm.dtype", [](Context& ctx) { return mmOutDType(ctx, 1, 2, 0, 1, 0, 0, 4, 5); })
+      .accepts(floatOrSameOut);
+  r.add("aten::baddbmm.dtype", [](Context& ctx) { return mmOutDType(ctx, 1, 2, 1, 2, 1, 0, 4, 5); })
+      .accepts(floatOrSameOut);
+  r.add("aten::_int_mm", intMm).accepts([](const Context& ctx) {
+    return ctx.tensor(0).dtype() == DType::S8 && ctx.tensor(1).dtype() == DType::S8;
+  });
+  r.add("aten::_scaled_mm", scaledMm).accepts(scaledMmAccepts).dtypes(kFloat8);
+  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts).dtypes(kFloat8);
   r.add("aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); }).accepts(matmulAccepts);
   r.add("aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts);
   r.add("aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(matmulAccepts);

@@ -341,13 +341,13 @@ std::vector<Value> medianAlong(Builder& b, Value x, int64_t dim, bool ignore_nan
 
 void populateReduction(Registry& r) {
   r.add("aten::sum.dim_IntList", [](Context& ctx) { return sumRule(ctx, false, ReduceKind::Sum, false); })
-      .accepts(realDTypes);
-  r.add("aten::sum", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, false); }).accepts(realDTypes);
+      .accepts(realDTypes).dtypes(kWideUnsigned);
+  r.add("aten::sum", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, false); }).accepts(realDTypes).dtypes(kWideUnsigned);
   r.add("aten::mean.dim", [](Context& ctx) { return sumRule(ctx, false, ReduceKind::Sum, true); })
       .accepts(meanAccepts(false));
   r.add("aten::mean", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, true); })
       .accepts(meanAccepts(true));
-  r.add("aten::prod", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Prod, false); }).accepts(realDTypes);
+  r.add("aten::prod", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Prod, false); }).accepts(realDTypes).dtypes(kWideUnsigned);
   r.add("aten::prod.dim_int", [](Context& ctx) -> std::vector<Value> {
     // prod.dim_int(self, int dim, keepdim, dtype?)
     Builder& b = ctx.b;
@@ -359,7 +359,7 @@ void populateReduction(Registry& r) {
     Value v = b.convert(x, acc);
     if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Prod);
     return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).dtypes(kWideUnsigned);
   r.add("aten::amax", [](Context& ctx) { return extremeRule(ctx, false, true); }).accepts(realDTypes);
   r.add("aten::amin", [](Context& ctx) { return extremeRule(ctx, false, false); }).accepts(realDTypes);
   r.add("aten::max", [](Context& ctx) { return extremeRule(ctx, true, true); }).accepts(nonEmptyInput);
@@ -368,9 +368,9 @@ void populateReduction(Registry& r) {
   r.add("aten::argmin", [](Context& ctx) { return argRule(ctx, false); }).accepts(nonBoolInput);
   r.add("aten::max.dim", [](Context& ctx) { return maxDimRule(ctx, true); }).accepts(alongNonEmptyDim(1, 0, true));
   r.add("aten::min.dim", [](Context& ctx) { return maxDimRule(ctx, false); }).accepts(alongNonEmptyDim(1, 0, true));
-  r.add("aten::any", [](Context& ctx) { return anyAllRule(ctx, true, 0); }).accepts(realDTypes);
-  r.add("aten::any.dim", [](Context& ctx) { return anyAllRule(ctx, true, 1); }).accepts(realDTypes);
-  r.add("aten::any.dims", [](Context& ctx) { return anyAllRule(ctx, true, 2); }).accepts(realDTypes);
+  r.add("aten::any", [](Context& ctx) { return anyAllRule(ctx, true, 0); }).accepts(realDTypes).dtypes(kRestricted);
+  r.add("aten::any.dim", [](Context& ctx) { return anyAllRule(ctx, true, 1); }).accepts(realDTypes).dtypes(kRestricted);
+  r.add("aten::any.dims", [](Context& ctx) { return anyAllRule(ctx, true, 2); }).accepts(realDTypes).dtypes(kRestricted);
   r.add("aten::all", [](Context& ctx) { return anyAllRule(ctx, false, 0); }).accepts(realDTypes);
   r.add("aten::all.dim", [](Context& ctx) { return anyAllRule(ctx, false, 1); }).accepts(realDTypes);
   r.add("aten::all.dims", [](Context& ctx) { return anyAllRule(ctx, false, 2); }).accepts(realDTypes);
@@ -657,7 +657,7 @@ void populateReduction(Registry& r) {
     val = b.convert(val, x0.dtype());
     return {keepDims(b, val, x0.shape(), {d}, keep), keepDims(b, idx, x0.shape(), {d}, keep)};
   }).accepts(realDTypes);
-  r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); }).accepts(cumAccepts);
+  r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); }).accepts(cumAccepts).dtypes(kWideUnsigned);
   r.add("aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); }).accepts(cumAccepts);
   r.add("aten::trace", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;

@@ -51,10 +51,10 @@ void populateSortSearch(Registry& r) {
   // sort(self, dim=-1, descending=False); sort.stable(self, *, stable, dim=-1, descending=False)
   r.add("aten::sort", [](Context& ctx) {
     return sortRule(ctx, ctx.has(1) ? ctx.toInt(1) : -1, ctx.has(2) && ctx.toBool(2));
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).dtypes(kWideUnsigned);
   r.add("aten::sort.stable", [](Context& ctx) {
     return sortRule(ctx, ctx.has(2) ? ctx.toInt(2) : -1, ctx.has(3) && ctx.toBool(3));
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).dtypes(kWideUnsigned);
   // topk(self, k, dim=-1, largest=True, sorted=True)
   r.add("aten::topk", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
