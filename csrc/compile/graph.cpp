@@ -162,7 +162,8 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
       core::CallContext ctx(pb, n.op);
       buildArgs(ctx, n, vals);
       for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
-      if (rule->accepts && !rule->accepts(ctx)) ctx.fail("the rule declines this call");
+      if (!lowering::acceptsCall(*rule, ctx))
+        ctx.fail(!rule->complex && lowering::hasComplex(ctx) ? "no complex lowering" : "the rule declines this call");
       results = lowering::lower(*rule, ctx);
     } catch (const lowering::LoweringError& e) {
       record(e.what());

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "lowering/target.h"
+
 namespace torch_tpu {
 
 shlo::DType toDType(at::ScalarType t) {
@@ -30,11 +32,18 @@ shlo::DType toDType(at::ScalarType t) {
 bool supportedDType(at::ScalarType t) {
   switch (t) {
     case at::kBool: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kByte:
-    case at::kHalf: case at::kFloat: case at::kDouble: case at::kBFloat16:
+    case at::kHalf: case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kComplexFloat:
       return true;
+    case at::kComplexDouble:
+      return complex128Supported();
     default:
       return false;
   }
+}
+
+bool complex128Supported() {
+  // TPUs have no complex128 (nor float64) arithmetic; XLA:CPU and XLA:GPU have both.
+  return lowering::target().platform != "tpu";
 }
 
 at::ScalarType toScalarType(shlo::DType t) {

@@ -38,16 +38,24 @@ using shlo::ReduceKind;
 
 // A host number as Python gives it.
 struct HostScalar {
-  enum class Kind { None, Bool, Int, Float } kind = Kind::None;
+  // Complex numbers are always static (known): f is the real part, im the imaginary part.
+  enum class Kind { None, Bool, Int, Float, Complex } kind = Kind::None;
   double f = 0;
+  double im = 0;
   int64_t i = 0;
   bool b = false;
   bool has_value = false;  // false for a dynamic (runtime) number: only `kind` is known at build time
   bool known() const { return has_value; }
-  double toDouble() const { return kind == Kind::Float ? f : kind == Kind::Int ? double(i) : double(b); }
-  int64_t toInt() const { return kind == Kind::Float ? int64_t(f) : kind == Kind::Int ? i : int64_t(b); }
-  // The dtype PyTorch gives a wrapped number of this kind: f64 / s64 / pred (the "default" categories).
-  DType dtype() const { return kind == Kind::Float ? DType::F64 : kind == Kind::Int ? DType::S64 : DType::Pred; }
+  bool floating() const { return kind == Kind::Float || kind == Kind::Complex; }
+  double toDouble() const { return floating() ? f : kind == Kind::Int ? double(i) : double(b); }
+  int64_t toInt() const { return floating() ? int64_t(f) : kind == Kind::Int ? i : int64_t(b); }
+  // The dtype PyTorch gives a wrapped number of this kind: c128 / f64 / s64 / pred (the "default" categories).
+  DType dtype() const {
+    return kind == Kind::Complex ? DType::C128
+           : kind == Kind::Float ? DType::F64
+           : kind == Kind::Int   ? DType::S64
+                                 : DType::Pred;
+  }
 };
 
 struct Arg {
@@ -152,7 +160,14 @@ struct Rule {
   // False for ops eager mode implements natively and must not replace with a program: view ops (a view shares
   // storage in eager mode, while in a functionalized graph it is just a value).
   bool eager = true;
+  // True for rules that compute complex operands and results (RuleRow::complex()); calls of other rules with a
+  // complex tensor decline (acceptsCall).
+  bool complex = false;
 };
+
+// Whether `rule` lowers this call: complex tensors only for complex rules, then the rule's own predicate.
+bool acceptsCall(const Rule& rule, const Context& ctx);
+bool hasComplex(const Context& ctx);
 
 // The row of one registered rule, returned by Registry::add. Typed modifiers set the rule's optional parts and
 // chain:
@@ -160,6 +175,7 @@ struct Rule {
 //   r.add("aten::arange.start", arange).staticArgs({"start", "end"}).accepts(realDTypes);
 //   r.add("aten::neg", unarySame(negate)).accepts(elementwiseAccepts);  // a predicate made for the row's op
 //   r.add("aten::view", reshapeToOut).graphOnly();
+//   r.add("aten::mul.Tensor", binary(mul)).accepts(elementwiseAccepts).complex();
 class RuleRow {
  public:
   explicit RuleRow(Rule& rule) : rule_(rule) {}
@@ -168,6 +184,7 @@ class RuleRow {
   RuleRow& accepts(AcceptsFn (*for_op)(const std::string& op));
   RuleRow& staticArgs(std::vector<std::string> names);
   RuleRow& graphOnly();  // Rule::eager = false
+  RuleRow& complex();    // Rule::complex = true: the rule computes complex64/complex128 as well
   const Rule& rule() const { return rule_; }
 
  private:

@@ -82,6 +82,31 @@ RuleRow& RuleRow::graphOnly() {
   return *this;
 }
 
+RuleRow& RuleRow::complex() {
+  rule_.complex = true;
+  return *this;
+}
+
+bool hasComplex(const Context& ctx) {
+  auto c = [](DType t) { return shlo::isComplex(t); };
+  for (const Arg& a : ctx.args) {
+    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && c(a.tensor.dtype())) return true;
+    if (a.kind == Arg::Kind::Scalar && a.scalar.kind == HostScalar::Kind::Complex) return true;
+    if (a.kind == Arg::Kind::ScalarType && c(a.dtype)) return true;
+    if (a.kind == Arg::Kind::TensorList)
+      for (const Value& v : a.tensors)
+        if (v.valid() && c(v.dtype())) return true;
+  }
+  for (const TensorType& t : ctx.outputs)
+    if (c(t.dtype)) return true;
+  return false;
+}
+
+bool acceptsCall(const Rule& rule, const Context& ctx) {
+  if (!rule.complex && hasComplex(ctx)) return false;
+  return !rule.accepts || rule.accepts(ctx);
+}
+
 const Rule* Registry::find(const std::string& op) const {
   auto it = rules_.find(op);
   return it == rules_.end() ? nullptr : &it->second;
@@ -121,6 +146,7 @@ const Registry& registry() {
         populateGrouped,
         populateFused,
         populateForeign,
+        populateFft,
         populateForeach,  // last: its rules wrap the per-tensor rules registered above
     };
     for (Populate p : kFamilies) p(*r);

@@ -93,7 +93,7 @@ class Builder {
   Value shiftRightArithmetic(Value a, Value b);
   Value shiftRightLogical(Value a, Value b);
   Value neg(Value a);
-  Value abs(Value a);                 // result type = operand type (complex excluded)
+  Value abs(Value a);                 // result type = operand type; complex: the modulus (component type)
   Value exp(Value a);
   Value expm1(Value a);
   Value log(Value a);
@@ -124,6 +124,15 @@ class Builder {
   Value clamp(Value lo, Value x, Value hi);  // lo/hi 0-d or same shape as x
   Value convert(Value a, DType to);          // no-op (returns a) if same dtype; float->int truncates; ->pred is != 0
   Value bitcastConvert(Value a, DType to);   // same bit width only
+  // Complex numbers: the components of a complex value (f32 for c64, f64 for c128), and the complex value of two
+  // components of the same float type (f32 -> c64, f64 -> c128).
+  Value realPart(Value a);
+  Value imagPart(Value a);
+  Value complex(Value re, Value im);
+  Value conj(Value a);  // complex: re - i im; other dtypes: a
+  // stablehlo.fft over the last lengths.size() dimensions. kind: "FFT", "IFFT" (complex -> complex), "RFFT"
+  // (f32/f64 -> complex, last dimension n/2+1), "IRFFT" (complex -> f32/f64, last dimension lengths.back()).
+  Value fft(Value a, const std::string& kind, const std::vector<int64_t>& lengths);
 
   // ---- shape ----
   Value reshape(Value a, const Shape& shape);                      // no-op if same shape

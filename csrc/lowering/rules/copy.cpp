@@ -10,7 +10,7 @@ void populateCopy(Registry& r) {
     const TensorType& out = ctx.outputs[0];
     Value src = ctx.b.convert(ctx.tensor(1), out.dtype);
     return {ctx.b.broadcastTo(src, out.shape)};
-  });
+  }).complex();
 }
 
 }  // namespace torch_tpu::lowering

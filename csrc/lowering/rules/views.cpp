@@ -74,24 +74,48 @@ void populateViews(Registry& r) {
   for (const char* op : {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::squeeze", "aten::squeeze.dim",
                          "aten::squeeze.dims", "aten::unsqueeze", "aten::flatten.using_ints", "aten::unflatten.int",
                          "aten::view_as"})
-    r.add(op, reshapeToOut).graphOnly();
+    r.add(op, reshapeToOut).graphOnly().complex();
   auto identity = [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; };
-  for (const char* op : {"aten::detach", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::_conj", "aten::conj",
-                         "aten::resolve_conj", "aten::resolve_neg", "aten::contiguous"})
-    r.add(op, identity).graphOnly();
+  // In a graph a value is a tensor's logical value: conj() is the conjugate's, resolve_conj/resolve_neg change
+  // nothing.
+  for (const char* op : {"aten::detach", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::resolve_conj",
+                         "aten::resolve_neg", "aten::contiguous"})
+    r.add(op, identity).graphOnly().complex();
+  auto conjugate = [](Context& ctx) -> std::vector<Value> { return {ctx.b.conj(ctx.tensor(0))}; };
+  r.add("aten::_conj", conjugate).graphOnly().complex();
+  r.add("aten::conj", conjugate).graphOnly().complex();
+  r.add("aten::_neg_view", [](Context& ctx) -> std::vector<Value> { return {ctx.b.neg(ctx.tensor(0))}; }).graphOnly().complex();
+  // view_as_real: [..., 2] of (real, imag); view_as_complex: back.
+  r.add("aten::view_as_real", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    Shape one = x.shape();
+    one.push_back(1);
+    return {b.concatenate({b.reshape(b.realPart(x), one), b.reshape(b.imagPart(x), one)}, x.rank())};
+  }).graphOnly().complex();
+  r.add("aten::view_as_complex", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    const Shape& out = ctx.outputs.at(0).shape;
+    const int64_t last = x.rank() - 1;
+    return {b.complex(b.reshape(b.sliceInDim(x, 0, 1, 1, last), out), b.reshape(b.sliceInDim(x, 1, 2, 1, last), out))};
+  }).accepts([](const Context& ctx) {
+    DType t = ctx.tensor(0).dtype();
+    return t == DType::F32 || t == DType::F64;
+  }).graphOnly().complex();
 
   auto expandToOut = [](Context& ctx) -> std::vector<Value> {
     return {ctx.b.broadcastTo(ctx.tensor(0), ctx.outputs.at(0).shape)};
   };
-  r.add("aten::expand", expandToOut).graphOnly();
-  r.add("aten::expand_as", expandToOut).graphOnly();
+  r.add("aten::expand", expandToOut).graphOnly().complex();
+  r.add("aten::expand_as", expandToOut).graphOnly().complex();
 
   r.add("aten::permute", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> perm;
     for (int64_t d : ctx.toInts(1)) perm.push_back(normDim(ctx, d, x.rank()));
     return {ctx.b.transpose(x, perm)};
-  }).graphOnly();
+  }).graphOnly().complex();
   auto swap = [](Context& ctx, Value x, int64_t a, int64_t c) -> Value {
     if (x.rank() < 2) return x;
     std::vector<int64_t> perm = iotaVec(x.rank());
@@ -100,14 +124,14 @@ void populateViews(Registry& r) {
   };
   r.add("aten::transpose.int", [swap](Context& ctx) -> std::vector<Value> {
     return {swap(ctx, ctx.tensor(0), ctx.toInt(1), ctx.toInt(2))};
-  }).graphOnly();
+  }).graphOnly().complex();
   r.add("aten::swapaxes", [swap](Context& ctx) -> std::vector<Value> {
     return {swap(ctx, ctx.tensor(0), ctx.toInt(1), ctx.toInt(2))};
-  }).graphOnly();
+  }).graphOnly().complex();
   r.add("aten::t", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     return {x.rank() < 2 ? x : ctx.b.transpose(x, {1, 0})};
-  }).graphOnly();
+  }).graphOnly().complex();
   r.add("aten::movedim.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t src = normDim(ctx, ctx.toInt(1), x.rank()), dst = normDim(ctx, ctx.toInt(2), x.rank());
@@ -116,7 +140,7 @@ void populateViews(Registry& r) {
       if (d != src) rest.push_back(d);
     rest.insert(rest.begin() + dst, src);
     return {ctx.b.transpose(x, rest)};
-  }).graphOnly();
+  }).graphOnly().complex();
 
   // slice.Tensor(self, dim=0, start=None, end=None, step=1)
   r.add("aten::slice.Tensor", [](Context& ctx) -> std::vector<Value> {
@@ -130,7 +154,7 @@ void populateViews(Registry& r) {
     end = std::clamp<int64_t>(end, start, size);
     int64_t step = ctx.has(4) ? ctx.toInt(4) : 1;
     return {ctx.b.sliceInDim(x, start, end, step, dim)};
-  }).graphOnly();
+  }).graphOnly().complex();
   // narrow(self, dim, start, length)
   r.add("aten::narrow", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -138,7 +162,7 @@ void populateViews(Registry& r) {
     int64_t start = ctx.toInt(2);
     if (start < 0) start += x.shape()[dim];
     return {ctx.b.sliceInDim(x, start, start + ctx.toInt(3), 1, dim)};
-  }).graphOnly();
+  }).graphOnly().complex();
   // select.int(self, dim, index)
   r.add("aten::select.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -147,7 +171,7 @@ void populateViews(Registry& r) {
     if (index < 0) index += x.shape()[dim];
     if (index < 0 || index >= x.shape()[dim]) ctx.fail("index out of range");
     return {ctx.b.reshape(ctx.b.sliceInDim(x, index, index + 1, 1, dim), ctx.outputs.at(0).shape)};
-  }).graphOnly();
+  }).graphOnly().complex();
 
   // as_strided(self, size, stride, storage_offset=None): strides over self's row-major elements.
   auto asStrided = [](Context& ctx) -> std::vector<Value> {
@@ -155,8 +179,8 @@ void populateViews(Registry& r) {
     int64_t off = ctx.has(3) ? ctx.toInt(3) : 0;
     return {stridedRead(ctx.b, x, ctx.toInts(1), ctx.toInts(2), off)};
   };
-  r.add("aten::as_strided", asStrided).graphOnly();
-  r.add("aten::as_strided_copy", asStrided).graphOnly();
+  r.add("aten::as_strided", asStrided).graphOnly().complex();
+  r.add("aten::as_strided_copy", asStrided).graphOnly().complex();
   // diagonal(self, offset=0, dim1=0, dim2=1)
   r.add("aten::diagonal", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -176,7 +200,7 @@ void populateViews(Registry& r) {
     strides.push_back(st[d1] + st[d2]);
     if (sizes.back() == 0) return {ctx.b.zeros(ctx.outputs.at(0))};
     return {stridedRead(ctx.b, x, sizes, strides, start)};
-  }).graphOnly();
+  }).graphOnly().complex();
   // unfold(self, dimension, size, step)
   r.add("aten::unfold", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -188,7 +212,7 @@ void populateViews(Registry& r) {
     strides[dim] = st[dim] * ctx.toInt(3);
     strides.push_back(st[dim]);
     return {stridedRead(ctx.b, x, out, strides, 0)};
-  }).graphOnly();
+  }).graphOnly().complex();
 
   // ---- views with several results: consecutive pieces along `dim` (lengths from the result types) ----
   auto split = [](size_t dim_arg) {
@@ -200,12 +224,12 @@ void populateViews(Registry& r) {
       return pieces(ctx.b, x, dim, lens);
     };
   };
-  r.add("aten::split.Tensor", split(2)).graphOnly();
-  r.add("aten::split_with_sizes", split(2)).graphOnly();
-  r.add("aten::chunk", split(2)).graphOnly();
-  r.add("aten::tensor_split.sections", split(2)).graphOnly();
-  r.add("aten::unsafe_split.Tensor", split(2)).graphOnly();
-  r.add("aten::unsafe_split_with_sizes", split(2)).graphOnly();
+  r.add("aten::split.Tensor", split(2)).graphOnly().complex();
+  r.add("aten::split_with_sizes", split(2)).graphOnly().complex();
+  r.add("aten::chunk", split(2)).graphOnly().complex();
+  r.add("aten::tensor_split.sections", split(2)).graphOnly().complex();
+  r.add("aten::unsafe_split.Tensor", split(2)).graphOnly().complex();
+  r.add("aten::unsafe_split_with_sizes", split(2)).graphOnly().complex();
   r.add("aten::unbind.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = dimArg(ctx, 1, x.rank());
@@ -213,7 +237,7 @@ void populateViews(Registry& r) {
     for (int64_t i = 0; i < x.shape()[dim]; ++i)
       out.push_back(ctx.b.reshape(ctx.b.sliceInDim(x, i, i + 1, 1, dim), ctx.outputs.at(i).shape));
     return out;
-  }).graphOnly();
+  }).graphOnly().complex();
 }
 
 }  // namespace torch_tpu::lowering
