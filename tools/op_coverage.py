@@ -104,7 +104,8 @@ def main():
              f"- ops: {len(ops)} OpInfos ({'selected' if args.ops else 'the whole op database'})",
              f"- dtypes: {dtypes} (those each OpInfo supports on CPU)",
              f"- samples per (op, dtype): {'all' if max_samples is None else f'the first {max_samples}'}; "
-             "forward, backward (floating dtypes, ops with autograd) and every error input",
+             "forward, backward (floating dtypes, and complex ones where the OpInfo supports complex autograd) "
+             "and every error input",
              f"- expected failures: {len(xf.entries)} entries in tests/python/opinfo_expected_failures.py",
              f"- time: {elapsed / 60:.1f} min ({args.jobs} worker process{'es' if args.jobs > 1 else ''})", "",
              "A case is one (op, dtype, sample, direction). *pass* = correct and computed on the device; *fallback* = "
@@ -120,6 +121,12 @@ def main():
                   f"- forward: {fp}/{ft} = {100.0 * fp / max(ft, 1):.1f}%",
                   f"- backward: {bp}/{bt} = {100.0 * bp / max(bt, 1):.1f}%",
                   f"- error inputs (same exception type as CPU): {ep}/{et}", ""]
+        for d in H.DTYPES:
+            dn = str(d).replace("torch.", "")
+            dfp, dft = H.rate(results, "forward", sel, dn)
+            dbp, dbt = H.rate(results, "backward", sel, dn)
+            lines.insert(-1, f"- {dn}: forward {dfp}/{dft} = {100.0 * dfp / max(dft, 1):.1f}%, backward "
+                             f"{dbp}/{dbt} = {100.0 * dbp / max(dbt, 1):.1f}%")
     outcomes = Counter((r.direction, r.outcome) for r in results)
     lines += ["## Outcomes", "", "| direction | outcome | cases |", "|---|---|---|"]
     lines += [f"| {d} | {o} | {c} |" for (d, o), c in sorted(outcomes.items())]

@@ -155,7 +155,7 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
             isinstance(a, (list, tuple)) and any(isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
                                                  for x in a)):
         raise UnsupportedGraph("symbolic scalar argument (compile with dynamic=False)")
-    if a is None or isinstance(a, (bool, int, float, str, torch.dtype)):
+    if a is None or isinstance(a, (bool, int, float, complex, str, torch.dtype)):
         return (kind, name, "C", a)
     if isinstance(a, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in a):
         return (kind, name, "C", list(a))

@@ -163,7 +163,7 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
       core::CallContext ctx(pb, n.op);
       buildArgs(ctx, n, vals);
       for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
-      if (!lowering::accepts(*rule, ctx)) ctx.fail("the rule declines this call");
+      if (std::string why = lowering::declineReason(*rule, ctx); !why.empty()) ctx.fail(why);
       results = lowering::lower(*rule, ctx);
     } catch (const lowering::LoweringError& e) {
       record(e.what());

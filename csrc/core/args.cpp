@@ -54,6 +54,15 @@ ArgKind argKind(const c10::Argument& a) {
   }
 }
 
+namespace {
+// A complex number as a 0-d value of dtype t (its real part for a real t, as PyTorch's casts do).
+shlo::Value complexConstant(shlo::Builder& b, const HostScalar& h, shlo::DType t) {
+  if (!shlo::isComplex(t)) return b.constant(h.f, t);
+  const shlo::DType c = t == shlo::DType::C128 ? shlo::DType::F64 : shlo::DType::F32;
+  return b.complex(b.constant(h.f, c), b.constant(h.im, c));
+}
+}  // namespace
+
 HostScalar hostScalar(const c10::Scalar& v, bool with_value) {
   HostScalar h;
   if (v.isBoolean()) {
@@ -62,8 +71,14 @@ HostScalar hostScalar(const c10::Scalar& v, bool with_value) {
   } else if (v.isIntegral(false)) {
     h.kind = HostScalar::Kind::Int;
     if (with_value) h.i = v.toLong();
+  } else if (v.isComplex()) {
+    // Complex numbers are built into the program (part of the cache key), never program inputs.
+    h.kind = HostScalar::Kind::Complex;
+    const c10::complex<double> z = v.toComplexDouble();
+    h.f = z.real();
+    h.im = z.imag();
+    with_value = true;
   } else {
-    TORCH_CHECK_NOT_IMPLEMENTED(!v.isComplex(), "tpu: complex scalars are not supported");
     h.kind = HostScalar::Kind::Float;
     if (with_value) h.f = v.toDouble();
   }
@@ -89,8 +104,9 @@ Arg hostArg(shlo::Builder& b, const std::string& name, ArgKind k, const c10::IVa
       a.kind = Arg::Kind::Tensor;
       a.wrapped_number = true;
       a.scalar = hostScalar(v.toScalar(), true);
-      a.tensor = a.scalar.kind == HostScalar::Kind::Float ? b.constant(a.scalar.f, a.scalar.dtype())
-                                                          : b.constantInt(a.scalar.toInt(), a.scalar.dtype());
+      a.tensor = a.scalar.kind == HostScalar::Kind::Complex ? complexConstant(b, a.scalar, a.scalar.dtype())
+                 : a.scalar.kind == HostScalar::Kind::Float ? b.constant(a.scalar.f, a.scalar.dtype())
+                                                            : b.constantInt(a.scalar.toInt(), a.scalar.dtype());
       return a;
     case ArgKind::Scalar:
       a.kind = Arg::Kind::Scalar;
@@ -154,6 +170,7 @@ shlo::Value CallContext::scalar(size_t i, shlo::DType dtype) {
   if (a.scalar.known()) {
     if (a.scalar.kind == HostScalar::Kind::Int) return b.constantInt(a.scalar.i, dtype);
     if (a.scalar.kind == HostScalar::Kind::Bool) return b.constantInt(a.scalar.b, dtype);
+    if (a.scalar.kind == HostScalar::Kind::Complex) return complexConstant(b, a.scalar, dtype);
     return b.constant(a.scalar.f, dtype);
   }
   TORCH_INTERNAL_ASSERT(i < host_index.size() && host_index[i] >= 0, "tpu: dynamic number without a host input");

@@ -2,6 +2,8 @@
 
 #include <c10/util/Exception.h>
 
+#include "lowering/target.h"
+
 namespace torch_tpu {
 
 shlo::DType toDType(at::ScalarType t) {
@@ -35,14 +37,21 @@ shlo::DType toDType(at::ScalarType t) {
 bool supportedDType(at::ScalarType t) {
   switch (t) {
     case at::kBool: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kByte:
-    case at::kHalf: case at::kFloat: case at::kDouble: case at::kBFloat16:
+    case at::kHalf: case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kComplexFloat:
     case at::kUInt16: case at::kUInt32: case at::kUInt64:
     case at::kFloat8_e5m2: case at::kFloat8_e4m3fn: case at::kFloat8_e5m2fnuz: case at::kFloat8_e4m3fnuz:
     case at::kFloat8_e8m0fnu:
       return true;
+    case at::kComplexDouble:
+      return complex128Supported();
     default:
       return false;
   }
+}
+
+bool complex128Supported() {
+  // TPUs have no complex128 (nor float64) arithmetic; XLA:CPU and XLA:GPU have both.
+  return lowering::target().platform != "tpu";
 }
 
 at::ScalarType toScalarType(shlo::DType t) {

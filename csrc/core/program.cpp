@@ -109,6 +109,9 @@ int Signature::add(const at::Tensor& t, bool writes) {
   put<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
   put<int8_t>(key, static_cast<int8_t>(slot));
   put<uint8_t>(key, identity);
+  // The conjugate and negative bits (views made by conj(), imag() of a conjugate): programs read and write the
+  // tensor's logical values.
+  put<uint8_t>(key, static_cast<uint8_t>((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0)));
   putInts(key, sizes);
   if (!identity) {
     putInts(key, t.strides());
@@ -194,11 +197,18 @@ Value ProgramBuilder::offset(int ti) {
   return v;
 }
 
+Value ProgramBuilder::logical(const at::Tensor& t, Value v) {
+  if (t.is_conj()) v = b.conj(v);
+  if (t.is_neg()) v = b.neg(v);
+  return v;
+}
+
 Value ProgramBuilder::read(int ti) {
   Value& v = reads_[ti];
   if (!v.valid()) {
     const Signature::Entry& e = sig.tensors[ti];
     v = viewprog::read(b, storage(e.slot), sig.layout(ti), offset(ti), toDType(e.t.scalar_type()));
+    v = logical(e.t, v);
   }
   return v;
 }
@@ -208,7 +218,7 @@ void ProgramBuilder::write(int ti, Value v) {
   const int slot = e.slot;
   TORCH_INTERNAL_ASSERT(std::find(written_.begin(), written_.end(), slot) != written_.end(),
                         "tpu: a program writes a storage it did not declare");
-  v = b.convert(v, toDType(e.t.scalar_type()));
+  v = logical(e.t, b.convert(v, toDType(e.t.scalar_type())));  // conj and neg are their own inverses
   v = b.broadcastTo(v, e.t.sizes().vec());
   Value& cur = new_bufs_[slot];
   if (e.identity) {

@@ -152,6 +152,8 @@ class ProgramBuilder {
   int numParams() const { return static_cast<int>(params_.size()); }
 
  private:
+  // A tensor's logical value from the raw one (and back): its conjugate and negative bits applied.
+  shlo::Value logical(const at::Tensor& t, shlo::Value v);
   shlo::Value storage(int slot);
   shlo::Value offset(int ti);
 

@@ -8,6 +8,7 @@
 #include <c10/util/Float8_e5m2fnuz.h>
 #include <c10/util/Float8_e8m0fnu.h>
 #include <c10/util/Half.h>
+#include <c10/util/complex.h>
 
 #include <algorithm>
 #include <cstring>
@@ -45,6 +46,8 @@ size_t encodeScalar(const c10::Scalar& v, shlo::DType dtype, void* out) {
     case D::F8E4M3FNUZ: return w(c10::Float8_e4m3fnuz(static_cast<float>(v.toDouble())));
     case D::F8E5M2FNUZ: return w(c10::Float8_e5m2fnuz(static_cast<float>(v.toDouble())));
     case D::F8E8M0FNU: return w(c10::Float8_e8m0fnu(static_cast<float>(v.toDouble())));
+    case D::C64: return w(c10::complex<float>(v.toComplexDouble()));
+    case D::C128: return w(v.toComplexDouble());
     default: break;
   }
   TORCH_CHECK_TYPE(false, "tpu: cannot pass a number as ", shlo::mlirName(dtype));
@@ -55,13 +58,16 @@ namespace {
 constexpr int kMaxDevices = 64;
 
 struct Key {
-  uint64_t bits;
+  uint64_t bits, bits2;  // bits2: the second half of a complex128
   int32_t dtype, device;
-  bool operator==(const Key& o) const { return bits == o.bits && dtype == o.dtype && device == o.device; }
+  bool operator==(const Key& o) const {
+    return bits == o.bits && bits2 == o.bits2 && dtype == o.dtype && device == o.device;
+  }
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    return std::hash<uint64_t>()(k.bits * 1315423911u + static_cast<uint64_t>(k.dtype) * 31 + k.device);
+    return std::hash<uint64_t>()(k.bits * 1315423911u + k.bits2 * 2654435761u + static_cast<uint64_t>(k.dtype) * 31 +
+                                 k.device);
   }
 };
 
@@ -87,15 +93,15 @@ void clearScalarCache() {
 }
 
 runtime::BufferPtr scalarBuffer(const c10::Scalar& v, shlo::DType dtype, int device) {
-  uint64_t bits = 0;
-  encodeScalar(v, dtype, &bits);
-  Key key{bits, static_cast<int32_t>(dtype), device};
+  uint64_t bits[2] = {0, 0};
+  encodeScalar(v, dtype, bits);
+  Key key{bits[0], bits[1], static_cast<int32_t>(dtype), device};
   {
     std::lock_guard<std::mutex> g(g_mu);
     auto it = g_cache.find(key);
     if (it != g_cache.end()) return it->second;
   }
-  auto buf = client().fromHost(&bits, static_cast<runtime::ElementType>(dtype), {}, device);
+  auto buf = client().fromHost(bits, static_cast<runtime::ElementType>(dtype), {}, device);
   std::lock_guard<std::mutex> g(g_mu);
   if (g_cache.size() > 4096) clearLocked();
   if (g_cache.emplace(key, buf).second && device >= 0 && device < kMaxDevices) g_cached_bytes[device] += buf->byteSize();

@@ -16,6 +16,6 @@ int64_t scalarCacheBytes(int device);
 void clearScalarCache();
 
 // Converts v to dtype's bytes (little endian, dense). Returns the byte count.
-size_t encodeScalar(const c10::Scalar& v, shlo::DType dtype, void* out8);
+size_t encodeScalar(const c10::Scalar& v, shlo::DType dtype, void* out16);
 
 }  // namespace torch_tpu

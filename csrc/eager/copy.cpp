@@ -39,7 +39,7 @@ void deviceCopy(const at::Tensor& self, const at::Tensor& src) {
 at::Tensor dense(const at::Tensor& t) {
   runtime::BufferPtr buf = storageOf(t)->get();
   if (buf && viewprog::isIdentity(buf->dims(), {t.sizes().vec(), t.strides().vec(), t.storage_offset()}) &&
-      runtime::ElementType(toDType(t.scalar_type())) == buf->type())
+      runtime::ElementType(toDType(t.scalar_type())) == buf->type() && !t.is_conj() && !t.is_neg())
     return t;
   c10::DeviceGuard g(t.device());
   at::Tensor out = at::empty(t.sizes(), t.options());
@@ -143,13 +143,14 @@ void fromHost(const at::Tensor& self, const at::Tensor& src) {
     return;
   }
   at::Tensor host = src;
-  if (host.scalar_type() != self.scalar_type() || host.sizes() != self.sizes() || !host.is_contiguous()) {
+  if (host.scalar_type() != self.scalar_type() || host.sizes() != self.sizes() || !host.is_contiguous() ||
+      host.is_conj() || host.is_neg()) {
     host = at::empty(self.sizes(), self.options().device(at::kCPU));
     host.copy_(src);
   }
   runtime::BufferPtr buf = client().fromHost(host.data_ptr(), runtime::ElementType(toDType(self.scalar_type())),
                                              self.sizes().vec(), self.device().index());
-  if (coversStorage(self)) {
+  if (wholeBuffer(self)) {
     storageOf(self)->set(std::move(buf));
     return;
   }

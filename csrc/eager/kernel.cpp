@@ -214,7 +214,12 @@ void scanNumber(std::string& k, const c10::Scalar& v, bool is_static) {
   if (v.isBoolean()) put<uint8_t>(k, 'b');
   else if (v.isIntegral(false)) put<uint8_t>(k, 'i');
   else if (v.isFloatingPoint()) put<uint8_t>(k, 'f');
-  else TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: complex scalars are not supported");
+  else {  // complex numbers are always built into the program (core/args.h)
+    put<uint8_t>(k, 'z');
+    put<double>(k, v.toComplexDouble().real());
+    put<double>(k, v.toComplexDouble().imag());
+    return;
+  }
   if (is_static) {
     if (v.isFloatingPoint()) put<double>(k, v.toDouble());
     else put<int64_t>(k, v.toLong());
@@ -514,7 +519,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   ctx.outputs = out_types;
 
   const lowering::Rule& rule = *info.op.rule;
-  if (!lowering::accepts(rule, ctx)) return fallback("rule declines this call");
+  if (std::string why = lowering::declineReason(rule, ctx); !why.empty()) return fallback(why);
   std::vector<Value> results;
   try {
     results = lowering::lower(rule, ctx);

@@ -7,6 +7,8 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -35,8 +37,10 @@ c10::DeviceGuard guardFor(std::optional<c10::Device> device) {
 }
 
 void checkDType(c10::ScalarType t) {
-  TORCH_CHECK_TYPE(supportedDType(t) || t == at::kComplexFloat || t == at::kComplexDouble,
-                   "tpu: tensors of dtype ", t, " are not supported on the tpu device");
+  TORCH_CHECK_TYPE(t != at::kComplexDouble || supportedDType(t),
+                   "tpu: complex128 tensors are not supported by this plugin (TPUs have no complex128 arithmetic); "
+                   "use complex64");
+  TORCH_CHECK_TYPE(supportedDType(t), "tpu: tensors of dtype ", t, " are not supported on the tpu device");
 }
 
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
@@ -161,6 +165,11 @@ at::Tensor unfold(const at::Tensor& self, int64_t dimension, int64_t size, int64
   return at::native::unfold(self, dimension, size, step);
 }
 
+// A complex tensor's float view with a trailing dimension of 2 and back: the same storage, another element type
+// and size (programs reinterpret the storage's buffer, stablehlo/viewprog.h).
+at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
+at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
   // `tensor.data = other` between cpu and tpu tensors swaps the whole TensorImpl metadata.
   return true;
@@ -175,6 +184,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(view));
   m.impl("_reshape_alias", TORCH_FN(reshape_alias));
   m.impl("unfold", TORCH_FN(unfold));
+  m.impl("view_as_real", TORCH_FN(view_as_real));
+  m.impl("view_as_complex", TORCH_FN(view_as_complex));
   m.impl("resize_", TORCH_FN(resize_));
   m.impl("set_.source_Storage", TORCH_FN(set_storage));
   m.impl("set_.source_Storage_storage_offset", TORCH_FN(set_storage_offset));

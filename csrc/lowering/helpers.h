@@ -110,8 +110,8 @@ Value logSigmoid(Builder& b, Value x);
 // Runs `fn` in accType(x.dtype()) (upcasting bf16/f16 to f32) and converts the result back to `out`.
 Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn);
 
-// True when every Tensor/TensorList argument and every expected output has a dtype the rules support
-// (no complex, no Invalid inputs). Used as the default `accepts` of most rules.
+// True when every Tensor/TensorList argument has a dtype programs handle (no Invalid inputs). Used as the default
+// `accepts` of most rules. Complex calls never reach rules whose row is not listing kComplex (declineReason).
 bool realDTypes(const Context& ctx);
 
 }  // namespace torch_tpu::lowering

@@ -38,16 +38,24 @@ using shlo::ReduceKind;
 
 // A host number as Python gives it.
 struct HostScalar {
-  enum class Kind { None, Bool, Int, Float } kind = Kind::None;
+  // Complex numbers are always static (known): f is the real part, im the imaginary part.
+  enum class Kind { None, Bool, Int, Float, Complex } kind = Kind::None;
   double f = 0;
+  double im = 0;
   int64_t i = 0;
   bool b = false;
   bool has_value = false;  // false for a dynamic (runtime) number: only `kind` is known at build time
   bool known() const { return has_value; }
-  double toDouble() const { return kind == Kind::Float ? f : kind == Kind::Int ? double(i) : double(b); }
-  int64_t toInt() const { return kind == Kind::Float ? int64_t(f) : kind == Kind::Int ? i : int64_t(b); }
-  // The dtype PyTorch gives a wrapped number of this kind: f64 / s64 / pred (the "default" categories).
-  DType dtype() const { return kind == Kind::Float ? DType::F64 : kind == Kind::Int ? DType::S64 : DType::Pred; }
+  bool floating() const { return kind == Kind::Float || kind == Kind::Complex; }
+  double toDouble() const { return floating() ? f : kind == Kind::Int ? double(i) : double(b); }
+  int64_t toInt() const { return floating() ? int64_t(f) : kind == Kind::Int ? i : int64_t(b); }
+  // The dtype PyTorch gives a wrapped number of this kind: c128 / f64 / s64 / pred (the "default" categories).
+  DType dtype() const {
+    return kind == Kind::Complex ? DType::C128
+           : kind == Kind::Float ? DType::F64
+           : kind == Kind::Int   ? DType::S64
+                                 : DType::Pred;
+  }
 };
 
 struct Arg {
@@ -151,8 +159,9 @@ enum DTypeClass : unsigned {
   kFloat8 = 1u << 0,        // float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz
   kFloat8E8M0 = 1u << 1,    // float8_e8m0fnu (fewer kernels than the other float8 types)
   kWideUnsigned = 1u << 2,  // uint16, uint32, uint64
+  kComplex = 1u << 3,       // complex64, complex128 (and complex Python numbers)
   kAllFloat8 = kFloat8 | kFloat8E8M0,
-  kRestricted = kAllFloat8 | kWideUnsigned,
+  kRestricted = kAllFloat8 | kWideUnsigned | kComplex,
 };
 unsigned dtypeClass(DType t);  // the DTypeClass of a restricted dtype, 0 for every other dtype
 
@@ -173,6 +182,7 @@ struct Rule {
 //   r.add("aten::arange.start", arange).staticArgs({"start", "end"}).accepts(realDTypes);
 //   r.add("aten::neg", unarySame(negate)).accepts(elementwiseAccepts);  // a predicate made for the row's op
 //   r.add("aten::view", reshapeToOut).graphOnly();
+//   r.add("aten::mul.Tensor", binary(mul)).accepts(elementwiseAccepts).complex();
 class RuleRow {
  public:
   explicit RuleRow(Rule& rule) : rule_(rule) {}
@@ -182,6 +192,7 @@ class RuleRow {
   RuleRow& staticArgs(std::vector<std::string> names);
   RuleRow& graphOnly();  // Rule::eager = false
   RuleRow& dtypes(unsigned classes);  // restricted dtype classes (DTypeClass) the rule lowers, like PyTorch's CPU
+  RuleRow& complex() { return dtypes(kComplex); }  // the rule computes complex64/complex128 as well
   const Rule& rule() const { return rule_; }
 
  private:
@@ -202,8 +213,11 @@ class Registry {
 // The process-wide registry, populated on first use by every rule family.
 const Registry& registry();
 
-// Whether `rule` lowers this call: its row's restricted dtype classes, then its accepts predicate.
-bool accepts(const Rule& rule, const Context& ctx);
+// Why `rule` does not lower this call ("" when it does): a restricted dtype class its row does not list ("no
+// complex lowering", "no float8 lowering", ...), else its accepts predicate declining ("the rule declines this
+// call"). Eager mode and compiled graphs report this reason for the CPU fallback / the node run eagerly.
+std::string declineReason(const Rule& rule, const Context& ctx);
+inline bool accepts(const Rule& rule, const Context& ctx) { return declineReason(rule, ctx).empty(); }
 
 // Lowers one call: runs the rule and checks/converts its results against ctx.outputs (dtype converted, shape must
 // match). Throws LoweringError for a missing rule ("no lowering for aten::X") or a failing rule.

@@ -22,7 +22,7 @@ using FnCtx = std::function<Value(Context&, DType /*compute*/, Value /*g*/, Valu
 
 // ---- accept predicate ----
 
-// The accepts predicate of an elementwise rule for `op`: declines complex dtypes, bool operands for ops PyTorch
+// The accepts predicate of an elementwise rule for `op`: declines bool operands for ops PyTorch
 // rejects them for (except div.*_mode with no rounding mode, which is true division), integer operands of ops PyTorch
 // CPU implements for floating dtypes only, a bool alpha with a non-bool result, and heaviside of two dtypes -- so
 // that the CPU kernel raises PyTorch's error.

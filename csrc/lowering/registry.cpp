@@ -92,11 +92,22 @@ unsigned dtypeClass(DType t) {
     case DType::F8E5M2: case DType::F8E4M3FN: case DType::F8E5M2FNUZ: case DType::F8E4M3FNUZ: return kFloat8;
     case DType::F8E8M0FNU: return kFloat8E8M0;
     case DType::U16: case DType::U32: case DType::U64: return kWideUnsigned;
+    case DType::C64: case DType::C128: return kComplex;
     default: return 0;
   }
 }
 
-bool accepts(const Rule& rule, const Context& ctx) {
+namespace {
+
+const char* className(unsigned cls) {
+  if (cls & kComplex) return "complex";
+  if (cls & kAllFloat8) return "float8";
+  return "uint16/uint32/uint64";
+}
+
+}  // namespace
+
+std::string declineReason(const Rule& rule, const Context& ctx) {
   if ((rule.dtypes & kRestricted) != kRestricted) {
     unsigned used = 0;
     for (const Arg& a : ctx.args) {
@@ -105,11 +116,13 @@ bool accepts(const Rule& rule, const Context& ctx) {
         for (const Value& v : a.tensors)
           if (v.valid()) used |= dtypeClass(v.dtype());
       if (a.kind == Arg::Kind::ScalarType) used |= dtypeClass(a.dtype);
+      if (a.kind == Arg::Kind::Scalar && a.scalar.kind == HostScalar::Kind::Complex) used |= kComplex;
     }
     for (const TensorType& t : ctx.outputs) used |= dtypeClass(t.dtype);
-    if (used & ~rule.dtypes) return false;
+    if (unsigned missing = used & ~rule.dtypes) return std::string("no ") + className(missing) + " lowering";
   }
-  return !rule.accepts || rule.accepts(ctx);
+  if (rule.accepts && !rule.accepts(ctx)) return "the rule declines this call";
+  return "";
 }
 
 const Rule* Registry::find(const std::string& op) const {
@@ -151,6 +164,7 @@ const Registry& registry() {
         populateGrouped,
         populateFused,
         populateForeign,
+        populateFft,
         populateForeach,  // last: its rules wrap the per-tensor rules registered above
     };
     for (Populate p : kFamilies) p(*r);

@@ -48,6 +48,8 @@ c10::IValue constantValue(core::ArgKind kind, const py::handle& v) {
   }
   if (py::isinstance<py::int_>(v)) return c10::IValue(v.cast<int64_t>());
   if (py::isinstance<py::float_>(v)) return c10::IValue(v.cast<double>());
+  if (PyComplex_Check(v.ptr()))
+    return c10::IValue(c10::complex<double>(PyComplex_RealAsDouble(v.ptr()), PyComplex_ImagAsDouble(v.ptr())));
   if (py::isinstance<py::str>(v)) return c10::IValue(v.cast<std::string>());
   if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
     switch (kind) {

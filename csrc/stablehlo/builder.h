@@ -104,7 +104,7 @@ class Builder {
   Value shiftRightArithmetic(Value a, Value b);
   Value shiftRightLogical(Value a, Value b);
   Value neg(Value a);
-  Value abs(Value a);                 // result type = operand type (complex excluded)
+  Value abs(Value a);                 // result type = operand type; complex: the modulus (component type)
   Value exp(Value a);
   Value expm1(Value a);
   Value log(Value a);
@@ -137,6 +137,15 @@ class Builder {
                                              // float8 goes through f32 with PyTorch's rounding (toFloat8)
   Value toFloat8(Value f32, DType to);       // c10's fp8 conversion (saturation, fnuz NaN, e8m0 rounding) exactly
   Value bitcastConvert(Value a, DType to);   // same bit width only
+  // Complex numbers: the components of a complex value (f32 for c64, f64 for c128), and the complex value of two
+  // components of the same float type (f32 -> c64, f64 -> c128).
+  Value realPart(Value a);
+  Value imagPart(Value a);
+  Value complex(Value re, Value im);
+  Value conj(Value a);  // complex: re - i im; other dtypes: a
+  // stablehlo.fft over the last lengths.size() dimensions. kind: "FFT", "IFFT" (complex -> complex), "RFFT"
+  // (f32/f64 -> complex, last dimension n/2+1), "IRFFT" (complex -> f32/f64, last dimension lengths.back()).
+  Value fft(Value a, const std::string& kind, const std::vector<int64_t>& lengths);
 
   // ---- shape ----
   Value reshape(Value a, const Shape& shape);                      // no-op if same shape

@@ -65,7 +65,9 @@ TPU_UNARY(clz, "count_leading_zeros", kInt)
 
 Value Builder::abs(Value a) {
   impl_->check("abs", a);
-  requireDType("abs", a, kSInt | kUInt | kFloat | kPred);
+  requireDType("abs", a, kSInt | kUInt | kFloat | kPred | kComplex);
+  if (isComplex(a.dtype()))
+    return impl_->emit("stablehlo.abs", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
   if (a.dtype() == DType::Pred || (isInteger(a.dtype()) && !isSigned(a.dtype()))) return a;
   return impl_->emit("stablehlo.abs", {a}, {}, a.type);
 }
@@ -160,6 +162,57 @@ Value Builder::bitcastConvert(Value a, DType to) {
                                std::to_string(bitWidth(a.dtype())) + ") vs " + mlirName(to) + " (" +
                                std::to_string(bitWidth(to)) + ")");
   return impl_->emit("stablehlo.bitcast_convert", {a}, {}, TensorType{to, a.shape()});
+}
+
+Value Builder::realPart(Value a) {
+  impl_->check("realPart", a);
+  requireDType("realPart", a, kComplex);
+  return impl_->emit("stablehlo.real", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
+}
+
+Value Builder::imagPart(Value a) {
+  impl_->check("imagPart", a);
+  requireDType("imagPart", a, kComplex);
+  return impl_->emit("stablehlo.imag", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
+}
+
+Value Builder::complex(Value re, Value im) {
+  impl_->check("complex", re);
+  impl_->check("complex", im);
+  requireSameType("complex", re, im);
+  if (re.dtype() != DType::F32 && re.dtype() != DType::F64)
+    fail("complex", "components must be f32 or f64, got " + re.type.str());
+  DType t = re.dtype() == DType::F64 ? DType::C128 : DType::C64;
+  return impl_->emit("stablehlo.complex", {re, im}, {}, TensorType{t, re.shape()});
+}
+
+Value Builder::conj(Value a) {
+  if (!isComplex(a.dtype())) return a;
+  return complex(realPart(a), neg(imagPart(a)));
+}
+
+Value Builder::fft(Value a, const std::string& kind, const std::vector<int64_t>& lengths) {
+  impl_->check("fft", a);
+  const size_t k = lengths.size();
+  if (k < 1 || k > 3 || k > size_t(a.rank())) fail("fft", "1 to 3 transformed dimensions, at most the rank");
+  Shape out = a.shape();
+  DType t = a.dtype();
+  if (kind == "FFT" || kind == "IFFT") {
+    requireDType("fft", a, kComplex);
+  } else if (kind == "RFFT") {
+    if (a.dtype() != DType::F32 && a.dtype() != DType::F64) fail("fft", "RFFT needs an f32 or f64 operand");
+    t = a.dtype() == DType::F64 ? DType::C128 : DType::C64;
+    out.back() = lengths.back() / 2 + 1;
+  } else if (kind == "IRFFT") {
+    requireDType("fft", a, kComplex);
+    t = complexComponent(a.dtype());
+    out.back() = lengths.back();
+  } else {
+    fail("fft", "unknown fft type '" + kind + "'");
+  }
+  return impl_->emit("stablehlo.fft", {a},
+                     Attrs().enumeration("fft_type", "fft_type", kind).array("fft_length", lengths),
+                     TensorType{t, out});
 }
 
 }  // namespace torch_tpu::shlo

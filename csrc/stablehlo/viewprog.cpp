@@ -23,6 +23,25 @@ Value flatten(Builder& b, const Value& buf) { return b.reshape(buf, {buf.type.nu
 Value retype(Builder& b, const Value& v, DType to) {
   if (v.dtype() == to) return v;
   const int wf = shlo::bitWidth(v.dtype()), wt = shlo::bitWidth(to);
+  // XLA bitcasts no complex type: a complex element is its two components in memory (real first), so complex
+  // values go through a flat run of components (view_as_real / view_as_complex, byte views of complex storages).
+  if (shlo::isComplex(v.dtype()) != shlo::isComplex(to)) {
+    Value flat = b.reshape(v, {v.type.numel()});
+    Value r;
+    if (shlo::isComplex(v.dtype())) {
+      const int64_t n = flat.type.numel();
+      Value re = b.reshape(b.realPart(flat), {n, 1}), im = b.reshape(b.imagPart(flat), {n, 1});
+      r = retype(b, b.reshape(b.concatenate({re, im}, 1), {2 * n}), to);
+    } else {
+      Value comps = retype(b, flat, shlo::bitWidth(to) == 128 ? DType::F64 : DType::F32);
+      const int64_t m = comps.type.numel();
+      if (m % 2 != 0) throw shlo::BuildError("a complex view needs an even number of components");
+      Value pairs = b.reshape(comps, {m / 2, 2});
+      r = b.complex(b.reshape(b.sliceInDim(pairs, 0, 1, 1, 1), {m / 2}),
+                    b.reshape(b.sliceInDim(pairs, 1, 2, 1, 1), {m / 2}));
+    }
+    return wf == wt ? b.reshape(r, v.shape()) : r;
+  }
   if (v.dtype() == DType::Pred || to == DType::Pred) {
     if (v.dtype() == DType::Pred && wt == 8) return b.convert(v, to);
     if (to == DType::Pred && wf == 8) return b.convert(v, to);

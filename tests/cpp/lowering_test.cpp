@@ -110,9 +110,13 @@ static size_t elemSize(DType t) {
     case DType::Pred: case DType::S8: case DType::U8: return 1;
     case DType::S16: case DType::U16: case DType::F16: case DType::BF16: return 2;
     case DType::S32: case DType::U32: case DType::F32: return 4;
+    case DType::C128: return 16;
     default: return shlo::isFloat8(t) ? 1 : 8;
   }
 }
+
+// A complex element made from one number x: x + (1 - x/2)i (decode gives the real part back).
+static double imagOf(double x) { return 1 - x / 2; }
 
 static std::vector<unsigned char> encode(DType t, const std::vector<double>& v) {
   std::vector<unsigned char> out(v.size() * elemSize(t));
@@ -133,6 +137,8 @@ static std::vector<unsigned char> encode(DType t, const std::vector<double>& v) 
       case DType::BF16: { uint16_t y = toBF16(float(x)); std::memcpy(p, &y, 2); break; }
       case DType::F32: { float y = float(x); std::memcpy(p, &y, 4); break; }
       case DType::F64: std::memcpy(p, &x, 8); break;
+      case DType::C64: { float y[2] = {float(x), float(imagOf(x))}; std::memcpy(p, y, 8); break; }
+      case DType::C128: { double y[2] = {x, imagOf(x)}; std::memcpy(p, y, 16); break; }
       default:
         if (shlo::isFloat8(t)) *p = uint8_t(x);  // float8 data are given as bit patterns
         break;
@@ -160,6 +166,8 @@ static std::vector<double> decode(DType t, const std::vector<unsigned char>& byt
       case DType::BF16: { uint16_t y; std::memcpy(&y, p, 2); out[k] = fromBF16(y); break; }
       case DType::F32: { float y; std::memcpy(&y, p, 4); out[k] = y; break; }
       case DType::F64: std::memcpy(&out[k], p, 8); break;
+      case DType::C64: { float y; std::memcpy(&y, p, 4); out[k] = y; break; }
+      case DType::C128: std::memcpy(&out[k], p, 8); break;
       default:
         if (shlo::isFloat8(t)) out[k] = *p;  // bit patterns
         break;
@@ -483,6 +491,25 @@ static void sweep(const std::string& op, const Range& dtypes, const MakeArgs& ma
 static std::vector<In> unaryArgs(DType t) { return {T(t, {2, 3})}; }
 
 static void compileSweep() {
+  // complex64 and complex128 through the rules marked complex()
+  const DType kComplex[] = {DType::C64, DType::C128};
+  for (const char* op : {"aten::neg", "aten::abs", "aten::sgn", "aten::exp", "aten::expm1", "aten::log", "aten::log2",
+                         "aten::log10", "aten::log1p", "aten::sqrt", "aten::rsqrt", "aten::reciprocal", "aten::sin",
+                         "aten::cos", "aten::tan", "aten::tanh", "aten::sigmoid", "aten::isnan", "aten::angle",
+                         "aten::conj_physical", "aten::clone", "aten::view_as_real", "aten::sum", "aten::mean"})
+    sweep(std::string(op), kComplex, unaryArgs);
+  for (const char* op : {"aten::add.Tensor", "aten::sub.Tensor", "aten::mul.Tensor", "aten::div.Tensor",
+                         "aten::pow.Tensor_Tensor", "aten::eq.Tensor", "aten::ne.Tensor"}) {
+    sweep(std::string(op), kComplex, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::F32, {3})}; });
+    sweep(std::string(op), kComplex, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {2, 3})}; });
+  }
+  sweep("aten::mm", kComplex, [](DType t) { return std::vector<In>{T(t, {2, 3}), T(t, {3, 4})}; });
+  sweep("aten::cat", kComplex, [](DType t) { return std::vector<In>{TL({T(t, {2, 3}), T(t, {1, 3})}), I(0)}; });
+  sweep("aten::where.self", kComplex,
+        [](DType t) { return std::vector<In>{T(DType::Pred, {2, 3}), T(t, {2, 3}), T(t, {3})}; });
+  sweep("aten::_to_copy", kComplex, [](DType t) { return std::vector<In>{T(t, {2, 3}), Dt(DType::F32)}; });
+  sweep("aten::index_select", kComplex,
+        [](DType t) { return std::vector<In>{T(t, {4, 3}), I(0), T(DType::S64, {2}, {3, 1})}; });
   for (const char* op : {"aten::neg", "aten::abs", "aten::sign", "aten::sgn", "aten::floor", "aten::ceil", "aten::round",
                          "aten::trunc", "aten::frac", "aten::relu", "aten::exp", "aten::exp2", "aten::expm1", "aten::log",
                          "aten::log2", "aten::log10", "aten::log1p", "aten::sqrt", "aten::rsqrt", "aten::reciprocal",
@@ -858,6 +885,15 @@ static void coverageCases() {
        {T(DType::F8E4M3FN, {2, 3}, {0x38, 0x40, 0xb8, 0x30, 0x00, 0x48}), T(DType::F8E4M3FN, {3, 2}, {0x38, 0x38, 0x38, 0x40, 0x38, 0x30}),
         T(f32, {}, {0.5}), T(f32, {}, {2.0}), N(), N(), Dt(DType::BF16), B(false)},
        {{DType::BF16, {2, 2}}}},
+      {"aten::conj_physical", {T(DType::C64, {2, 3})}, {{DType::C64, {2, 3}}}},
+      {"aten::polar", {T(f32, {2, 3}), T(f32, {2, 3})}, {{DType::C64, {2, 3}}}},
+      {"aten::complex", {T(f32, {2, 3}), T(f32, {2, 3})}, {{DType::C64, {2, 3}}}},
+      {"aten::_neg_view", {T(f32, {2, 3})}, {{f32, {2, 3}}}},
+      {"aten::view_as_real", {T(DType::C64, {2, 3})}, {{f32, {2, 3, 2}}}},
+      {"aten::view_as_complex", {T(f32, {2, 3, 2})}, {{DType::C64, {2, 3}}}},
+      {"aten::_fft_c2c", {T(DType::C64, {4, 3, 8}), L({2, 0}), I(1), B(false)}, {{DType::C64, {4, 3, 8}}}},
+      {"aten::_fft_r2c", {T(f32, {4, 8}), L({1}), I(2), B(true)}, {{DType::C64, {4, 5}}}},
+      {"aten::_fft_c2r", {T(DType::C64, {4, 5}), L({1}), I(2), I(8)}, {{f32, {4, 8}}}},
       {"aten::multinomial", {T(f32, {2, 5}), I(3), B(false), N()}, {{s64, {2, 3}}}},
       {"aten::signbit", {T(f32, {2, 3})}, {{pred, {2, 3}}}},
       {"aten::frexp.Tensor", {T(f32, {2, 3})}, {{f32, {2, 3}}, {s32, {2, 3}}}},
@@ -1296,6 +1332,21 @@ static void mm_f8_casts() {
 
 static void numericTests() {
   const DType f32 = DType::F32, s64 = DType::S64;
+  // complex numbers: an input element x is x + (1 - x/2)i; complex results are checked by their real parts
+  const DType c64 = DType::C64;
+  expect("complex abs", "aten::abs", {T(c64, {2}, {3, 0})}, {}, {{std::sqrt(9.25), 1}}, 1e-6, {f32});
+  expect("complex angle", "aten::angle", {T(c64, {2}, {1, 4})}, {}, {{std::atan2(0.5, 1.0), std::atan2(-1.0, 4.0)}},
+         1e-6, {f32});
+  expect("complex mul", "aten::mul.Tensor", {T(c64, {1}, {1}), T(c64, {1}, {4})}, {}, {{4 + 0.5}}, 1e-6, {c64});
+  expect("view_as_real", "aten::view_as_real", {T(c64, {2}, {3, 2})}, {}, {{3, -0.5, 2, 0}}, 0, {f32});
+  expect("fft r2c", "aten::_fft_r2c", {T(f32, {4}, {1, 2, 3, 4}), L({0}), I(0), B(true)}, {}, {{10, -2, -2}}, 1e-5,
+         {c64});
+  expect("fft c2c forward", "aten::_fft_c2c", {T(c64, {4}, {1, 2, 3, 4}), L({0}), I(0), B(true)}, {},
+         {{10, -1, -2, -3}}, 1e-5, {c64});
+  expect("fft c2c inverse by n", "aten::_fft_c2c", {T(c64, {4}, {1, 2, 3, 4}), L({0}), I(2), B(false)}, {},
+         {{2.5, -0.75, -0.5, -0.25}}, 1e-5, {c64});
+  expect("fft c2r", "aten::_fft_c2r", {T(c64, {3}, {10, -2, -2}), L({0}), I(2), I(4)}, {}, {{1, 2, 3, 4}}, 1e-5,
+         {f32});
   // type promotion with wrapped numbers: int tensor + 2.5 -> float32; int8 + int64 wrapped stays int8
   expect("add int + wrapped float", "aten::add.Tensor", {T(DType::S32, {3}, {1, 2, 3}), W(2.5), S(1, K::Int)}, {},
          {{3.5, 4.5, 5.5}}, 1e-6, {f32});

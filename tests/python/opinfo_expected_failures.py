@@ -1,7 +1,7 @@
 """Expected OpInfo failures on `tpu`: which cases fail, how, and why.
 
 Each entry (torch_tpu.testing.opinfo.xfail) names the cases it covers, an op key (OpInfo name[.variant]), a dtype
-("float32", "bfloat16", "int64", "bool"; "any" for error inputs), a direction ("forward", "backward",
+("float32", "bfloat16", "int64", "bool", "complex64"; "any" for error inputs), a direction ("forward", "backward",
 "error_input") and optionally the sample indices (default: every sample), and the kind of failure:
   fallback=[ops]  the result is right, but these ATen ops ran on the CPU fallback (a case reaching only some of
                   them matches; one reaching another op does not)
@@ -102,69 +102,6 @@ X += xfail('nn.functional.interpolate.bicubic', ('bfloat16', 'float32'), 'forwar
 _CHALF = 'complex32 (chalf) tensors are not supported on tpu'
 X += xfail('chalf', ('bfloat16', 'bool', 'float32', 'int64'), 'forward', _CHALF, error='ComplexHalf are not supported')
 
-_COMPLEX_CTOR = (
-    'complex results: complex tensors are stored on tpu, but ops producing or consuming them run on the '
-    'CPU fallback (the rules decline complex dtypes)')
-X += xfail('complex', 'float32', 'forward', _COMPLEX_CTOR, fallback=['aten::complex.out'])
-X += xfail('polar', 'float32', 'forward', _COMPLEX_CTOR, fallback=['aten::polar.out'])
-
-_COMPLEX_VIEW = (
-    'complex autograd: view_as_real / view_as_complex are view ops without a tpu implementation (complex '
-    'tensors are stored on tpu but cannot be viewed as real ones), so the backward of ops with complex '
-    'intermediates raises')
-X += xfail('cdouble', ('bfloat16', 'float32'), 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('cfloat', ('bfloat16', 'float32'), 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('complex', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.fft', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.fft2', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.fftn', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.hfft', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.hfft2', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.hfftn', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.ifft', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.ifft2', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.ifftn', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.ihfft', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.ihfft2', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.ihfftn', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.irfft', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.irfft2', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.irfftn', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.rfft', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.rfft2', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('fft.rfftn', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('linalg.eig', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('linalg.eigvals', 'float32', 'backward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-X += xfail('polar', 'float32', 'backward', _COMPLEX_VIEW, error='view_as_(real|complex) appears to be a view operator')
-X += xfail('stft', 'float32', 'forward', _COMPLEX_VIEW,
-          samples=[1], error='view_as_(real|complex) appears to be a view operator')
-X += xfail('stft', 'float32', 'backward', _COMPLEX_VIEW, error='view_as_(real|complex) appears to be a view operator')
-X += xfail('view_as_complex', 'float32', 'forward', _COMPLEX_VIEW,
-          error='view_as_(real|complex) appears to be a view operator')
-
 _DOT_BF16 = (
     'XLA:CPU rejects the program of this _trilinear backward: a bf16 x bf16 dot with an f32 result that '
     'its DotThunk cannot execute (the forward and the other samples run)')
@@ -192,35 +129,6 @@ X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'backward', _
                     'aten::_embedding_bag_per_sample_weights_backward'])
 X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'forward', _EMBBAG,
           fallback=['aten::_embedding_bag'])
-
-_FFT = (
-    'FFTs produce or consume complex tensors, which no lowering handles: the FFT ops (and the complex ops '
-    'around them) run on the CPU fallback')
-X += xfail('fft.fft', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_r2c'])
-X += xfail('fft.fft2', ('bool', 'float32', 'int64'), 'forward', _FFT,
-          fallback=['aten::_fft_c2c', 'aten::constant_pad_nd'])
-X += xfail('fft.fftn', ('bool', 'float32', 'int64'), 'forward', _FFT,
-          fallback=['aten::_fft_c2c', 'aten::constant_pad_nd'])
-X += xfail('fft.hfft', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_c2r'])
-X += xfail('fft.hfft2', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_c2c', 'aten::_fft_c2r'])
-X += xfail('fft.hfftn', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_c2c', 'aten::_fft_c2r'])
-X += xfail('fft.ifft', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_r2c'])
-X += xfail('fft.ifft2', ('bool', 'float32', 'int64'), 'forward', _FFT,
-          fallback=['aten::_fft_c2c', 'aten::constant_pad_nd'])
-X += xfail('fft.ifftn', ('bool', 'float32', 'int64'), 'forward', _FFT,
-          fallback=['aten::_fft_c2c', 'aten::constant_pad_nd'])
-X += xfail('fft.ihfft', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_r2c'])
-X += xfail('fft.ihfft2', ('bool', 'float32', 'int64'), 'forward', _FFT,
-          fallback=['aten::_fft_c2c', 'aten::_fft_r2c', 'aten::conj_physical.out'])
-X += xfail('fft.ihfftn', ('bool', 'float32', 'int64'), 'forward', _FFT,
-          fallback=['aten::_fft_c2c', 'aten::_fft_r2c', 'aten::conj_physical.out'])
-X += xfail('fft.irfft', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_c2r'])
-X += xfail('fft.irfft2', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_c2r'])
-X += xfail('fft.irfftn', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_c2r'])
-X += xfail('fft.rfft', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_r2c'])
-X += xfail('fft.rfft2', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_r2c'])
-X += xfail('fft.rfftn', ('bool', 'float32', 'int64'), 'forward', _FFT, fallback=['aten::_fft_r2c'])
-X += xfail('stft', 'float32', 'forward', _FFT, samples=[0, 2, 3], fallback=['aten::_fft_r2c'])
 
 _FRACTIONAL = 'fractional max pooling (random pooling regions) has no lowering: CPU fallback'
 X += xfail('nn.functional.fractional_max_pool2d', ('bfloat16', 'float32'), 'backward', _FRACTIONAL,

@@ -77,7 +77,7 @@ def test_expected_failures_are_reachable():
             if e.dtype not in dtypes or getattr(torch, e.dtype) not in op.supported_dtypes("cpu"):
                 problems.append(f"{e.describe()}: the op does not support {e.dtype} (the case never runs)")
                 continue
-            if e.direction == "backward" and not (op.supports_autograd and getattr(torch, e.dtype).is_floating_point):
+            if e.direction == "backward" and not H.grad_dtype(op, getattr(torch, e.dtype)):
                 problems.append(f"{e.describe()}: no backward for this op and dtype")
                 continue
             n = min(len(_samples(op, e.dtype)), SWEEP_SAMPLES)

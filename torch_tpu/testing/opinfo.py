@@ -1,6 +1,6 @@
 """OpInfo sweep: PyTorch's own op database run on `tpu` and compared with CPU.
 
-For every OpInfo and dtype (float32, bfloat16, int64, bool where the OpInfo supports them) the sample inputs run
+For every OpInfo and dtype (float32, bfloat16, int64, bool, complex64 where the OpInfo supports them) the sample inputs run
 on CPU and on `tpu`; results are compared (forward, and backward where the OpInfo supports gradients). A case
 counts as passing on device only if no op fell back to CPU while it ran; a case that was right only because of the
 fallback is reported separately. Error inputs must raise the same exception type as on CPU.
@@ -44,7 +44,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import torch_tpu
 
-DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool)
+DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64)
 
 # Outcome of one (op, dtype, sample, direction) case.
 PASS = "pass"                  # correct and ran on device
@@ -196,10 +196,10 @@ def case_seed(*parts) -> int:
 def _tol(dtype):
     if dtype in (torch.bfloat16, torch.float16):
         return dict(rtol=2e-2, atol=2e-2)
-    if dtype == torch.float32:
+    if dtype in (torch.float32, torch.complex64):
         # XLA reassociates reductions; gradients accumulate a few more roundings than forwards.
         return dict(rtol=1e-4, atol=3e-4)
-    if dtype == torch.float64:
+    if dtype in (torch.float64, torch.complex128):
         return dict(rtol=1e-7, atol=1e-7)
     return dict(rtol=0, atol=0)
 
@@ -567,7 +567,8 @@ def _same_distribution(a: List[torch.Tensor], b: List[torch.Tensor], heavy_taile
     if pa.numel() == 0 or pb.numel() == 0:
         return None
     values = torch.unique(torch.cat([pa, pb]))
-    tol = _tol(dtype) if dtype is not None and dtype.is_floating_point else dict(rtol=1e-6, atol=1e-9)
+    tol = (_tol(dtype) if dtype is not None and (dtype.is_floating_point or dtype.is_complex)
+           else dict(rtol=1e-6, atol=1e-9))
     if values.numel() <= 32 and bool((values == values.round()).all()):  # integer-valued: every value's frequency
         for v in values.tolist():
             err = _z_test(f"frequency of {v:g}", frac(a, lambda x: x == v), frac(b, lambda x: x == v))
@@ -640,6 +641,27 @@ def _grad_inputs(args) -> List[torch.Tensor]:
     return [t for t in leaves if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
+def grad_dtype(op, dtype) -> bool:
+    """Whether the sweep checks gradients of `op` for `dtype`: floating dtypes, and complex ones where the OpInfo
+    supports complex autograd (gradients follow PyTorch's conjugate Wirtinger convention on both devices)."""
+    if not op.supports_autograd:
+        return False
+    if dtype.is_complex:
+        return bool(op.supports_complex_autograd("cpu"))
+    return dtype.is_floating_point
+
+
+def _seed_like(t: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """A random real cotangent for an output: [..., 2] (real and imaginary weights) for a complex one."""
+    return torch.randn(tuple(t.shape) + ((2,) if t.is_complex() else ()), generator=g)
+
+
+def _weighted(t: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    if t.is_complex():
+        return (t.real.float() * w[..., 0]).sum() + (t.imag.float() * w[..., 1]).sum()
+    return (t.float() * w).sum()
+
+
 def _backward(fn, sample_args, device, seed_outs, process=None):
     out = fn(*sample_args[0], **sample_args[1])
     if process is not None:
@@ -647,7 +669,7 @@ def _backward(fn, sample_args, device, seed_outs, process=None):
     leaves = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
     if not leaves:
         return None
-    total = sum(((t.float() * w.to(device)).sum()) for t, w in zip(leaves, seed_outs))
+    total = sum(_weighted(t, w.to(device)) for t, w in zip(leaves, seed_outs))
     inputs = _grad_inputs(sample_args)
     grads = torch.autograd.grad(total, inputs, allow_unused=True)
     return [g if g is not None else torch.zeros_like(i) for g, i in zip(grads, inputs)]
@@ -734,7 +756,7 @@ def run_op(op, dtypes: Iterable[torch.dtype] = DTYPES, max_samples: Optional[int
         if dtype not in supported:
             continue
         dname = str(dtype).replace("torch.", "")
-        grad_ok = backward and op.supports_autograd and dtype.is_floating_point
+        grad_ok = backward and grad_dtype(op, dtype)
         try:
             torch.manual_seed(case_seed(key, dname))
             samples = list(op.sample_inputs("cpu", dtype, requires_grad=grad_ok))
@@ -795,7 +817,7 @@ def run_op(op, dtypes: Iterable[torch.dtype] = DTYPES, max_samples: Optional[int
                 if not outs:
                     continue
                 g = torch.Generator().manual_seed(i)
-                seeds = [torch.randn(t.shape, generator=g) for t in outs]
+                seeds = [_seed_like(t, g) for t in outs]
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     torch.manual_seed(0)
@@ -885,18 +907,25 @@ def summarize(results: List[CaseResult]):
     return per_op
 
 
-def rate(results: List[CaseResult], direction: str, ops: Optional[Iterable[str]] = None) -> Tuple[int, int]:
-    """(cases right on the device, cases run) for a direction; unexpected passes count as passes."""
+def rate(results: List[CaseResult], direction: str, ops: Optional[Iterable[str]] = None,
+         dtype: Optional[str] = None) -> Tuple[int, int]:
+    """(cases right on the device, cases run) for a direction (and dtype name); unexpected passes count as passes.
+    Cases CPU itself rejects (SKIP) are not run, so the rate is over the samples that pass on CPU."""
     ops = set(ops) if ops is not None else None
-    sel = [r for r in results if r.direction == direction and r.outcome != SKIP and (ops is None or r.op in ops)]
+    sel = [r for r in results if r.direction == direction and r.outcome != SKIP and (ops is None or r.op in ops)
+           and (dtype is None or r.dtype == dtype)]
     return sum(r.outcome in (PASS, XPASS) for r in sel), len(sel)
 
 
 def markdown_table(results: List[CaseResult]) -> str:
     per_op = summarize(results)
     lines = ["| op | fwd pass | fwd fallback | fwd fail | fwd xfail | bwd pass | bwd fallback | bwd fail | bwd xfail "
-             "| error-input pass |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| error-input pass | complex64 fwd pass | complex64 bwd pass |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    by_dtype: Dict[Tuple[str, str], Counter] = defaultdict(Counter)
+    for r in results:
+        if r.dtype == "complex64" and r.outcome != SKIP:
+            by_dtype[(r.op, r.direction)][r.outcome in (PASS, XPASS)] += 1
     for op in sorted(per_op):
         c = per_op[op]
 
@@ -906,7 +935,10 @@ def markdown_table(results: List[CaseResult]) -> str:
                     c[(d, XFAIL)])
         f, b = col("forward"), col("backward")
         e = col("error_input")
-        lines.append(f"| {op} | {f[0]} | {f[1]} | {f[2]} | {f[3]} | {b[0]} | {b[1]} | {b[2]} | {b[3]} | {e[0]} |")
+        cf, cb = by_dtype[(op, "forward")], by_dtype[(op, "backward")]
+        c64 = [f"{c[True]}/{c[True] + c[False]}" if c else "-" for c in (cf, cb)]
+        lines.append(f"| {op} | {f[0]} | {f[1]} | {f[2]} | {f[3]} | {b[0]} | {b[1]} | {b[2]} | {b[3]} | {e[0]} "
+                     f"| {c64[0]} | {c64[1]} |")
     return "\n".join(lines)
 
 

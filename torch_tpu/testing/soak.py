@@ -4,9 +4,10 @@ Case ``i`` of seed ``s`` is generated from its own random streams (``Random(s * 
 replayed alone (``python -m torch_tpu.testing.soak --seed s --only i -v``). A case picks an op from a catalogue
 (elementwise, type promotion with Python numbers, reductions, views and shape ops, indexing, scatter/gather,
 matmul, sort-like ops, normalization, losses, pooling, factories, copies and conversions), its dtypes (float32,
-bfloat16, float16, int64, int32, bool; casts to the float8 types), shapes (0-d and empty included) and input layouts (contiguous,
-transposed, permuted, sliced with steps, offset, expanded), and sometimes an in-place or out= variant, possibly
-through a view. The same call runs on CPU tensors and on tpu tensors with the same layouts; the results must
+bfloat16, float16, int64, int32, bool; casts to the float8 types; complex64 and complex128 for the complex family),
+shapes (0-d and empty included) and input layouts (contiguous, transposed, permuted, sliced with steps, offset,
+expanded), and sometimes an in-place or out= variant, possibly through a view. The same call runs on CPU tensors and
+on tpu tensors with the same layouts; the results must
 match within the dtype's tolerance (ops with unspecified tie indices: values plus index consistency), in-place
 calls must leave the same bases, and a call CPU rejects must raise the same exception type on tpu.
 
@@ -126,6 +127,9 @@ class Gen:
         return tuple(out)
 
     def values(self, shape, dtype) -> torch.Tensor:
+        if dtype.is_complex:
+            part = torch.float64 if dtype == torch.complex128 else torch.float32
+            return torch.complex(self.values(shape, part), self.values(shape, part))
         if dtype == torch.bool:
             return torch.rand(shape, generator=self.g) < 0.5
         if dtype.is_floating_point:
@@ -1118,8 +1122,80 @@ def gen_overlap(g: Gen) -> Case:
                 mutates=True)
 
 
+COMPLEX_UNARY = {
+    "exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "sin": torch.sin, "cos": torch.cos, "tanh": torch.tanh,
+    "neg": torch.neg, "abs": torch.abs, "angle": torch.angle, "sgn": torch.sgn, "reciprocal": torch.reciprocal,
+    "conj_physical": torch.conj_physical, "conj": lambda x: x.conj() * 1, "real": lambda x: x.real * 1,
+    "imag": lambda x: x.imag * 1, "isnan": torch.isnan, "view_as_real": lambda x: torch.view_as_real(x) + 0,
+}
+COMPLEX_BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "eq": torch.eq, "ne": torch.ne,
+    "add_alpha": lambda a, b: torch.add(a, b, alpha=0.5 - 2j), "pow": lambda a, b: torch.pow(a, 2),
+}
+
+
+def gen_complex(g: Gen) -> Case:
+    """complex64 (and complex128) tensors: elementwise math, promotion with real operands, reductions, products,
+    views as real numbers and back (written through), conjugate views, concatenation and indexing."""
+    dt = torch.complex64 if g.chance(0.85) else torch.complex128
+    kind = g.choice(("unary", "unary", "binary", "binary", "reduce", "matmul", "view", "movement", "polar"))
+    shape = g.shape(nonempty=g.chance(0.8))
+    if kind == "unary":
+        name = g.choice(sorted(COMPLEX_UNARY))
+        return Case("complex." + name, lambda x, f=COMPLEX_UNARY[name]: f(x), [g.tensor(shape, dt)])
+    if kind == "binary":
+        name = g.choice(sorted(COMPLEX_BINARY))
+        odt = g.choice((dt, dt, torch.float32, torch.int64))
+        b = g.tensor(g.broadcastable(shape), odt)
+        if g.chance(0.2):
+            return Case("complex." + name + "_scalar", lambda a, f=COMPLEX_BINARY[name]: f(a, 1.5 - 0.5j),
+                        [g.tensor(shape, dt)])
+        return Case("complex." + name, lambda a, b, f=COMPLEX_BINARY[name]: f(a, b), [g.tensor(shape, dt), b],
+                    note=_dtype_name(odt))
+    if kind == "reduce":
+        name = g.choice(("sum", "mean", "prod"))
+        dim = g.int(0, len(shape) - 1) if shape and g.chance(0.7) else None
+        if dim is None:
+            return Case("complex." + name, lambda x, n=name: getattr(torch, n)(x), [g.tensor(shape, dt)])
+        return Case(f"complex.{name}.dim", lambda x, n=name, d=dim: getattr(torch, n)(x, d), [g.tensor(shape, dt)])
+    if kind == "matmul":
+        m, k, n = g.int(1, 5), g.int(1, 6), g.int(1, 5)
+        conj = g.chance(0.3)
+        return Case("complex.mm" + (".conj" if conj else ""),
+                    lambda a, b, c=conj: (a.conj() if c else a) @ b, [g.tensor((m, k), dt), g.tensor((k, n), dt)])
+    if kind == "view":
+        # a float tensor viewed as complex, changed through the view, and the base compared afterwards
+        part = torch.float64 if dt == torch.complex128 else torch.float32
+        fshape = tuple(shape) + (2,)
+
+        def f(x):
+            c = torch.view_as_complex(x)
+            c.mul_(0.5 + 1j)
+            torch.view_as_real(c)[..., 0].add_(1)
+            return c.abs()
+        return Case("complex.view_write", f, [g.tensor(fshape, part, writable=True, layout="contiguous")],
+                    mutates=True)
+    if kind == "movement":
+        name = g.choice(("cat", "stack", "index_select", "flip", "where"))
+        a, b = g.tensor(shape, dt), g.tensor(shape, dt)
+        if name == "cat":
+            return Case("complex.cat", lambda a, b: torch.cat([a.reshape(-1), b.reshape(-1)]), [a, b])
+        if name == "stack":
+            return Case("complex.stack", lambda a, b: torch.stack([a, b]), [a, b])
+        if name == "index_select":
+            idx = torch.tensor([0, 0]) if shape and shape[0] else torch.zeros(0, dtype=torch.int64)
+            return Case("complex.index_select", lambda a, i=idx: a.index_select(0, i.to(a.device)) if a.dim() else a,
+                        [a])
+        if name == "flip":
+            return Case("complex.flip", lambda a: a.flip(tuple(range(a.dim()))), [a])
+        return Case("complex.where", lambda a, b: torch.where(a.real > 0, a, b), [a, b])
+    mag = g.tensor(shape, torch.float32, values=lambda s: torch.rand(s, generator=g.g))
+    return Case("complex.polar", lambda m, a: torch.polar(m, a), [mag, g.tensor(shape, torch.float32)])
+
+
 FAMILIES = ((gen_unary, 16), (gen_binary, 20), (gen_ternary, 6), (gen_reduction, 14), (gen_shape, 16),
-            (gen_indexing, 10), (gen_matmul, 6), (gen_sort, 6), (gen_nn, 8), (gen_factory, 4), (gen_overlap, 1))
+            (gen_indexing, 10), (gen_matmul, 6), (gen_sort, 6), (gen_nn, 8), (gen_factory, 4), (gen_overlap, 1),
+            (gen_complex, 8))
 
 
 def make_case(seed: int, index: int, variant: int = 0) -> Case:
@@ -1144,9 +1220,9 @@ def _tol(dtype):
         return dict(rtol=2e-2, atol=2e-2)
     if dtype == torch.float16:
         return dict(rtol=4e-3, atol=2e-3)
-    if dtype == torch.float32:
+    if dtype in (torch.float32, torch.complex64):
         return dict(rtol=1e-4, atol=1e-4)
-    if dtype == torch.float64:
+    if dtype in (torch.float64, torch.complex128):
         return dict(rtol=1e-6, atol=1e-6)
     return dict(rtol=0, atol=0)
 

@@ -162,18 +162,18 @@ RuleFn binaryIntDiv(Fn2 fn) {
 
 void populateElementwise(Registry& r) {
   // ---- arithmetic ----
-  r.add("aten::add.Tensor", binaryAlpha(false, false)).accepts(elementwiseAccepts);
-  r.add("aten::add.Scalar", binaryAlpha(false, false)).accepts(elementwiseAccepts);
-  r.add("aten::sub.Tensor", binaryAlpha(false, true)).accepts(elementwiseAccepts);
-  r.add("aten::sub.Scalar", binaryAlpha(false, true)).accepts(elementwiseAccepts);
-  r.add("aten::rsub.Tensor", binaryAlpha(true, true)).accepts(elementwiseAccepts);
-  r.add("aten::rsub.Scalar", binaryAlpha(true, true)).accepts(elementwiseAccepts);
+  r.add("aten::add.Tensor", binaryAlpha(false, false)).accepts(elementwiseAccepts).complex();
+  r.add("aten::add.Scalar", binaryAlpha(false, false)).accepts(elementwiseAccepts).complex();
+  r.add("aten::sub.Tensor", binaryAlpha(false, true)).accepts(elementwiseAccepts).complex();
+  r.add("aten::sub.Scalar", binaryAlpha(false, true)).accepts(elementwiseAccepts).complex();
+  r.add("aten::rsub.Tensor", binaryAlpha(true, true)).accepts(elementwiseAccepts).complex();
+  r.add("aten::rsub.Scalar", binaryAlpha(true, true)).accepts(elementwiseAccepts).complex();
   Fn2 mul = [](Builder& b, Value x, Value y) { return x.dtype() == DType::Pred ? b.andOp(x, y) : b.mul(x, y); };
   r.add("aten::mul.Tensor", binary(mul)).accepts(elementwiseAccepts).dtypes(kRestricted);
   r.add("aten::mul.Scalar", binary(mul)).accepts(elementwiseAccepts).dtypes(kRestricted);
   Fn2 div = [](Builder& b, Value x, Value y) { return b.div(x, y); };
-  r.add("aten::div.Tensor", binary(div, /*float_result=*/true)).accepts(elementwiseAccepts);
-  r.add("aten::div.Scalar", binary(div, true)).accepts(elementwiseAccepts);
+  r.add("aten::div.Tensor", binary(div, /*float_result=*/true)).accepts(elementwiseAccepts).complex();
+  r.add("aten::div.Scalar", binary(div, true)).accepts(elementwiseAccepts).complex();
   auto divMode = [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     std::string mode = ctx.has(2) ? ctx.arg(2).s : "";
@@ -205,9 +205,9 @@ void populateElementwise(Registry& r) {
     if (x.dtype() == DType::Pred) return b.convert(powOp(b, b.convert(x, DType::S64), b.convert(y, DType::S64)), DType::Pred);
     return powOp(b, x, y);
   };
-  r.add("aten::pow.Tensor_Tensor", binary(pow)).accepts(elementwiseAccepts);
-  r.add("aten::pow.Tensor_Scalar", binary(pow)).accepts(elementwiseAccepts);
-  r.add("aten::pow.Scalar", binary(pow)).accepts(elementwiseAccepts);
+  r.add("aten::pow.Tensor_Tensor", binary(pow)).accepts(elementwiseAccepts).complex();
+  r.add("aten::pow.Tensor_Scalar", binary(pow)).accepts(elementwiseAccepts).complex();
+  r.add("aten::pow.Scalar", binary(pow)).accepts(elementwiseAccepts).complex();
   r.add("aten::maximum", binary([](Builder& b, Value x, Value y) { return nanMax(b, x, y); }))
       .accepts(elementwiseAccepts);
   r.add("aten::minimum", binary([](Builder& b, Value x, Value y) { return nanMin(b, x, y); }))
@@ -346,7 +346,7 @@ void populateElementwise(Registry& r) {
   const std::pair<const char*, Cmp> cmps[] = {{"eq", Cmp::EQ}, {"ne", Cmp::NE}, {"lt", Cmp::LT},
                                               {"le", Cmp::LE}, {"gt", Cmp::GT}, {"ge", Cmp::GE}};
   for (auto& [name, c] : cmps) {
-    // float8 and uint16/32/64 compare for equality only on CPU
+    // float8, uint16/32/64 and complex numbers compare for equality only (as on CPU)
     const unsigned eq = c == Cmp::EQ || c == Cmp::NE ? kRestricted : 0u;
     r.add(std::string("aten::") + name + ".Tensor", comparison(c)).accepts(elementwiseAccepts).dtypes(eq);
     r.add(std::string("aten::") + name + ".Scalar", comparison(c)).accepts(elementwiseAccepts).dtypes(eq);
@@ -406,16 +406,22 @@ void populateElementwise(Registry& r) {
     Value v = b.broadcastTo(scalarArg(ctx, 2, self.dtype()), shape);
     return {b.select(mask, v, b.broadcastTo(self, shape))};
   };
-  r.add("aten::masked_fill.Scalar", maskedFill).accepts(elementwiseAccepts);
-  r.add("aten::masked_fill.Tensor", maskedFill).accepts(elementwiseAccepts);
+  r.add("aten::masked_fill.Scalar", maskedFill).accepts(elementwiseAccepts).complex();
+  r.add("aten::masked_fill.Tensor", maskedFill).accepts(elementwiseAccepts).complex();
 
   // ---- unary, dtype-preserving ----
-  r.add("aten::neg", unarySame([](Builder& b, Value x) { return b.neg(x); })).accepts(elementwiseAccepts);
-  r.add("aten::abs", unarySame([](Builder& b, Value x) {
-    return (x.dtype() == DType::Pred || !isSigned(x.dtype())) ? x : b.abs(x);
-  })).accepts(elementwiseAccepts).dtypes(kFloat8);
+  r.add("aten::neg", unarySame([](Builder& b, Value x) { return b.neg(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::abs", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    if (shlo::isComplex(x.dtype())) return {ctx.b.abs(x)};  // the modulus, a real result
+    return {inAcc(ctx.b, x, x.dtype(), [&](Value v) {
+      return (v.dtype() == DType::Pred || !isSigned(v.dtype())) ? v : ctx.b.abs(v);
+    })};
+  }).accepts(elementwiseAccepts).dtypes(kFloat8 | kComplex);
   r.add("aten::sign", unarySame(signOp)).accepts(elementwiseAccepts);
-  r.add("aten::sgn", unarySame(signOp)).accepts(elementwiseAccepts);
+  // sgn of a complex number: z / |z| (0 for 0), stablehlo.sign's complex form.
+  r.add("aten::sgn", unarySame([](Builder& b, Value x) { return shlo::isComplex(x.dtype()) ? b.sign(x) : signOp(b, x); }))
+      .accepts(elementwiseAccepts).complex();
   r.add("aten::floor", unarySame([](Builder& b, Value x) { return isFloat(x.dtype()) ? b.floor(x) : x; }))
       .accepts(elementwiseAccepts);
   r.add("aten::ceil", unarySame([](Builder& b, Value x) { return isFloat(x.dtype()) ? b.ceil(x) : x; }))
@@ -459,10 +465,34 @@ void populateElementwise(Registry& r) {
     return b.compare(bits, b.zerosLike(bits), Cmp::LT);
   })).accepts(elementwiseAccepts);
   // angle of a real number: 0 for x >= 0, pi for x < 0, NaN stays NaN.
-  r.add("aten::angle", unaryFloat([](Builder& b, Value x) {
-    Value res = b.select(b.compare(x, cst(b, 0, x), Cmp::LT), cst(b, M_PI, x), cst(b, 0, x));
-    return b.select(isNan(b, x), x, res);
-  })).accepts(elementwiseAccepts);
+  // angle of a complex number: atan2(imag, real), a real result.
+  r.add("aten::angle", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    if (shlo::isComplex(x.dtype())) return {b.atan2(b.imagPart(x), b.realPart(x))};
+    DType out = toFloat(x.dtype());
+    Value v = b.convert(x, accType(out));
+    Value res = b.select(b.compare(v, cst(b, 0, v), Cmp::LT), cst(b, M_PI, v), cst(b, 0, v));
+    return {b.convert(b.select(isNan(b, v), v, res), out)};
+  }).accepts(elementwiseAccepts).complex();
+  // conj_physical: the conjugate's values (a copy for real dtypes).
+  r.add("aten::conj_physical", [](Context& ctx) -> std::vector<Value> { return {ctx.b.conj(ctx.tensor(0))}; })
+      .complex();
+  // polar(abs, angle) = abs * (cos(angle) + i sin(angle)); complex(real, imag).
+  r.add("aten::polar", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value m = ctx.tensor(0), a = ctx.tensor(1);
+    return {b.complex(b.mul(m, b.cos(a)), b.mul(m, b.sin(a)))};
+  }).accepts([](const Context& ctx) {
+    DType t = ctx.tensor(0).dtype();
+    return (t == DType::F32 || t == DType::F64) && ctx.tensor(1).dtype() == t;
+  }).complex();
+  r.add("aten::complex", [](Context& ctx) -> std::vector<Value> { return {ctx.b.complex(ctx.tensor(0), ctx.tensor(1))}; })
+      .accepts([](const Context& ctx) {
+        DType t = ctx.tensor(0).dtype();
+        return (t == DType::F32 || t == DType::F64) && ctx.tensor(1).dtype() == t;
+      })
+      .complex();
   // frexp(self) -> (mantissa in [0.5, 1), int32 exponent); 0, inf and NaN give (self, 0).
   r.add("aten::frexp.Tensor", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -493,25 +523,25 @@ void populateElementwise(Registry& r) {
   }).accepts([](const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); });
 
   // ---- unary, floating result ----
-  r.add("aten::exp", unaryFloat([](Builder& b, Value x) { return b.exp(x); })).accepts(elementwiseAccepts);
+  r.add("aten::exp", unaryFloat([](Builder& b, Value x) { return b.exp(x); })).accepts(elementwiseAccepts).complex();
   r.add("aten::exp2", unaryFloat([](Builder& b, Value x) { return b.pow(cst(b, 2, x), x); }))
       .accepts(elementwiseAccepts);
-  r.add("aten::expm1", unaryFloat([](Builder& b, Value x) { return b.expm1(x); })).accepts(elementwiseAccepts);
-  r.add("aten::log", unaryFloat([](Builder& b, Value x) { return b.log(x); })).accepts(elementwiseAccepts);
+  r.add("aten::expm1", unaryFloat([](Builder& b, Value x) { return b.expm1(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::log", unaryFloat([](Builder& b, Value x) { return b.log(x); })).accepts(elementwiseAccepts).complex();
   r.add("aten::log2", unaryFloat([](Builder& b, Value x) { return b.div(b.log(x), cst(b, M_LN2, x)); }))
-      .accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).complex();
   r.add("aten::log10", unaryFloat([](Builder& b, Value x) { return b.div(b.log(x), cst(b, M_LN10, x)); }))
-      .accepts(elementwiseAccepts);
-  r.add("aten::log1p", unaryFloat([](Builder& b, Value x) { return b.log1p(x); })).accepts(elementwiseAccepts);
-  r.add("aten::sqrt", unaryFloat([](Builder& b, Value x) { return b.sqrt(x); })).accepts(elementwiseAccepts);
-  r.add("aten::rsqrt", unaryFloat([](Builder& b, Value x) { return b.rsqrt(x); })).accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).complex();
+  r.add("aten::log1p", unaryFloat([](Builder& b, Value x) { return b.log1p(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::sqrt", unaryFloat([](Builder& b, Value x) { return b.sqrt(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::rsqrt", unaryFloat([](Builder& b, Value x) { return b.rsqrt(x); })).accepts(elementwiseAccepts).complex();
   r.add("aten::reciprocal", unaryFloat([](Builder& b, Value x) { return b.div(cst(b, 1, x), x); }))
-      .accepts(elementwiseAccepts);
-  r.add("aten::sin", unaryFloat([](Builder& b, Value x) { return b.sin(x); })).accepts(elementwiseAccepts);
-  r.add("aten::cos", unaryFloat([](Builder& b, Value x) { return b.cos(x); })).accepts(elementwiseAccepts);
-  r.add("aten::tan", unaryFloat([](Builder& b, Value x) { return b.tan(x); })).accepts(elementwiseAccepts);
-  r.add("aten::tanh", unaryFloat([](Builder& b, Value x) { return b.tanh(x); })).accepts(elementwiseAccepts);
-  r.add("aten::sigmoid", unaryFloat(sigmoidF)).accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).complex();
+  r.add("aten::sin", unaryFloat([](Builder& b, Value x) { return b.sin(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::cos", unaryFloat([](Builder& b, Value x) { return b.cos(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::tan", unaryFloat([](Builder& b, Value x) { return b.tan(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::tanh", unaryFloat([](Builder& b, Value x) { return b.tanh(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::sigmoid", unaryFloat(sigmoidF)).accepts(elementwiseAccepts).complex();
   r.add("aten::deg2rad", unaryFloat([](Builder& b, Value x) { return b.mul(x, cst(b, M_PI / 180.0, x)); }))
       .accepts(elementwiseAccepts);
   r.add("aten::rad2deg", unaryFloat([](Builder& b, Value x) { return b.mul(x, cst(b, 180.0 / M_PI, x)); }))

@@ -117,31 +117,29 @@ AcceptsFn randomAccepts(std::function<bool(const Context&)> valid, bool integers
 }  // namespace
 
 void populateFactory(Registry& r) {
-  r.add("aten::fill.Scalar", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).accepts(realDTypes).dtypes(kRestricted);
-  r.add("aten::fill.Tensor", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).accepts(realDTypes).dtypes(kRestricted);
+  r.add("aten::fill.Scalar", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).dtypes(kRestricted);
+  r.add("aten::fill.Tensor", [](Context& ctx) { return fillLike(ctx, 1, ctx.tensor(0).type); }).dtypes(kRestricted);
   r.add("aten::zero", [](Context& ctx) -> std::vector<Value> { return {ctx.b.zerosLike(ctx.tensor(0))}; })
-      .accepts(realDTypes).dtypes(kRestricted);
-  r.add("aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).accepts(realDTypes).dtypes(kRestricted);
-  r.add("aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).accepts(realDTypes).dtypes(kRestricted);
+      .dtypes(kRestricted);
+  r.add("aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).dtypes(kRestricted);
+  r.add("aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).dtypes(kRestricted);
   r.add("aten::_to_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     DType to = ctx.has(1) && ctx.arg(1).kind == Arg::Kind::ScalarType ? ctx.arg(1).dtype : x.dtype();
     return {ctx.b.convert(x, to)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   // full/zeros/ones/... : the value broadcast to the expected result type.
-  r.add("aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).accepts(realDTypes).dtypes(kRestricted);
-  r.add("aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).accepts(realDTypes).dtypes(kRestricted);
-  r.add("aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); }).accepts(realDTypes).dtypes(kRestricted);
-  r.add("aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); }).accepts(realDTypes).dtypes(kRestricted);
+  r.add("aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).dtypes(kRestricted);
+  r.add("aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).dtypes(kRestricted);
+  r.add("aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); }).dtypes(kRestricted);
+  r.add("aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); }).dtypes(kRestricted);
   for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros"})
-    r.add(op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; })
-        .accepts(realDTypes)
-        .dtypes(kRestricted);
+    r.add(op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; }).dtypes(kRestricted);
   for (const char* op : {"aten::ones", "aten::ones_like", "aten::new_ones"})
     r.add(op, [](Context& ctx) -> std::vector<Value> {
       const TensorType& t = outType(ctx);
       return {ctx.b.constantF(1, t.dtype, t.shape)};
-    }).accepts(realDTypes).dtypes(kRestricted);
+    }).dtypes(kRestricted);
 
   // arange: start + iota * step in the result dtype (float math in accType; integers in int64). The size comes
   // from ctx.outputs (PyTorch computed it from the same numbers).

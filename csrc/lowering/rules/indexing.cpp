@@ -349,10 +349,10 @@ void populateIndexing(Registry& r) {
     gd.start_index_map = range(0, x.rank());
     gd.index_vector_dim = index.rank();
     return {b.gather(x, fullIndices(b, index, dim), gd, std::vector<int64_t>(x.rank(), 1), index.shape())};
-  }).accepts(realDTypes);
-  r.add("aten::scatter.src", [](Context& ctx) { return scatterRule(ctx, false, std::nullopt); }).accepts(realDTypes);
-  r.add("aten::scatter.value", [](Context& ctx) { return scatterRule(ctx, true, std::nullopt); }).accepts(realDTypes);
-  r.add("aten::scatter_add", [](Context& ctx) { return scatterRule(ctx, false, ReduceKind::Sum); }).accepts(realDTypes);
+  }).complex();
+  r.add("aten::scatter.src", [](Context& ctx) { return scatterRule(ctx, false, std::nullopt); }).complex();
+  r.add("aten::scatter.value", [](Context& ctx) { return scatterRule(ctx, true, std::nullopt); }).complex();
+  r.add("aten::scatter_add", [](Context& ctx) { return scatterRule(ctx, false, ReduceKind::Sum); }).complex();
   // scatter.reduce(self, dim, index, src, *, str reduce): "add" | "multiply"
   r.add("aten::scatter.reduce", [](Context& ctx) {
     const std::string& red = ctx.arg(4).s;
@@ -401,7 +401,7 @@ void populateIndexing(Registry& r) {
     if (self.rank() == 0) return {b.add(self, b.reshape(src, {}))};
     checkIndexRange(ctx, ctx.tensor(2), self.shape()[dim], false, outOfRangeInSelf(dim, self.shape()[dim]));
     return {indexScatter(ctx, self, dim, ctx.tensor(2), src, ReduceKind::Sum)};
-  }).accepts(realDTypes);
+  }).complex();
   r.add("aten::index_copy", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
@@ -410,7 +410,7 @@ void populateIndexing(Registry& r) {
     checkIndexRange(ctx, ctx.tensor(2), self.shape()[dim], false,
                     "index_copy_(): " + outOfBoundsMessage(dim, self.shape()[dim]));  // bounds check
     return {indexScatter(ctx, self, dim, ctx.tensor(2), b.convert(ctx.tensor(3), self.dtype()), std::nullopt)};
-  }).accepts(realDTypes);
+  }).complex();
   auto indexFill = [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0), index = ctx.tensor(2);
@@ -422,18 +422,18 @@ void populateIndexing(Registry& r) {
     Value upd = b.broadcastTo(scalarArg(ctx, 3, self.dtype()), us);
     return {indexScatter(ctx, self, dim, index, upd, std::nullopt)};
   };
-  r.add("aten::index_fill.int_Scalar", indexFill).accepts(realDTypes);
-  r.add("aten::index_fill.int_Tensor", indexFill).accepts(realDTypes);
+  r.add("aten::index_fill.int_Scalar", indexFill).complex();
+  r.add("aten::index_fill.int_Tensor", indexFill).complex();
   // index.Tensor(self, Tensor?[] indices): integer advanced indexing (boolean masks are data-dependent: declined).
   // Eager mode implements index.Tensor / index_put / _index_put_impl natively (csrc/eager/dynamic.cpp: boolean
   // masks need the host to learn their size) and lowers integer indexing through the _unsafe_ forms; these rules
   // serve graphs.
   auto intIndexAccepts = [](const Context& ctx) { return realDTypes(ctx) && intIndices(ctx, 1); };
   r.add("aten::index.Tensor", indexRule).accepts(intIndexAccepts).graphOnly().dtypes(kRestricted);
-  r.add("aten::_unsafe_index.Tensor", indexRule).accepts(intIndexAccepts);
-  r.add("aten::index_put", indexPutRule).accepts(indexPutAccepts).graphOnly().dtypes(kFloat8);
-  r.add("aten::_index_put_impl", indexPutRule).accepts(indexPutAccepts).graphOnly();
-  r.add("aten::_unsafe_index_put", indexPutRule).accepts(indexPutAccepts);
+  r.add("aten::_unsafe_index.Tensor", indexRule).accepts(intIndexAccepts).complex();
+  r.add("aten::index_put", indexPutRule).accepts(indexPutAccepts).graphOnly().dtypes(kFloat8 | kComplex);
+  r.add("aten::_index_put_impl", indexPutRule).accepts(indexPutAccepts).graphOnly().complex();
+  r.add("aten::_unsafe_index_put", indexPutRule).accepts(indexPutAccepts).complex();
   // take(self, index): elements of the flattened self (negative indices wrap).
   r.add("aten::take", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -449,7 +449,7 @@ void populateIndexing(Registry& r) {
     gd.start_index_map = {0};
     gd.index_vector_dim = 1;
     return {b.reshape(b.gather(b.reshape(x, {n}), idx, gd, {1}, {k}), index.shape())};
-  }).accepts(realDTypes);
+  }).complex();
   // put(self, index, source, accumulate=False): writes source's elements at flat positions of self.
   r.add("aten::put", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -469,7 +469,7 @@ void populateIndexing(Registry& r) {
     std::optional<ReduceKind> comb;
     if (acc) comb = x.dtype() == DType::Pred ? ReduceKind::Or : ReduceKind::Sum;
     return {b.reshape(b.scatter(b.reshape(x, {n}), idx, src, sd, comb), x.shape())};
-  }).accepts(realDTypes);
+  }).complex();
   // index_reduce(self, dim, index, source, reduce, *, include_self=True): prod / mean / amax / amin.
   r.add("aten::index_reduce", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -528,8 +528,8 @@ void populateIndexing(Registry& r) {
     gd.index_vector_dim = 1;
     Value taken = b.gather(b.convert(b.reshape(src, {ns}), self.dtype()), b.reshape(pos, {n, 1}), gd, {1}, {n});
     return {b.select(mask, b.reshape(taken, self.shape()), self)};
-  }).accepts([](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).dtype() == DType::Pred; });
-  r.add("aten::index_select", indexSelectRule).accepts(realDTypes).dtypes(kAllFloat8);
+  }).accepts([](const Context& ctx) { return realDTypes(ctx) && ctx.tensor(1).dtype() == DType::Pred; }).complex();
+  r.add("aten::index_select", indexSelectRule).dtypes(kAllFloat8 | kComplex);
   // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
   r.add("aten::embedding", [](Context& ctx) -> std::vector<Value> {
     const Value weight = ctx.tensor(0);

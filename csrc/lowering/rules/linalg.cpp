@@ -368,15 +368,19 @@ void populateLinalg(Registry& r) {
     return ctx.tensor(0).dtype() == DType::S8 && ctx.tensor(1).dtype() == DType::S8;
   });
   r.add("aten::_scaled_mm", scaledMm).accepts(scaledMmAccepts).dtypes(kFloat8);
-  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts).dtypes(kFloat8);
-  r.add("aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); }).accepts(matmulAccepts);
-  r.add("aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts);
-  r.add("aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(matmulAccepts);
-  r.add("aten::vdot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(matmulAccepts);
+  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts).dtypes(kFloat8 | kComplex);
+  r.add("aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); }).accepts(matmulAccepts).complex();
+  r.add("aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts).complex();
+  r.add("aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(matmulAccepts).complex();
+  // vdot conjugates its first operand.
+  r.add("aten::vdot", [](Context& ctx) {
+    if (shlo::isComplex(ctx.tensor(0).dtype())) ctx.args[0].tensor = ctx.b.conj(ctx.args[0].tensor);
+    return mmLike(ctx, 0, 1, 0, 0, 0);
+  }).accepts(matmulAccepts).complex();
   // addmm(self, mat1, mat2, *, beta=1, alpha=1)
-  r.add("aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts);
-  r.add("aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); }).accepts(matmulAccepts);
-  r.add("aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts);
+  r.add("aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts).complex();
+  r.add("aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); }).accepts(matmulAccepts).complex();
+  r.add("aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts).complex();
   // addbmm(self, batch1, batch2, beta, alpha): sum over the batch of batch1[i] @ batch2[i]
   r.add("aten::addbmm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;

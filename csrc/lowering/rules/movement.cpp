@@ -107,7 +107,7 @@ void populateMovement(Registry& r) {
     if (keep.empty()) return {b.convert(*ref, t)};
     if (keep.size() == 1) return {keep[0]};
     return {b.concatenate(keep, dim)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   r.add("aten::stack", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     const auto& ts = ctx.arg(0).tensors;
@@ -122,7 +122,7 @@ void populateMovement(Registry& r) {
       parts.push_back(b.reshape(b.convert(v, t), s));
     }
     return {parts.size() == 1 ? parts[0] : b.concatenate(parts, dim)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   // constant_pad_nd(self, pad, value=0): pairs from the last dimension backwards; negative pads crop.
   r.add("aten::constant_pad_nd", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -137,7 +137,7 @@ void populateMovement(Registry& r) {
     }
     Value v = ctx.has(2) ? scalarArg(ctx, 2, x.dtype()) : b.constant(0, x.dtype());
     return {b.pad(x, v, lo, hi, in)};
-  }).accepts(realDTypes).dtypes(kFloat8 | kWideUnsigned);
+  }).dtypes(kFloat8 | kWideUnsigned | kComplex);
   // reflection_pad{1,2,3}d / replication_pad{1,2,3}d (self, padding) and their backward (grad_output, self, padding):
   // padding pairs start at the last dimension; negative pads crop.
   for (bool reflect : {true, false})
@@ -170,7 +170,7 @@ void populateMovement(Registry& r) {
     Value x = ctx.tensor(0);
     std::vector<int64_t> dims = normDims(ctx, ctx.toInts(1), x.rank());
     return {dims.empty() ? x : ctx.b.reverse(x, dims)};
-  }).accepts(realDTypes);
+  }).complex();
   // roll(self, shifts, dims=[])
   r.add("aten::roll", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -192,7 +192,7 @@ void populateMovement(Registry& r) {
     Value v = x;
     for (size_t k = 0; k < dims.size(); ++k) v = roll1(v, shifts[k], normDim(ctx, dims[k], x.rank()));
     return {v};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   for (bool lower : {true, false}) {
     r.add(lower ? "aten::tril" : "aten::triu", [lower](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
@@ -221,7 +221,7 @@ void populateMovement(Registry& r) {
       out.push_back(reps[d] * padded[d]);
     }
     return {b.reshape(b.broadcastInDim(v, big, map), out)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   // channel_shuffle(self, groups): (N, g, C/g, ...) -> (N, C/g, g, ...)
   for (const char* op : {"aten::channel_shuffle", "aten::native_channel_shuffle"})
     r.add(op, [](Context& ctx) -> std::vector<Value> {
@@ -248,7 +248,7 @@ void populateMovement(Registry& r) {
     auto [start, end] = normSlice(ctx, 3, 4, sizes[dim]);
     (void)end;
     return {unslice(b, g, b.constant(0, g.dtype()), dim, sizes[dim], start, ctx.toInt(5))};
-  }).accepts(realDTypes);
+  }).complex();
   // select_backward(grad_output, input_sizes, dim, index)
   r.add("aten::select_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -260,7 +260,7 @@ void populateMovement(Registry& r) {
     Shape s = g.shape();
     s.insert(s.begin() + dim, 1);
     return {unslice(b, b.reshape(g, s), b.constant(0, g.dtype()), dim, sizes[dim], index, 1)};
-  }).accepts(realDTypes);
+  }).complex();
   // slice_scatter(self, src, dim=0, start=None, end=None, step=1)
   r.add("aten::slice_scatter", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -273,7 +273,7 @@ void populateMovement(Registry& r) {
     Value mask = unslice(b, b.constantF(1, DType::Pred, src.shape()), b.constant(0, DType::Pred), dim,
                          self.shape()[dim], start, step);
     return {b.select(mask, padded, self)};
-  }).accepts(realDTypes);
+  }).complex();
   // select_scatter(self, src, dim, index)
   r.add("aten::select_scatter", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -287,7 +287,7 @@ void populateMovement(Registry& r) {
     Value padded = unslice(b, src, b.constant(0, self.dtype()), dim, self.shape()[dim], index, 1);
     Value mask = unslice(b, b.constantF(1, DType::Pred, s), b.constant(0, DType::Pred), dim, self.shape()[dim], index, 1);
     return {b.select(mask, padded, self)};
-  }).accepts(realDTypes);
+  }).complex();
   // unfold_backward(grad_in, input_sizes, dim, size, step): window gradients summed back into place.
   r.add("aten::unfold_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -325,24 +325,24 @@ void populateMovement(Registry& r) {
     r.add(op, reshapeToOut).accepts(realDTypes).dtypes(kRestricted);
   r.add("aten::expand_copy", [](Context& ctx) -> std::vector<Value> {
     return {ctx.b.broadcastTo(ctx.tensor(0), ctx.outputs.at(0).shape)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   r.add("aten::permute_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     std::vector<int64_t> perm;
     for (int64_t d : ctx.toInts(1)) perm.push_back(normDim(ctx, d, x.rank()));
     return {ctx.b.transpose(x, perm)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   r.add("aten::transpose_copy.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     if (x.rank() < 2) return {x};
     std::vector<int64_t> perm = range(0, x.rank());
     std::swap(perm[normDim(ctx, ctx.toInt(1), x.rank())], perm[normDim(ctx, ctx.toInt(2), x.rank())]);
     return {ctx.b.transpose(x, perm)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   r.add("aten::t_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     return {x.rank() < 2 ? x : ctx.b.transpose(x, {1, 0})};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   // slice_copy.Tensor(self, dim=0, start=None, end=None, step=1)
   r.add("aten::slice_copy.Tensor", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -350,7 +350,7 @@ void populateMovement(Registry& r) {
     auto [start, end] = normSlice(ctx, 2, 3, x.shape()[dim]);
     int64_t step = ctx.has(4) ? ctx.toInt(4) : 1;
     return {ctx.b.sliceInDim(x, start, end, step, dim)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
   // select_copy.int(self, dim, index)
   r.add("aten::select_copy.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -361,7 +361,7 @@ void populateMovement(Registry& r) {
     Shape out = x.shape();
     out.erase(out.begin() + dim);
     return {ctx.b.reshape(s, out)};
-  }).accepts(realDTypes).dtypes(kRestricted);
+  }).dtypes(kRestricted);
 }
 
 }  // namespace torch_tpu::lowering

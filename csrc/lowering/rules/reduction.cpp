@@ -51,8 +51,9 @@ bool floatInput(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tens
 AcceptsFn meanAccepts(bool full) {
   return [full](const Context& ctx) {
     size_t di = full ? 1 : 3;
-    return realDTypes(ctx) && (isFloat(ctx.tensor(0).dtype()) ||
-                               (ctx.has(di) && ctx.arg(di).kind == Arg::Kind::ScalarType && isFloat(ctx.arg(di).dtype)));
+    auto fc = [](DType t) { return isFloat(t) || shlo::isComplex(t); };
+    return realDTypes(ctx) && (fc(ctx.tensor(0).dtype()) ||
+                               (ctx.has(di) && ctx.arg(di).kind == Arg::Kind::ScalarType && fc(ctx.arg(di).dtype)));
   };
 }
 
@@ -341,13 +342,13 @@ std::vector<Value> medianAlong(Builder& b, Value x, int64_t dim, bool ignore_nan
 
 void populateReduction(Registry& r) {
   r.add("aten::sum.dim_IntList", [](Context& ctx) { return sumRule(ctx, false, ReduceKind::Sum, false); })
-      .accepts(realDTypes).dtypes(kWideUnsigned);
-  r.add("aten::sum", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, false); }).accepts(realDTypes).dtypes(kWideUnsigned);
+      .dtypes(kWideUnsigned | kComplex);
+  r.add("aten::sum", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, false); }).dtypes(kWideUnsigned | kComplex);
   r.add("aten::mean.dim", [](Context& ctx) { return sumRule(ctx, false, ReduceKind::Sum, true); })
-      .accepts(meanAccepts(false));
+      .accepts(meanAccepts(false)).complex();
   r.add("aten::mean", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Sum, true); })
-      .accepts(meanAccepts(true));
-  r.add("aten::prod", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Prod, false); }).accepts(realDTypes).dtypes(kWideUnsigned);
+      .accepts(meanAccepts(true)).complex();
+  r.add("aten::prod", [](Context& ctx) { return sumRule(ctx, true, ReduceKind::Prod, false); }).dtypes(kWideUnsigned | kComplex);
   r.add("aten::prod.dim_int", [](Context& ctx) -> std::vector<Value> {
     // prod.dim_int(self, int dim, keepdim, dtype?)
     Builder& b = ctx.b;

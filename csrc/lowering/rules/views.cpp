@@ -76,9 +76,33 @@ void populateViews(Registry& r) {
                          "aten::view_as"})
     r.add(op, reshapeToOut).graphOnly().dtypes(kRestricted);
   auto identity = [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; };
-  for (const char* op : {"aten::detach", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::_conj", "aten::conj",
-                         "aten::resolve_conj", "aten::resolve_neg", "aten::contiguous"})
+  // In a graph a value is a tensor's logical value: conj() is the conjugate's, resolve_conj/resolve_neg change
+  // nothing.
+  for (const char* op : {"aten::detach", "aten::lift_fresh", "aten::lift_fresh_copy", "aten::resolve_conj",
+                         "aten::resolve_neg", "aten::contiguous"})
     r.add(op, identity).graphOnly().dtypes(kRestricted);
+  auto conjugate = [](Context& ctx) -> std::vector<Value> { return {ctx.b.conj(ctx.tensor(0))}; };
+  r.add("aten::_conj", conjugate).graphOnly().complex();
+  r.add("aten::conj", conjugate).graphOnly().complex();
+  r.add("aten::_neg_view", [](Context& ctx) -> std::vector<Value> { return {ctx.b.neg(ctx.tensor(0))}; }).graphOnly().complex();
+  // view_as_real: [..., 2] of (real, imag); view_as_complex: back.
+  r.add("aten::view_as_real", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    Shape one = x.shape();
+    one.push_back(1);
+    return {b.concatenate({b.reshape(b.realPart(x), one), b.reshape(b.imagPart(x), one)}, x.rank())};
+  }).graphOnly().complex();
+  r.add("aten::view_as_complex", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    const Shape& out = ctx.outputs.at(0).shape;
+    const int64_t last = x.rank() - 1;
+    return {b.complex(b.reshape(b.sliceInDim(x, 0, 1, 1, last), out), b.reshape(b.sliceInDim(x, 1, 2, 1, last), out))};
+  }).accepts([](const Context& ctx) {
+    DType t = ctx.tensor(0).dtype();
+    return t == DType::F32 || t == DType::F64;
+  }).graphOnly().complex();
 
   auto expandToOut = [](Context& ctx) -> std::vector<Value> {
     return {ctx.b.broadcastTo(ctx.tensor(0), ctx.outputs.at(0).shape)};
