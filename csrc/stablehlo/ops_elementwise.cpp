@@ -143,7 +143,20 @@ Value Builder::convert(Value a, DType to) {
   if (a.dtype() == to) return a;
   if (isFloat8(a.dtype()))  // an exact widening first
     return convert(impl_->emit("stablehlo.convert", {a}, {}, TensorType{DType::F32, a.shape()}), to);
-  if (isFloat8(to)) return toFloat8(convert(a, DType::F32), to);
+  if (isFloat8(to)) {
+    Value r = toFloat8(convert(a, DType::F32), to);
+    if (a.dtype() == DType::F64 && to == DType::F8E8M0FNU) {
+      // XLA flushes f64 values below f32's normal range to zero; PyTorch rounds them to an f32 subnormal, which
+      // e8m0fnu maps to 2^-126 (above 2^-127 plus half an f32 subnormal step) or to 2^-127.
+      const Value mag = abs(a);
+      const Value tiny = compare(mag, constantF(0x1p-126, DType::F64, a.shape()), Cmp::LT);
+      const Value up = compare(mag, constantF(0x1p-127 + 0x1p-150, DType::F64, a.shape()), Cmp::GT);
+      const Value bits = select(tiny, select(up, constantF(1, DType::U8, a.shape()), constantF(0, DType::U8, a.shape())),
+                                bitcastConvert(r, DType::U8));
+      r = bitcastConvert(bits, to);
+    }
+    return r;
+  }
   if (to == DType::Pred) return compare(a, zerosLike(a), Cmp::NE);
   if (isComplex(a.dtype()) && !isComplex(to)) {
     // complex -> real: take the real part (like numpy / torch with a warning)

@@ -1480,7 +1480,7 @@ static void numericTests() {
   expect("bmm", "aten::bmm", {T(f32, {2, 1, 2}, {1, 2, 3, 4}), T(f32, {2, 2, 1}, {1, 1, 2, 2})}, {}, {{3, 14}});
   expect("dot", "aten::dot", {T(f32, {3}, {1, 2, 3}), T(f32, {3}, {4, 5, 6})}, {}, {{32}});
   expect("_int_mm", "aten::_int_mm", {T(DType::S8, {1, 3}, {100, 100, -100}), T(DType::S8, {3, 1}, {127, 127, 1})},
-         {{s32, {1, 1}}}, {{25300}}, 0, {s32});
+         {{DType::S32, {1, 1}}}, {{25300}}, 0, {DType::S32});
   expect("mm.dtype bf16 -> f32 keeps the f32 sum", "aten::mm.dtype",
          {T(DType::BF16, {1, 3}, {256, 1, 1}), T(DType::BF16, {3, 1}, {1, 1, 1}), Dt(f32)}, {{f32, {1, 1}}}, {{258}}, 0,
          {f32});

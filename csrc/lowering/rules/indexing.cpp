@@ -430,10 +430,10 @@ void populateIndexing(Registry& r) {
   // serve graphs.
   auto intIndexAccepts = [](const Context& ctx) { return realDTypes(ctx) && intIndices(ctx, 1); };
   r.add("aten::index.Tensor", indexRule).accepts(intIndexAccepts).graphOnly().dtypes(kRestricted);
-  r.add("aten::_unsafe_index.Tensor", indexRule).accepts(intIndexAccepts).complex();
+  r.add("aten::_unsafe_index.Tensor", indexRule).accepts(intIndexAccepts).dtypes(kRestricted);
   r.add("aten::index_put", indexPutRule).accepts(indexPutAccepts).graphOnly().dtypes(kFloat8 | kComplex);
   r.add("aten::_index_put_impl", indexPutRule).accepts(indexPutAccepts).graphOnly().complex();
-  r.add("aten::_unsafe_index_put", indexPutRule).accepts(indexPutAccepts).complex();
+  r.add("aten::_unsafe_index_put", indexPutRule).accepts(indexPutAccepts).dtypes(kFloat8 | kComplex);
   // take(self, index): elements of the flattened self (negative indices wrap).
   r.add("aten::take", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
