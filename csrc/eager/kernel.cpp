@@ -236,7 +236,10 @@ int packDecision(const OpInfo& info, const torch::jit::Stack& stack, size_t base
   if (si < 0 || c.sig.recording || at::GradMode::is_enabled() || !core::packWeightsEnabled()) return -1;
   const c10::IValue& v = stack[base + si];
   const int ti = c.first_tensor[si];
-  if (!v.isTensor() || ti < 0 || !core::isPackableTranspose(v.toTensor())) return -1;
+  // (a conjugate or negative view is read through its bits by the program, never as a packed copy)
+  if (!v.isTensor() || ti < 0 || v.toTensor().is_conj() || v.toTensor().is_neg() ||
+      !core::isPackableTranspose(v.toTensor()))
+    return -1;
   const int slot = c.sig.tensors[ti].slot;
   if (!c.sig.buffers[slot] || c.sig.written[slot]) return -1;
   for (size_t j = 0; j < c.sig.tensors.size(); ++j)

@@ -647,7 +647,7 @@ def grad_dtype(op, dtype) -> bool:
     if not op.supports_autograd:
         return False
     if dtype.is_complex:
-        return bool(op.supports_complex_autograd("cpu"))
+        return dtype in op.supported_backward_dtypes("cpu")
     return dtype.is_floating_point
 
 

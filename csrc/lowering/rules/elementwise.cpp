@@ -481,13 +481,17 @@ void populateElementwise(Registry& r) {
   // polar(abs, angle) = abs * (cos(angle) + i sin(angle)); complex(real, imag).
   r.add("aten::polar", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
-    Value m = ctx.tensor(0), a = ctx.tensor(1);
+    const Shape& out = ctx.outputs.at(0).shape;
+    Value m = b.broadcastTo(ctx.tensor(0), out), a = b.broadcastTo(ctx.tensor(1), out);
     return {b.complex(b.mul(m, b.cos(a)), b.mul(m, b.sin(a)))};
   }).accepts([](const Context& ctx) {
     DType t = ctx.tensor(0).dtype();
     return (t == DType::F32 || t == DType::F64) && ctx.tensor(1).dtype() == t;
   }).complex();
-  r.add("aten::complex", [](Context& ctx) -> std::vector<Value> { return {ctx.b.complex(ctx.tensor(0), ctx.tensor(1))}; })
+  r.add("aten::complex", [](Context& ctx) -> std::vector<Value> {
+    const Shape& out = ctx.outputs.at(0).shape;
+    return {ctx.b.complex(ctx.b.broadcastTo(ctx.tensor(0), out), ctx.b.broadcastTo(ctx.tensor(1), out))};
+  })
       .accepts([](const Context& ctx) {
         DType t = ctx.tensor(0).dtype();
         return (t == DType::F32 || t == DType::F64) && ctx.tensor(1).dtype() == t;

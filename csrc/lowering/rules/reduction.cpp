@@ -360,7 +360,7 @@ void populateReduction(Registry& r) {
     Value v = b.convert(x, acc);
     if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Prod);
     return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
-  }).accepts(realDTypes).dtypes(kWideUnsigned);
+  }).accepts(realDTypes).dtypes(kWideUnsigned | kComplex);
   r.add("aten::amax", [](Context& ctx) { return extremeRule(ctx, false, true); }).accepts(realDTypes);
   r.add("aten::amin", [](Context& ctx) { return extremeRule(ctx, false, false); }).accepts(realDTypes);
   r.add("aten::max", [](Context& ctx) { return extremeRule(ctx, true, true); }).accepts(nonEmptyInput);
