@@ -59,6 +59,11 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
     torch.utils.rename_privateuse1_backend(_BACKEND)
 
 # ---- 2. the extension (registers kernels, guard, hooks, allocator) ----
+# TorchTPU's environment variables become ours first (ours win when both are set): the extension and the plugin
+# read the environment lazily, after this.
+from . import _compat_env  # noqa: E402
+
+_compat_env.apply()
 from . import _C  # noqa: E402
 
 # ---- 3. the plugin (the client is created lazily in C++) ----
@@ -75,6 +80,7 @@ def _configure_plugin() -> None:
         # and toolkit directory, libtpu the process topology of a multi-process run.
         preload = _plugin.cuda_preload_libraries(path) if kind == "cuda" else []
         environment = _plugin.prepare_environment(path, kind)
+        _compat_env.apply_xla_options(path)  # TORCH_TPU_INTERNAL_XLA_OPTIONS -> XLA_FLAGS, before the plugin loads
     except (_plugin.PluginNotFoundError, ValueError, RuntimeError) as e:
         # Keep `import torch` working without a plugin: torch.tpu.is_available() is False, and the first
         # use of the device raises this message.

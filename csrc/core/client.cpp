@@ -33,6 +33,11 @@ const std::string& initError() {
   return g_init_error;
 }
 
+bool pluginLoadTried() {
+  std::lock_guard<std::mutex> g(g_client_mu);
+  return g_init_tried;
+}
+
 bool inBadFork() { return runtime::Client::inForkedChild(); }
 
 runtime::Client& client() {

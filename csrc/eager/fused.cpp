@@ -375,13 +375,9 @@ void abandonTrace() {
   t = Trace();
 }
 
-void flushLocked(bool at_limit) {
-  Trace& t = g_trace;
-  if (t.ops.empty()) {
-    abandonTrace();
-    return;
-  }
-  // 1. The values to keep: the current values of storages still alive.
+// The values a launch keeps: the current values of storages still alive, and the device-side check flags.
+std::vector<int> liveValues() {
+  const Trace& t = g_trace;
   std::vector<int> live;
   {
     std::lock_guard<std::mutex> g(g_live_mu);
@@ -396,6 +392,17 @@ void flushLocked(bool at_limit) {
     for (const auto& c : t.checks) live.push_back(c.first);
     std::sort(live.begin(), live.end());
   }
+  return live;
+}
+
+void flushLocked(bool at_limit) {
+  Trace& t = g_trace;
+  if (t.ops.empty()) {
+    abandonTrace();
+    return;
+  }
+  // 1. The values to keep.
+  std::vector<int> live = liveValues();
 
   // 2. The program: a cached one covering the live values, or (first sighting) one from the disk cache. Otherwise
   //    the trace runs op by op, and from its second sighting on a program is compiled in the background.
@@ -668,6 +675,17 @@ void flush(int device) {
   if (g_trace.ops.empty() && g_trace.recs.empty()) return;
   if (device >= 0 && g_trace.device >= 0 && g_trace.device != device) return;
   flushLocked(false);
+}
+
+std::string pendingText() {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  if (g_trace.ops.empty()) return "";
+  return fusedText(liveValues());
+}
+
+size_t pendingOps() {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  return g_trace.ops.size();
 }
 
 Stats stats() {

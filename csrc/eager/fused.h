@@ -56,6 +56,12 @@ std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Sig
 // Launches everything recorded (a synchronization point). `device` < 0: any device.
 void flush(int device = -1);
 
+// The StableHLO text of the program the recorded ops would launch now (outputs: the values of the storages still
+// alive), without launching it; "" when nothing is recorded. For inspection (torch_tpu._internal.sync).
+std::string pendingText();
+// Ops recorded and not launched yet.
+size_t pendingOps();
+
 struct Stats {
   int64_t ops = 0;            // ops recorded
   int64_t flushes = 0;        // traces launched

@@ -8,6 +8,7 @@
 
 #include "compile/plan.h"
 #include "core/checks.h"
+#include "core/config.h"
 #include "core/client.h"
 #include "core/executables.h"
 #include "core/lru.h"
@@ -250,6 +251,11 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release nogil;
     fused::flush(-1);
   });
+  m.def("_plugin_load_tried", []() { return pluginLoadTried(); });
+  m.def("_fused_pending_text", []() { return fused::pendingText(); });
+  m.def("_fused_pending_ops", []() { return static_cast<int64_t>(fused::pendingOps()); });
+  m.def("_set_launch_blocking", [](bool on) { setLaunchBlocking(on); });
+  m.def("_launch_blocking", []() { return launchBlocking(); });
   m.def("_clear_fused_cache", []() {
     py::gil_scoped_release nogil;
     fused::clearCache();
