@@ -242,8 +242,13 @@ std::string fusedText(const std::vector<int>& outputs) {
   const Trace& t = g_trace;
   std::string s = "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
   std::unordered_set<uint64_t> emitted;
+  std::unordered_set<std::string> tops;  // a foreign kernel's functions, once even when several programs call it
   for (const OpRec& op : t.ops)
-    if (emitted.insert(op.p->id).second) s += op.p->function().text;
+    if (emitted.insert(op.p->id).second) {
+      const EagerProgram::Function& fn = op.p->function();
+      s += fn.text;
+      if (!fn.top.empty() && tops.insert(fn.top).second) s += fn.top;
+    }
   std::vector<int> ext_index(t.vals.size(), -1);
   for (size_t i = 0; i < t.externals.size(); ++i) ext_index[t.externals[i]] = static_cast<int>(i);
   auto ref = [&](int v) {

@@ -577,10 +577,15 @@ const EagerProgram::Function& EagerProgram::function() {
     size_t f = text.find(head);
     size_t arrow = text.find(") -> (", f);
     size_t open = text.find(") {\n", arrow);
-    size_t end = text.rfind("  }\n}");
+    // @main's closing brace (its body is indented deeper), then the module's: functions between them are what
+    // @main calls (a foreign kernel's module, tpu::stablehlo_call).
+    size_t main_end = open == std::string::npos ? std::string::npos : text.find("\n  }\n", open);
+    size_t module_end = text.rfind("\n}");
     TORCH_INTERNAL_ASSERT(f != std::string::npos && arrow != std::string::npos && open != std::string::npos &&
-                              end != std::string::npos && end > open,
+                              main_end != std::string::npos && module_end != std::string::npos &&
+                              module_end >= main_end + 4,
                           "tpu: unexpected program text for ", op);
+    const size_t end = main_end + 1;
     Function fn;
     // Arguments: "%arg0: TYPE {attrs}, %arg1: TYPE".
     std::string args = text.substr(f + head.size(), arrow - f - head.size());
@@ -608,6 +613,7 @@ const EagerProgram::Function& EagerProgram::function() {
     }
     fn.text = "  func.func private @e" + std::to_string(id) + "(" + clean_args + ") -> (" + results + ") {\n" +
               text.substr(open + 3, end - open - 3) + "  }\n";
+    fn.top = text.substr(main_end + 5, module_end + 1 - std::min(module_end + 1, main_end + 5));
     fn_ = std::move(fn);
   });
   return fn_;

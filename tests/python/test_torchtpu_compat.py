@@ -298,6 +298,27 @@ def test_jax_op_by_name_default_and_registered_backward():
         pallas.jax_op("no_namespace", lambda a: a)
 
 
+def test_jax_op_in_fused_mode(strict_after):
+    # A JAX kernel's program composed into fused eager programs: its functions appear once even when two recorded
+    # programs (here a contiguous and a transposed read) call the same kernel.
+    import jax.numpy as jnp
+    from torch_tpu._internal import pallas
+    from torch_tpu._internal import sync as tpu_sync
+
+    k = pallas.jax_op("torchtpu_compat::tanh2", lambda a: jnp.tanh(a) * 2)
+    x = torch.randn(4, 4)
+    xt = x.to("tpu")
+    expected = torch.tanh(x) * 2 + torch.tanh(x.t()) * 2
+    torch_tpu.set_eager_mode("fused")
+    hits = torch_tpu.cache_stats()["fused"]["hits"]
+    for _ in range(3):
+        y = k(xt) + k(xt.t())
+        assert tpu_sync.computation_mlir(y).count('sym_name = "foreign_') == 1
+        torch.testing.assert_close(y.cpu(), expected, rtol=1e-6, atol=1e-6)
+        torch_tpu._C._fused_wait()
+    assert torch_tpu.cache_stats()["fused"]["hits"] > hits  # the fused program (with the kernel inside) ran
+
+
 def test_custom_jax_kernel_input_output_aliases():
     from torch_tpu._internal import pallas
 
