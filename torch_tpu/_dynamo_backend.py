@@ -208,6 +208,7 @@ class _Desc:
 
 def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None) -> _Desc:
     d = _Desc()
+    graph_name = name  # `name` names each node's op below
     env: Dict[Any, Any] = {}
     inputs: List[Tuple] = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -303,7 +304,7 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
             output_meta.append((False, None, None, False))
             if o is not None:
                 d.const_outputs[k] = o
-    d.desc = dict(name=name, inputs=inputs, nodes=nodes, outputs=outputs, output_meta=output_meta,
+    d.desc = dict(name=graph_name, inputs=inputs, nodes=nodes, outputs=outputs, output_meta=output_meta,
                   mutations=mutations, num_values=nv)
     d.single_output = single  # type: ignore[attr-defined]
     d.num_ops = len(nodes)

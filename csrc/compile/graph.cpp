@@ -328,7 +328,13 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
   auto host = [&](const core::Param& p) -> runtime::BufferPtr {
     return core::packedTranspose(inputs[p.index], sig.buffers[sig.tensors[p.index].slot]);
   };
-  std::vector<at::Tensor> fresh = gp->prog.launch(sig, host);
+  std::string ops;
+  if (runtime::launchTraceActive()) ops = std::to_string(gp->ops) + " ops";  // for a profiler
+  std::vector<at::Tensor> fresh;
+  {
+    runtime::LaunchScope label("compiled", &g.name, &ops);
+    fresh = gp->prog.launch(sig, host);
+  }
   // Host inputs were uploaded for this call: their mutations are copied back.
   for (const auto& m : g.mutations)
     if (!given[m.first].is_privateuseone()) given[m.first].copy_(inputs[m.first]);

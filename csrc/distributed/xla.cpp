@@ -326,6 +326,7 @@ std::vector<runtime::BufferPtr> XlaEngine::launch(const std::string& key, const 
   });
   std::vector<runtime::Buffer*> raw;
   for (const auto& a : args) raw.push_back(a.get());
+  runtime::LaunchScope label("collective", &key);
   return exe->execute(device_, raw, donate, group_->launchId(seq));
 }
 

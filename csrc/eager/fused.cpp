@@ -331,6 +331,8 @@ std::vector<runtime::BufferPtr> replay(const Trace& t) {
     for (int v : op.in) raw.push_back(bufs[v].get());
     std::vector<runtime::BufferPtr> outs;
     try {
+      static const std::string kReplayed = "recorded in fused eager mode, run op by op";
+      runtime::LaunchScope label("eager", &op.p->op, &kReplayed);
       outs = op.p->executable()->execute(t.device, raw);
     } catch (c10::Error& e) {
       e.add_context("tpu: in " + op.p->op + " (recorded in fused eager mode)");
@@ -474,6 +476,12 @@ void flushLocked(bool at_limit) {
       raw.reserve(t.externals.size());
       for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
       try {
+        std::string name, ops;
+        if (runtime::launchTraceActive()) {  // what a profiler names the program
+          name = std::to_string(t.ops.size()) + " ops";
+          ops = opList(t, 64);
+        }
+        runtime::LaunchScope label("fused", &name, &ops);
         out_bufs = fp->exe->execute(t.device, raw);
         outputs = fp->outputs;  // values that died meanwhile are dropped by finishTrace
       } catch (const std::exception&) {

@@ -644,7 +644,13 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
     c10::Scalar x = v.isTensor() ? v.toTensor().item() : v.toScalar();
     return scalarBuffer(x, prm.dtype, c.sig.device);
   };
-  std::vector<at::Tensor> fresh = record ? fused::record(ep, c.sig, host, gen) : p.prog.launch(c.sig, host, gen);
+  std::vector<at::Tensor> fresh;
+  if (record) {
+    fresh = fused::record(ep, c.sig, host, gen);
+  } else {
+    runtime::LaunchScope label("eager", &p.op);  // what a profiler names the program
+    fresh = p.prog.launch(c.sig, host, gen);
+  }
   c10::SmallVector<at::Tensor, 4> by_flat(p.num_flat);
   for (size_t j = 0; j < fresh.size(); ++j) by_flat[p.fresh_flat[j]] = std::move(fresh[j]);
   c10::SmallVector<c10::IValue, 4> rets;
@@ -670,6 +676,9 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
 // ---------------------------------------------------------------------------------------------------------------
 
 void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  // A child forked after the runtime started cannot use the device: the op that touches it raises the fork error
+  // itself (never a compile failure, a fallback to the CPU or a warning first).
+  if (C10_UNLIKELY(inBadFork())) TORCH_CHECK(false, runtime::kForkedMessage);
   const OpInfo& info = infoFor(op);
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();

@@ -22,6 +22,7 @@
 #include "eager/fallback.h"
 #include "eager/fused.h"
 #include "eager/kernel.h"
+#include "eager/profiler.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -141,8 +142,11 @@ PYBIND11_MODULE(_C, m) {
     d["attributes"] = attrs;
     d["preloaded"] = p.preloaded;
     d["preload_failed"] = p.preload_failed;
+    d["extensions"] = p.extensions;
     return d;
   });
+  // Whether torch.profiler shows device activity (csrc/eager/profiler.h).
+  m.def("_kineto_plugin_built", &kinetoPluginBuilt);
   m.def("_set_accelerator_reported", &setAcceleratorReported);
   m.def("_device_count", []() { return deviceCount(); });
   m.def("_is_in_bad_fork", []() { return inBadFork(); });

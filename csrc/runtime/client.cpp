@@ -109,6 +109,22 @@ const std::string& portableCompileOptions() {
   return bytes;
 }
 
+std::string extensionName(int type) {
+  switch (type) {
+    case PJRT_Extension_Type_Gpu_Custom_Call: return "gpu_custom_call";
+    case PJRT_Extension_Type_Profiler: return "profiler";
+    case PJRT_Extension_Type_Custom_Partitioner: return "custom_partitioner";
+    case PJRT_Extension_Type_Stream: return "stream";
+    case PJRT_Extension_Type_Layouts: return "layouts";
+    case PJRT_Extension_Type_FFI: return "ffi";
+    case PJRT_Extension_Type_MemoryDescriptions: return "memory_descriptions";
+    case PJRT_Extension_Type_Triton: return "triton";
+    case PJRT_Extension_Type_RawBuffer: return "raw_buffer";
+    case PJRT_Extension_Type_PhaseCompile: return "phase_compile";
+    default: return "type " + std::to_string(type);
+  }
+}
+
 PJRT_DeviceDescription* describe(PJRT_Device* d) {
   detail::Args<PJRT_Device_GetDescription_Args> a;
   a->device = d;
@@ -277,6 +293,11 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
         im.info.attributes.emplace_back(str(nv.name, nv.name_size), renderNamedValue(nv));
       }
     }
+
+    // The extensions the plugin offers (its PJRT_Api's extension chain), by name.
+    for (const PJRT_Extension_Base* e = api->extension_start; e != nullptr && im.info.extensions.size() < 64;
+         e = e->next)
+      im.info.extensions.push_back(extensionName(static_cast<int>(e->type)));
 
     // --- PJRT_Client_Create. PJRT_NamedValue travels in an array, so it uses its exact size.
     std::vector<PJRT_NamedValue> nvs(options.size());

@@ -129,8 +129,16 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
   a->output_lists = &out_list;
   a->device_complete_events = &done;
   a->execute_device = dev;
-  detail::checkAlloc(TPU_PJRT_FN(PJRT_LoadedExecutable_Execute)(a.get()), "PJRT_LoadedExecutable_Execute", out_bytes_,
-                     device);
+  detail::TracedLaunch* traced =
+      detail::g_tracing.load(std::memory_order_relaxed) ? detail::beginTracedLaunch(device) : nullptr;
+  try {
+    detail::checkAlloc(TPU_PJRT_FN(PJRT_LoadedExecutable_Execute)(a.get()), "PJRT_LoadedExecutable_Execute",
+                       out_bytes_, device);
+  } catch (...) {
+    if (traced) detail::abandonTracedLaunch(traced);
+    throw;
+  }
+  if (traced) detail::endTracedLaunch(traced, done);
 
   std::vector<BufferPtr> outs;
   outs.reserve(num_outputs_);

@@ -85,6 +85,15 @@ void destroyEvent(PJRT_Event* ev) noexcept;
 // Awaits `ev` and throws its error, if any (does not destroy it).
 void awaitEvent(PJRT_Event* ev, const char* what);
 
+// Launch tracing (runtime.h; trace.cpp). A traced launch is begun before PJRT_LoadedExecutable_Execute (nullptr
+// when tracing stopped meanwhile), ended with the execution's completion event (null: complete now) or abandoned
+// when the execution could not be launched.
+extern std::atomic<bool> g_tracing;
+struct TracedLaunch;
+TracedLaunch* beginTracedLaunch(int device);
+void endTracedLaunch(TracedLaunch* t, PJRT_Event* done);
+void abandonTracedLaunch(TracedLaunch* t) noexcept;
+
 }  // namespace detail
 
 struct Client::Impl {
