@@ -36,7 +36,10 @@ __all__ = ["tpu_backend", "compile_stats", "reset_compile_stats", "set_cache_dir
 
 _BACKEND_NAME = "tpu"
 _graph_ids = itertools.count()
-_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0}
+_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0,
+                             "dynamic_graphs": 0, "shape_specializations": 0}
+# Specialisations kept per dynamic graph (least recently used first out; their programs stay in the executable caches).
+_MAX_SPECIALIZATIONS = 64
 
 # Nodes that compute nothing (runtime assertions AOTAutograd or decompositions insert).
 _NOOP_OPS = {
@@ -61,8 +64,10 @@ class UnsupportedGraph(RuntimeError):
 
 def compile_stats() -> Dict[str, Any]:
     r"""torch.compile counters: graphs, runs, signature_hits, lowerings, compiles (XLA), memory_hits, disk_hits,
-    disk_writes, compile_seconds, lower_seconds, and partitioned_graphs / eager_graphs / fallback_nodes /
-    collective_nodes (collectives run through their process group between compiled partitions)."""
+    disk_writes, compile_seconds, lower_seconds, partitioned_graphs / eager_graphs / fallback_nodes /
+    collective_nodes (collectives run through their process group between compiled partitions), and
+    dynamic_graphs / shape_specializations (graphs with symbolic sizes, and the concrete-shape programs made for
+    them)."""
     d = dict(_C._compile_stats())
     d.update(_py_stats)
     return d
@@ -415,8 +420,128 @@ def _fail_message(name: str, bad: Dict[torch.fx.Node, str]) -> str:
             f"({details})")
 
 
+def _is_symbolic(v: Any) -> bool:
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        from torch.fx.experimental import symbolic_shapes as ss
+
+        concrete = {torch.SymInt: ss.is_concrete_int, torch.SymFloat: ss.is_concrete_float,
+                    torch.SymBool: ss.is_concrete_bool}[type(v)]
+        return not concrete(v)
+    if isinstance(v, torch.Tensor):
+        return any(_is_symbolic(x) for x in (*v.shape, *v.stride(), v.storage_offset()))
+    if isinstance(v, (list, tuple)):
+        return any(_is_symbolic(x) for x in v)
+    return False
+
+
+def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph has symbolic sizes (``dynamic=True``, or automatic dynamic shapes after a recompile)."""
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            continue
+        if _is_symbolic(n.meta.get("val", None)):
+            return True
+    return False
+
+
+def _input_key(x: Any) -> Tuple:
+    if isinstance(x, torch.Tensor):
+        return ("T", x.dtype, x.device, tuple(x.shape), tuple(x.stride()), x.storage_offset())
+    return ("V", type(x).__name__, x)
+
+
+class _ShapeSpecializedGraph:
+    """A graph with symbolic sizes, run as one program per distinct concrete input signature.
+
+    XLA programs have static shapes, so a graph traced with ``dynamic=True`` (or marked dynamic by dynamo after a
+    shape change) is specialised when it first meets a new input signature (tensor sizes and strides, the values
+    of its integer inputs): it is re-traced with those inputs as fake tensors, which turns every ``sym_size`` /
+    ``sym_sum`` / symbolic arithmetic node into a constant, and the resulting static graph is compiled as any other
+    (and cached in process and on disk). Dynamo itself does not recompile: the symbolic graph stays one guard set.
+    Each new specialisation is logged at INFO on the ``torch_tpu`` logger and counted in
+    ``compile_stats()["shape_specializations"]``.
+    """
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str, fullgraph: bool, inference: bool) -> None:
+        from collections import OrderedDict
+
+        self.gm = gm
+        self.name = name
+        self.fullgraph = fullgraph
+        self.inference = inference
+        self._boxed_call = True
+        self.specs: "OrderedDict[Tuple, Callable]" = OrderedDict()
+        self.count = 0
+
+    def _specialize(self, inputs: List[Any]) -> Callable:
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+        others = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+        for i, x in others.items():
+            if x is not None and not isinstance(x, (bool, int, float)):
+                raise RuntimeError(f"torch_tpu: graph {self.name}: cannot specialise on input {i} of type "
+                                   f"{type(x).__name__}")
+        n = len(inputs)
+        gm = self.gm
+
+        def static(*tensors: torch.Tensor) -> Any:
+            full: List[Any] = [None] * n
+            for i, t in zip(tensor_pos, tensors):
+                full[i] = t
+            for i, x in others.items():
+                full[i] = x
+            return gm(*full)
+
+        self.count += 1
+        sname = f"{self.name}.s{self.count}"
+        shapes = ", ".join(f"{tuple(inputs[i].shape)}" for i in tensor_pos[:6]) + (", ..." if len(tensor_pos) > 6
+                                                                                      else "")
+        log.info("torch_tpu: graph %s has symbolic sizes: specialising it as %s for inputs %s%s", self.name, sname,
+                 shapes, f" and integers {sorted(others.values(), key=str)}" if others else "")
+        _py_stats["shape_specializations"] += 1
+        with torch.no_grad():
+            sgm = make_fx(static, tracing_mode="fake", _allow_non_fake_inputs=False)(
+                *[inputs[i] for i in tensor_pos])
+        sgm.graph.eliminate_dead_code()
+        sgm.recompile()
+        tensors_ex = [inputs[i] for i in tensor_pos]
+        compiled = _compile_aten_graph(sgm, tensors_ex, sname, self.fullgraph, self.inference)
+
+        def run(args: List[Any]) -> List[Any]:
+            outs = compiled([args[i] for i in tensor_pos])
+            return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+
+        return run
+
+    def run(self, inputs: List[Any]) -> List[Any]:
+        key = tuple(_input_key(x) for x in inputs)
+        fn = self.specs.get(key)
+        if fn is None:
+            fn = torch._dynamo.disable(self._specialize)(inputs)
+            self.specs[key] = fn
+            while len(self.specs) > _MAX_SPECIALIZATIONS:
+                self.specs.popitem(last=False)
+        else:
+            self.specs.move_to_end(key)
+        return fn(inputs)
+
+    def __call__(self, *args: Any) -> List[Any]:
+        if len(args) == 1 and isinstance(args[0], list):  # boxed
+            inputs = list(args[0])
+            args[0].clear()
+            return self.run(inputs)
+        return self.run(list(args))
+
+
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
                         fullgraph: bool, inference: bool = False) -> Callable:
+    if _is_dynamic(gm):
+        _py_stats["dynamic_graphs"] += 1
+        log.info("torch_tpu: graph %s has symbolic sizes; it is compiled once per concrete input signature", name)
+        return _ShapeSpecializedGraph(gm, name, fullgraph, inference)
     # Ops without a rule partition the graph now; nodes whose rule cannot lower their call are found when the graph
     # is lowered for its first input signature.
     bad: Dict[torch.fx.Node, str] = {}
