@@ -37,7 +37,7 @@ __all__ = ["tpu_backend", "compile_stats", "reset_compile_stats", "set_cache_dir
 _BACKEND_NAME = "tpu"
 _graph_ids = itertools.count()
 _py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0,
-                             "dynamic_graphs": 0, "shape_specializations": 0}
+                             "dynamic_graphs": 0, "shape_specializations": 0, "stream_nodes": 0}
 # Specialisations kept per dynamic graph (least recently used first out; their programs stay in the executable caches).
 _MAX_SPECIALIZATIONS = 64
 
@@ -65,7 +65,8 @@ class UnsupportedGraph(RuntimeError):
 def compile_stats() -> Dict[str, Any]:
     r"""torch.compile counters: graphs, runs, signature_hits, lowerings, compiles (XLA), memory_hits, disk_hits,
     disk_writes, compile_seconds, lower_seconds, partitioned_graphs / eager_graphs / fallback_nodes /
-    collective_nodes (collectives run through their process group between compiled partitions), and
+    collective_nodes (collectives run through their process group between compiled partitions), stream_nodes
+    (stream and event operations, run between compiled partitions), and
     dynamic_graphs / shape_specializations (graphs with symbolic sizes, and the concrete-shape programs made for
     them)."""
     d = dict(_C._compile_stats())
@@ -536,8 +537,58 @@ class _ShapeSpecializedGraph:
         return self.run(list(args))
 
 
+def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
+    """Replace each ``control_deps(deps, subgraph, *args)`` node by the nodes of its subgraph, in place.
+
+    AOTAutograd wraps side-effecting stream and event operations in this higher-order op so that inductor keeps
+    them in order. Here the graph's node order is the order partitions and eager nodes run in, so the wrapper is
+    not needed: inlining it exposes the operation itself (``streams::*``), which then runs between partitions.
+    """
+    changed = False
+    for n in list(gm.graph.nodes):
+        target = n.target
+        if not (n.op == "call_function" and isinstance(target, torch._ops.HigherOrderOperator)
+                and target.name() == "control_deps" and not n.kwargs and len(n.args) >= 2):
+            continue
+        sub_node = n.args[1]
+        if not (isinstance(sub_node, torch.fx.Node) and sub_node.op == "get_attr"):
+            continue
+        sub = _getattr_path(gm, str(sub_node.target))
+        if not isinstance(sub, torch.fx.GraphModule) or any(x.op == "get_attr" for x in sub.graph.nodes):
+            continue
+        args = list(n.args[2:])
+        env: Dict[torch.fx.Node, Any] = {}
+        out: Any = None
+        with gm.graph.inserting_before(n):
+            placeholders = [x for x in sub.graph.nodes if x.op == "placeholder"]
+            if len(placeholders) != len(args):
+                continue
+            env.update(zip(placeholders, args))
+            for sn in sub.graph.nodes:
+                if sn.op == "placeholder":
+                    continue
+                if sn.op == "output":
+                    out = torch.fx.map_arg(sn.args[0], lambda x: env[x])
+                    continue
+                env[sn] = gm.graph.node_copy(sn, lambda x: env[x])
+        for user in list(n.users):
+            if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
+                user.replace_all_uses_with(out[user.args[1]])
+                gm.graph.erase_node(user)
+        if n.users:
+            n.replace_all_uses_with(out)
+        gm.graph.erase_node(n)
+        if not sub_node.users:
+            gm.graph.erase_node(sub_node)
+        changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+
+
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
                         fullgraph: bool, inference: bool = False) -> Callable:
+    _inline_control_deps(gm)
     if _is_dynamic(gm):
         _py_stats["dynamic_graphs"] += 1
         log.info("torch_tpu: graph %s has symbolic sizes; it is compiled once per concrete input signature", name)
@@ -554,12 +605,23 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         # graph: they run through their process group (tpu_dist) between the compiled partitions, even with
         # fullgraph=True.
         collectives = {n for n in bad if _is_collective(n)}
+        # Stream and event operations dynamo records (streams::fork/join/record_event/wait_event/synchronize_*,
+        # record_stream; e.g. Diffusers' group offloading hooks inside a compiled model) act on the host's view of
+        # the device queue: they run eagerly where the graph has them, between compiled partitions, even with
+        # fullgraph=True (a tpu device is one in-order queue, so they order nothing inside a program).
+        stream_ops = {n for n in bad if _is_stream_op(n)}
+        collectives |= stream_ops
         others = {n: m for n, m in bad.items() if n not in collectives}
         if fullgraph and others:
             raise RuntimeError(_fail_message(name, others))
         if others:
             log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name,
                         ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in others})))
+        if stream_ops:
+            _py_stats["stream_nodes"] += len(stream_ops)
+            log.info("torch_tpu: graph %s: %d stream/event operations run between compiled partitions", name,
+                     len(stream_ops))
+            collectives -= stream_ops
         if collectives:
             _py_stats["collective_nodes"] += len(collectives)
             log.info("torch_tpu: graph %s: %d collectives run through their process group between compiled "
@@ -598,6 +660,11 @@ def _is_collective(n: torch.fx.Node) -> bool:
     return n.op == "call_function" and name.split("::")[0] in _COLLECTIVE_NAMESPACES
 
 
+def _is_stream_op(n: torch.fx.Node) -> bool:
+    name = _op_name(n.target) or ""
+    return n.op == "call_function" and name.split("::")[0] == "streams"
+
+
 def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool) -> Callable:
     if fullgraph:
         raise RuntimeError(f"torch_tpu: graph {name} cannot be compiled: {why}")
@@ -614,7 +681,7 @@ def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool,
     from torch._functorch.aot_autograd import make_boxed_func
 
     _py_stats["partitioned_graphs"] += 1
-    _py_stats["fallback_nodes"] += sum(1 for n in bad if not _is_collective(n))
+    _py_stats["fallback_nodes"] += sum(1 for n in bad if not (_is_collective(n) or _is_stream_op(n)))
     bad_names = {n.name for n in bad}
 
     class _Support(OperatorSupport):

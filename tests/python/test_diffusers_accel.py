@@ -97,6 +97,27 @@ def test_record_stream_in_a_compiled_graph(fresh_dynamo):
     assert torch.equal(out.cpu(), torch.arange(4.0) * 3 + 1)
 
 
+def test_stream_operations_in_a_fullgraph_compiled_graph(fresh_dynamo):
+    """Dynamo records stream and event operations (``streams::*``, wrapped in ``control_deps``); they run eagerly
+    between the compiled partitions, also with fullgraph=True (they failed as "ops without a tpu lowering")."""
+
+    def f(x):
+        s = torch.accelerator.current_stream()
+        y = x * 2
+        e = s.record_event()
+        s.synchronize()
+        e.synchronize()
+        return y + 1
+
+    x = torch.arange(4.0).to("tpu")
+    torch_tpu.reset_fallback_counts()
+    out = torch.compile(f, backend="tpu", fullgraph=True)(x)
+    assert torch.equal(out.cpu(), torch.arange(4.0) * 2 + 1)
+    stats = torch_tpu._dynamo_backend.compile_stats()
+    assert stats["stream_nodes"] >= 2 and stats["fallback_nodes"] == 0 and stats["eager_graphs"] == 0, stats
+    assert torch_tpu.fallback_counts() == {}
+
+
 # ---- group offloading ---------------------------------------------------------------------------------------------
 
 
