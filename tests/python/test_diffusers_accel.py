@@ -225,3 +225,15 @@ def test_compile_with_group_offloading_matches_cpu(reference, fresh_dynamo):
         for _ in range(2):
             out = model(**_inputs("tpu"), return_dict=False)[0]
             torch.testing.assert_close(out.cpu(), reference, atol=ATOL, rtol=0)
+
+
+# ---- ahead-of-time compile ------------------------------------------------------------------------------------------
+
+
+def test_aoti_package_on_tpu_raises_a_clear_error(tmp_path, fresh_dynamo):
+    """AOTInductor packages C++ code for the CPU or CUDA; a tpu graph is refused with a message saying what to use
+    (it failed with a bare AssertionError inside inductor)."""
+    model = torch.nn.Linear(4, 2).to("tpu")
+    ep = torch.export.export(model, (torch.randn(3, 4, device="tpu"),))
+    with pytest.raises(RuntimeError, match="AOTInductor .* cannot compile a graph on tpu tensors"):
+        torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "m.pt2"))
