@@ -509,7 +509,9 @@ class _ShapeSpecializedGraph:
         sgm.graph.eliminate_dead_code()
         sgm.recompile()
         tensors_ex = [inputs[i] for i in tensor_pos]
-        compiled = _compile_aten_graph(sgm, tensors_ex, sname, self.fullgraph, self.inference)
+        # specialise=False: sizes that stay symbolic (data-dependent ones, e.g. after nonzero) take the static path's
+        # handling of them (partitions or eager, or the fullgraph error) instead of another specialisation
+        compiled = _compile_aten_graph(sgm, tensors_ex, sname, self.fullgraph, self.inference, specialise=False)
 
         def run(args: List[Any]) -> List[Any]:
             outs = compiled([args[i] for i in tensor_pos])
@@ -587,9 +589,9 @@ def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
 
 
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
-                        fullgraph: bool, inference: bool = False) -> Callable:
+                        fullgraph: bool, inference: bool = False, specialise: bool = True) -> Callable:
     _inline_control_deps(gm)
-    if _is_dynamic(gm):
+    if specialise and _is_dynamic(gm):
         _py_stats["dynamic_graphs"] += 1
         log.info("torch_tpu: graph %s has symbolic sizes; it is compiled once per concrete input signature", name)
         return _ShapeSpecializedGraph(gm, name, fullgraph, inference)
