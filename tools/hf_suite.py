@@ -502,7 +502,7 @@ def main(argv=None) -> int:
     devices = [d for d in args.devices.split(",") if d]
     work = os.path.join(build_dir(), "hf_suite", "diffusers") if diffusers else os.path.join(build_dir(), "hf_suite")
     # results of earlier runs of other families stay, so families can be run one at a time and reported together
-    results = args.results or os.path.join(work, "results-subset" if args.subset else "results")
+    results = os.path.abspath(args.results or os.path.join(work, "results-subset" if args.subset else "results"))
     if not args.report_only:
         if diffusers:
             # one tree per results directory: runs into different results (the CI subset, a full run) can overlap
