@@ -167,6 +167,8 @@ DIFFUSERS_KNOWN = OrderedDict(
                      "complex64 on tpu (rotary embeddings built with complex numbers): the complex-dtype issue")),
         ("float8", (r"[Ff]loat8|float8_e4m3fn|Float8_e4m3fn",
                     "float8 storage (layerwise casting): the float8 issue")),
+        ("hub", (r"does not appear to have a file named|LocalEntryNotFoundError|offline mode|requests_mock",
+                 "needs the Hugging Face hub (or requests_mock); the runs are offline")),
         ("aoti", (r"aoti|AOTInductor|aot_compile|_inductor\.package|cpp_wrapper|No module named 'jax'",
                   "ahead-of-time compile (AOTInductor C++ packages) has no tpu code generator")),
     ]
