@@ -131,6 +131,11 @@ try:
 except (AttributeError, RuntimeError):  # pragma: no cover - older torch
     pass
 
+# Tensor.record_stream (PyTorch implements it for CUDA only; group offloading with streams records onloaded weights)
+from ._streams import _install_record_stream  # noqa: E402
+
+_install_record_stream()
+
 # ---- 5. dynamo's device interface for "tpu" (registered when dynamo's registry is imported) ----
 from . import api  # noqa: E402
 
@@ -153,6 +158,11 @@ keep_jax_off_the_accelerator(_plugin_state.get("kind"))
 from . import _inductor  # noqa: E402
 
 _inductor._install()
+
+# safetensors.torch.load_file(..., device="tpu") (safetensors rejects device kinds it does not list)
+from . import _safetensors  # noqa: E402
+
+_safetensors._install()
 
 # ---- 8. the c10d backend "tpu_dist" ----
 from . import distributed  # noqa: E402

@@ -36,7 +36,10 @@ __all__ = ["tpu_backend", "compile_stats", "reset_compile_stats", "set_cache_dir
 
 _BACKEND_NAME = "tpu"
 _graph_ids = itertools.count()
-_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0}
+_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0,
+                             "dynamic_graphs": 0, "shape_specializations": 0, "stream_nodes": 0}
+# Specialisations kept per dynamic graph (least recently used first out; their programs stay in the executable caches).
+_MAX_SPECIALIZATIONS = 64
 
 # Nodes that compute nothing (runtime assertions AOTAutograd or decompositions insert).
 _NOOP_OPS = {
@@ -61,8 +64,11 @@ class UnsupportedGraph(RuntimeError):
 
 def compile_stats() -> Dict[str, Any]:
     r"""torch.compile counters: graphs, runs, signature_hits, lowerings, compiles (XLA), memory_hits, disk_hits,
-    disk_writes, compile_seconds, lower_seconds, and partitioned_graphs / eager_graphs / fallback_nodes /
-    collective_nodes (collectives run through their process group between compiled partitions)."""
+    disk_writes, compile_seconds, lower_seconds, partitioned_graphs / eager_graphs / fallback_nodes /
+    collective_nodes (collectives run through their process group between compiled partitions), stream_nodes
+    (stream and event operations, run between compiled partitions), and
+    dynamic_graphs / shape_specializations (graphs with symbolic sizes, and the concrete-shape programs made for
+    them)."""
     d = dict(_C._compile_stats())
     d.update(_py_stats)
     return d
@@ -416,8 +422,180 @@ def _fail_message(name: str, bad: Dict[torch.fx.Node, str]) -> str:
             f"({details})")
 
 
+def _is_symbolic(v: Any) -> bool:
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        from torch.fx.experimental import symbolic_shapes as ss
+
+        concrete = {torch.SymInt: ss.is_concrete_int, torch.SymFloat: ss.is_concrete_float,
+                    torch.SymBool: ss.is_concrete_bool}[type(v)]
+        return not concrete(v)
+    if isinstance(v, torch.Tensor):
+        return any(_is_symbolic(x) for x in (*v.shape, *v.stride(), v.storage_offset()))
+    if isinstance(v, (list, tuple)):
+        return any(_is_symbolic(x) for x in v)
+    return False
+
+
+def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph has symbolic sizes (``dynamic=True``, or automatic dynamic shapes after a recompile)."""
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            continue
+        if _is_symbolic(n.meta.get("val", None)):
+            return True
+    return False
+
+
+def _input_key(x: Any) -> Tuple:
+    if isinstance(x, torch.Tensor):
+        return ("T", x.dtype, x.device, tuple(x.shape), tuple(x.stride()), x.storage_offset())
+    return ("V", type(x).__name__, x)
+
+
+class _ShapeSpecializedGraph:
+    """A graph with symbolic sizes, run as one program per distinct concrete input signature.
+
+    XLA programs have static shapes, so a graph traced with ``dynamic=True`` (or marked dynamic by dynamo after a
+    shape change) is specialised when it first meets a new input signature (tensor sizes and strides, the values
+    of its integer inputs): it is re-traced with those inputs as fake tensors, which turns every ``sym_size`` /
+    ``sym_sum`` / symbolic arithmetic node into a constant, and the resulting static graph is compiled as any other
+    (and cached in process and on disk). Dynamo itself does not recompile: the symbolic graph stays one guard set.
+    Each new specialisation is logged at INFO on the ``torch_tpu`` logger and counted in
+    ``compile_stats()["shape_specializations"]``.
+    """
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str, fullgraph: bool, inference: bool) -> None:
+        from collections import OrderedDict
+
+        self.gm = gm
+        self.name = name
+        self.fullgraph = fullgraph
+        self.inference = inference
+        self._boxed_call = True
+        self.specs: "OrderedDict[Tuple, Callable]" = OrderedDict()
+        self.count = 0
+
+    def _specialize(self, inputs: List[Any]) -> Callable:
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+        others = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+        for i, x in others.items():
+            if x is not None and not isinstance(x, (bool, int, float)):
+                raise RuntimeError(f"torch_tpu: graph {self.name}: cannot specialise on input {i} of type "
+                                   f"{type(x).__name__}")
+        n = len(inputs)
+        gm = self.gm
+
+        def static(*tensors: torch.Tensor) -> Any:
+            full: List[Any] = [None] * n
+            for i, t in zip(tensor_pos, tensors):
+                full[i] = t
+            for i, x in others.items():
+                full[i] = x
+            return gm(*full)
+
+        self.count += 1
+        sname = f"{self.name}.s{self.count}"
+        shapes = ", ".join(f"{tuple(inputs[i].shape)}" for i in tensor_pos[:6]) + (", ..." if len(tensor_pos) > 6
+                                                                                      else "")
+        log.info("torch_tpu: graph %s has symbolic sizes: specialising it as %s for inputs %s%s", self.name, sname,
+                 shapes, f" and integers {sorted(others.values(), key=str)}" if others else "")
+        _py_stats["shape_specializations"] += 1
+        with torch.no_grad():
+            sgm = make_fx(static, tracing_mode="fake", _allow_non_fake_inputs=False)(
+                *[inputs[i] for i in tensor_pos])
+        sgm.graph.eliminate_dead_code()
+        sgm.recompile()
+        tensors_ex = [inputs[i] for i in tensor_pos]
+        # specialise=False: sizes that stay symbolic (data-dependent ones, e.g. after nonzero) take the static path's
+        # handling of them (partitions or eager, or the fullgraph error) instead of another specialisation
+        compiled = _compile_aten_graph(sgm, tensors_ex, sname, self.fullgraph, self.inference, specialise=False)
+
+        def run(args: List[Any]) -> List[Any]:
+            outs = compiled([args[i] for i in tensor_pos])
+            return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+
+        return run
+
+    def run(self, inputs: List[Any]) -> List[Any]:
+        key = tuple(_input_key(x) for x in inputs)
+        fn = self.specs.get(key)
+        if fn is None:
+            fn = torch._dynamo.disable(self._specialize)(inputs)
+            self.specs[key] = fn
+            while len(self.specs) > _MAX_SPECIALIZATIONS:
+                self.specs.popitem(last=False)
+        else:
+            self.specs.move_to_end(key)
+        return fn(inputs)
+
+    def __call__(self, *args: Any) -> List[Any]:
+        if len(args) == 1 and isinstance(args[0], list):  # boxed
+            inputs = list(args[0])
+            args[0].clear()
+            return self.run(inputs)
+        return self.run(list(args))
+
+
+def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
+    """Replace each ``control_deps(deps, subgraph, *args)`` node by the nodes of its subgraph, in place.
+
+    AOTAutograd wraps side-effecting stream and event operations in this higher-order op so that inductor keeps
+    them in order. Here the graph's node order is the order partitions and eager nodes run in, so the wrapper is
+    not needed: inlining it exposes the operation itself (``streams::*``), which then runs between partitions.
+    """
+    changed = False
+    for n in list(gm.graph.nodes):
+        target = n.target
+        if not (n.op == "call_function" and isinstance(target, torch._ops.HigherOrderOperator)
+                and target.name() == "control_deps" and not n.kwargs and len(n.args) >= 2):
+            continue
+        sub_node = n.args[1]
+        if not (isinstance(sub_node, torch.fx.Node) and sub_node.op == "get_attr"):
+            continue
+        sub = _getattr_path(gm, str(sub_node.target))
+        if not isinstance(sub, torch.fx.GraphModule) or any(x.op == "get_attr" for x in sub.graph.nodes):
+            continue
+        args = list(n.args[2:])
+        env: Dict[torch.fx.Node, Any] = {}
+        out: Any = None
+        with gm.graph.inserting_before(n):
+            placeholders = [x for x in sub.graph.nodes if x.op == "placeholder"]
+            if len(placeholders) != len(args):
+                continue
+            env.update(zip(placeholders, args))
+            for sn in sub.graph.nodes:
+                if sn.op == "placeholder":
+                    continue
+                if sn.op == "output":
+                    out = torch.fx.map_arg(sn.args[0], lambda x: env[x])
+                    continue
+                env[sn] = gm.graph.node_copy(sn, lambda x: env[x])
+        for user in list(n.users):
+            if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
+                user.replace_all_uses_with(out[user.args[1]])
+                gm.graph.erase_node(user)
+        if n.users:
+            n.replace_all_uses_with(out)
+        gm.graph.erase_node(n)
+        if not sub_node.users:
+            gm.graph.erase_node(sub_node)
+        changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+
+
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
-                        fullgraph: bool, inference: bool = False) -> Callable:
+                        fullgraph: bool, inference: bool = False, specialise: bool = True) -> Callable:
+    _inline_control_deps(gm)
+    if specialise and _is_dynamic(gm):
+        _py_stats["dynamic_graphs"] += 1
+        log.info("torch_tpu: graph %s has symbolic sizes; it is compiled once per concrete input signature", name)
+        return _ShapeSpecializedGraph(gm, name, fullgraph, inference)
     # Ops without a rule partition the graph now; nodes whose rule cannot lower their call are found when the graph
     # is lowered for its first input signature.
     bad: Dict[torch.fx.Node, str] = {}
@@ -430,12 +608,23 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         # graph: they run through their process group (tpu_dist) between the compiled partitions, even with
         # fullgraph=True.
         collectives = {n for n in bad if _is_collective(n)}
+        # Stream and event operations dynamo records (streams::fork/join/record_event/wait_event/synchronize_*,
+        # record_stream; e.g. Diffusers' group offloading hooks inside a compiled model) act on the host's view of
+        # the device queue: they run eagerly where the graph has them, between compiled partitions, even with
+        # fullgraph=True (a tpu device is one in-order queue, so they order nothing inside a program).
+        stream_ops = {n for n in bad if _is_stream_op(n)}
+        collectives |= stream_ops
         others = {n: m for n, m in bad.items() if n not in collectives}
         if fullgraph and others:
             raise RuntimeError(_fail_message(name, others))
         if others:
             log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name,
                         ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in others})))
+        if stream_ops:
+            _py_stats["stream_nodes"] += len(stream_ops)
+            log.info("torch_tpu: graph %s: %d stream/event operations run between compiled partitions", name,
+                     len(stream_ops))
+            collectives -= stream_ops
         if collectives:
             _py_stats["collective_nodes"] += len(collectives)
             log.info("torch_tpu: graph %s: %d collectives run through their process group between compiled "
@@ -474,6 +663,11 @@ def _is_collective(n: torch.fx.Node) -> bool:
     return n.op == "call_function" and name.split("::")[0] in _COLLECTIVE_NAMESPACES
 
 
+def _is_stream_op(n: torch.fx.Node) -> bool:
+    name = _op_name(n.target) or ""
+    return n.op == "call_function" and name.split("::")[0] == "streams"
+
+
 def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool) -> Callable:
     if fullgraph:
         raise RuntimeError(f"torch_tpu: graph {name} cannot be compiled: {why}")
@@ -490,7 +684,7 @@ def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool,
     from torch._functorch.aot_autograd import make_boxed_func
 
     _py_stats["partitioned_graphs"] += 1
-    _py_stats["fallback_nodes"] += sum(1 for n in bad if not _is_collective(n))
+    _py_stats["fallback_nodes"] += sum(1 for n in bad if not (_is_collective(n) or _is_stream_op(n)))
     bad_names = {n.name for n in bad}
 
     class _Support(OperatorSupport):
