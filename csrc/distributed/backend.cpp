@@ -22,6 +22,36 @@ void checkTensors(const char* what, const std::vector<at::Tensor>& ts) {
   }
 }
 
+// A collective over a tensor list and a list of lists.
+void checkListed(const char* what, const std::vector<at::Tensor>& flat,
+                 const std::vector<std::vector<at::Tensor>>& lists) {
+  checkTensors(what, flat);
+  for (const auto& l : lists) checkTensors(what, l);
+}
+
+// all_gather_into_tensor / reduce_scatter_tensor: big[i] holds `size` times small[i]'s elements (`rule` is
+// PyTorch's message for it).
+void checkScaled(const char* what, const std::vector<at::Tensor>& big, const std::vector<at::Tensor>& small,
+                 int size, const char* rule) {
+  checkTensors(what, big);
+  checkTensors(what, small);
+  TORCH_CHECK_VALUE(big.size() == small.size(), "tpu_dist: ", what, ": ", big.size(), " and ", small.size(),
+                    " tensors (outputs and inputs differ in number)");
+  for (size_t i = 0; i < big.size(); ++i)
+    TORCH_CHECK_VALUE(big[i].numel() == size * small[i].numel(), "tpu_dist: ", what, ": ", rule, " (",
+                      big[i].numel(), " vs ", size, " x ", small[i].numel(), ")");
+}
+
+// A Gloo list collective (all_gather, all_gather_coalesced, gather) as a TpuBackend::ListsCall.
+template <class Opts>
+TpuBackend::ListsCall listsCall(c10::intrusive_ptr<c10d::Work> (c10d::Backend::*fn)(
+                                    std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const Opts&),
+                                const Opts& opts) {
+  return [fn, opts](c10d::Backend& g, std::vector<at::Tensor>& in, TpuBackend::Lists& out) {
+    return (g.*fn)(out, in, opts);
+  };
+}
+
 int64_t totalNumel(const std::vector<at::Tensor>& ts) {
   int64_t n = 0;
   for (const at::Tensor& t : ts) n += t.numel();
@@ -109,10 +139,11 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::submit(const std::string& name, c10d:
 
 // ------------------------------------------------------------------------------------------------ reductions
 
-c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
-                                                     const c10d::AllreduceOptions& opts) {
-  checkTensors("all_reduce", tensors);
-  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE);
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduceInPlace(const std::string& name, c10d::OpType op,
+                                                         std::vector<at::Tensor>& tensors,
+                                                         const c10d::AllreduceOptions& opts, ReduceCall call) {
+  checkTensors(name.c_str(), tensors);
+  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, op);
   std::vector<HostEngine::Arg> args;
   for (const at::Tensor& t : tensors) args.push_back({t, Role::InOut});
   c10d::AllreduceOptions o = opts;
@@ -122,27 +153,27 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
     o.reduceOp = c10d::ReduceOp::SUM;
   }
   auto gloo = host_->gloo();
-  return submit("all_reduce", c10d::OpType::ALLREDUCE, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce(m, o); }, pre,
-                sigOf(c10d::OpType::ALLREDUCE, tensors, opCode(opts.reduceOp)));
+  return submit(name, op, std::move(args), tensors,
+                [gloo, o, call = std::move(call)](std::vector<at::Tensor>& m) { return call(*gloo, m, o); }, pre,
+                sigOf(op, tensors, opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceOptions& opts) {
+  return reduceInPlace("all_reduce", c10d::OpType::ALLREDUCE, tensors, opts,
+                       [](c10d::Backend& g, std::vector<at::Tensor>& m, const c10d::AllreduceOptions& o) {
+                         return g.allreduce(m, o);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceCoalescedOptions& opts) {
-  checkTensors("all_reduce_coalesced", tensors);
-  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE_COALESCED);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : tensors) args.push_back({t, Role::InOut});
-  c10d::AllreduceCoalescedOptions o = opts;
-  HostEngine::Hook pre;
-  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
-    pre = scaleHook(premulFactor(opts.reduceOp), 0, tensors.size());
-    o.reduceOp = c10d::ReduceOp::SUM;
-  }
-  auto gloo = host_->gloo();
-  return submit("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce_coalesced(m, o); }, pre,
-                sigOf(c10d::OpType::ALLREDUCE_COALESCED, tensors, opCode(opts.reduceOp)));
+  return reduceInPlace("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts,
+                       [](c10d::Backend& g, std::vector<at::Tensor>& m, const c10d::AllreduceOptions& o) {
+                         c10d::AllreduceCoalescedOptions co;
+                         static_cast<c10d::AllreduceOptions&>(co) = o;
+                         return g.allreduce_coalesced(m, co);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -210,8 +241,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::submitLists(const std::string& name, 
 c10::intrusive_ptr<c10d::Work> TpuBackend::gatherLists(const std::string& name, c10d::OpType op,
                                                        std::vector<std::vector<at::Tensor>>& outputs,
                                                        std::vector<at::Tensor>& inputs, int64_t root, ListsCall call) {
-  checkTensors(name.c_str(), inputs);
-  checkTensors(name.c_str(), flatten(outputs));
+  checkListed(name.c_str(), inputs, outputs);
   if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, op, root);
   return submitLists(name, op, inputs, Role::InView, outputs, Role::Out, flatten(outputs), std::move(call), {},
                      sigOf(op, inputs, root));
@@ -221,18 +251,14 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) {
   return gatherLists("all_gather", c10d::OpType::ALLGATHER, outputs, inputs, -1,
-                     [opts](c10d::Backend& g, std::vector<at::Tensor>& in, Lists& out) {
-                       return g.allgather(out, in, opts);
-                     });
+                     listsCall(&c10d::Backend::allgather, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                std::vector<at::Tensor>& inputs,
                                                                const c10d::AllgatherOptions& opts) {
   return gatherLists("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, outputs, inputs, -1,
-                     [opts](c10d::Backend& g, std::vector<at::Tensor>& in, Lists& out) {
-                       return g.allgather_coalesced(out, in, opts);
-                     });
+                     listsCall(&c10d::Backend::allgather_coalesced, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -244,14 +270,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                            std::vector<at::Tensor>& inputs,
                                                                            const c10d::AllgatherOptions& opts) {
-  checkTensors("all_gather_into_tensor", inputs);
-  checkTensors("all_gather_into_tensor", outputs);
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "tpu_dist: all_gather_into_tensor: ", outputs.size(),
-                    " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    TORCH_CHECK_VALUE(outputs[i].numel() == getSize() * inputs[i].numel(),
-                      "tpu_dist: all_gather_into_tensor: output tensor size must be equal to world_size times input "
-                      "tensor size (", outputs[i].numel(), " vs ", getSize(), " x ", inputs[i].numel(), ")");
+  checkScaled("all_gather_into_tensor", outputs, inputs, getSize(),
+              "output tensor size must be equal to world_size times input tensor size");
   if (onXla(inputs)) return xla_->allgather(outputs, inputs, c10d::OpType::_ALLGATHER_BASE);
   return submitLists("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, inputs, Role::InView, {outputs},
                      Role::Out, outputs,
@@ -265,16 +285,13 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::
 c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   return gatherLists("gather", c10d::OpType::GATHER, outputs, inputs, opts.rootRank,
-                     [opts](c10d::Backend& g, std::vector<at::Tensor>& in, Lists& out) {
-                       return g.gather(out, in, opts);
-                     });
+                     listsCall(&c10d::Backend::gather, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outputs,
                                                    std::vector<std::vector<at::Tensor>>& inputs,
                                                    const c10d::ScatterOptions& opts) {
-  checkTensors("scatter", outputs);
-  checkTensors("scatter", flatten(inputs));
+  checkListed("scatter", outputs, inputs);
   if (onXla(outputs)) {
     TORCH_CHECK_VALUE(outputs.size() == 1, "tpu_dist: scatter takes one output tensor");
     std::vector<at::Tensor> ins = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
@@ -290,8 +307,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                           std::vector<std::vector<at::Tensor>>& inputs,
                                                           const c10d::ReduceScatterOptions& opts) {
-  checkTensors("reduce_scatter", outputs);
-  checkTensors("reduce_scatter", flatten(inputs));
+  checkListed("reduce_scatter", outputs, inputs);
   if (onXla(outputs)) {
     TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1, "tpu_dist: reduce_scatter takes one output and one "
                       "input list");
@@ -321,23 +337,11 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor
                      pre, sigOf(c10d::OpType::REDUCE_SCATTER, outputs, opCode(opts.reduceOp)));
 }
 
-c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                const c10d::ReduceScatterOptions& opts) {
-  std::vector<at::Tensor> outs{output}, ins{input};
-  return reduce_scatter_tensor_coalesced(outs, ins, opts);
-}
-
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                            std::vector<at::Tensor>& inputs,
                                                                            const c10d::ReduceScatterOptions& opts) {
-  checkTensors("reduce_scatter_tensor", outputs);
-  checkTensors("reduce_scatter_tensor", inputs);
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter_tensor: ", outputs.size(),
-                    " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    TORCH_CHECK_VALUE(inputs[i].numel() == getSize() * outputs[i].numel(),
-                      "tpu_dist: reduce_scatter_tensor: input tensor must be the same size as output size times "
-                      "world size (", inputs[i].numel(), " vs ", getSize(), " x ", outputs[i].numel(), ")");
+  checkScaled("reduce_scatter_tensor", inputs, outputs, getSize(),
+              "input tensor must be the same size as output size times world size");
   if (onXla(outputs)) return xla_->reduceScatter(outputs, inputs, opts.reduceOp, c10d::OpType::_REDUCE_SCATTER_BASE);
   // The mirrors are scaled for PREMUL_SUM, so they must be private then.
   const bool premul = opts.reduceOp == c10d::ReduceOp::PREMUL_SUM;
@@ -354,6 +358,12 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::
                        return g.reduce_scatter_tensor_coalesced(out, in[0], o);
                      },
                      pre, sigOf(c10d::OpType::_REDUCE_SCATTER_BASE, outputs, opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> outs{output}, ins{input};
+  return reduce_scatter_tensor_coalesced(outs, ins, opts);
 }
 
 // ------------------------------------------------------------------------------------------------ all-to-all
@@ -419,21 +429,22 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  return receive(tensors, src, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  return receive(tensors, -1, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::receive(std::vector<at::Tensor>& tensors, int src, int tag) {
   checkTensors("recv", tensors);
   TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: recv takes one tensor");
   if (onXla(tensors)) return xla_->recv(tensors[0], src, tag);
   auto gloo = host_->gloo();
-  return submit("recv", c10d::OpType::RECV, {{tensors[0], Role::Out}}, tensors,
-                [gloo, src, tag](std::vector<at::Tensor>& m) { return gloo->recv(m, src, tag); });
-}
-
-c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  checkTensors("recv", tensors);
-  TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: recv takes one tensor");
-  if (onXla(tensors)) return xla_->recv(tensors[0], -1, tag);
-  auto gloo = host_->gloo();
-  return submit("recv", c10d::OpType::RECVANYSOURCE, {{tensors[0], Role::Out}}, tensors,
-                [gloo, tag](std::vector<at::Tensor>& m) { return gloo->recvAnysource(m, tag); });
+  return submit("recv", src < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, {{tensors[0], Role::Out}},
+                tensors, [gloo, src, tag](std::vector<at::Tensor>& m) {
+                  return src < 0 ? gloo->recvAnysource(m, tag) : gloo->recv(m, src, tag);
+                });
 }
 
 }  // namespace torch_tpu::dist

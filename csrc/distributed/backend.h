@@ -71,6 +71,10 @@ class TpuBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
 
+  // A Gloo operation on mirrors given back as a flat list and a list of lists (see submitLists).
+  using Lists = std::vector<std::vector<at::Tensor>>;
+  using ListsCall = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, std::vector<at::Tensor>&, Lists&)>;
+
  private:
   using Role = HostEngine::Role;
   // Which engine runs a collective on these tensors: the XLA engine for tpu tensors under the XLA transport.
@@ -81,12 +85,19 @@ class TpuBackend : public c10d::Backend {
   c10d::Backend& gloo() const { return *host_->gloo(); }
   // Host transport: a collective over a flat tensor list (`flat`, one role) and a list of lists (`lists`, another
   // role); `call` runs the Gloo operation on their mirrors, given back in the same structure.
-  using Lists = std::vector<std::vector<at::Tensor>>;
-  using ListsCall = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, std::vector<at::Tensor>&, Lists&)>;
   c10::intrusive_ptr<c10d::Work> submitLists(const std::string& name, c10d::OpType op,
                                              const std::vector<at::Tensor>& flat, Role flat_role, const Lists& lists,
                                              Role list_role, std::vector<at::Tensor> outputs, ListsCall call,
                                              HostEngine::Hook pre, HostEngine::Signature sig);
+  // recv (src >= 0) and recvAnysource (src = -1).
+  c10::intrusive_ptr<c10d::Work> receive(std::vector<at::Tensor>& tensors, int src, int tag);
+  // all_reduce and all_reduce_coalesced: in place on every tensor (host transport, PREMUL_SUM: the mirrors are
+  // scaled, then summed).
+  using ReduceCall = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, std::vector<at::Tensor>&,
+                                                                  const c10d::AllreduceOptions&)>;
+  c10::intrusive_ptr<c10d::Work> reduceInPlace(const std::string& name, c10d::OpType op,
+                                               std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts,
+                                               ReduceCall call);
   // all_gather, all_gather_coalesced and gather (root >= 0): the inputs, then each output list.
   c10::intrusive_ptr<c10d::Work> gatherLists(const std::string& name, c10d::OpType op, Lists& outputs,
                                              std::vector<at::Tensor>& inputs, int64_t root, ListsCall call);

@@ -262,6 +262,18 @@ bool takeOver(const at::Tensor& t, const runtime::BufferPtr& buf) {
   return held && buf.use_count() == 2;           // the storage and `buf`
 }
 
+std::vector<runtime::BufferPtr> snapshots(const std::vector<at::Tensor>& ts) {
+  std::vector<runtime::BufferPtr> out;
+  for (const at::Tensor& t : ts) out.push_back(snapshot(t));
+  return out;
+}
+
+std::string describeAll(const std::vector<at::Tensor>& ts) {
+  std::string s;
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + describe(ts[i]);
+  return s;
+}
+
 std::string joinInts(const std::vector<int64_t>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
@@ -294,6 +306,24 @@ void XlaEngine::checkDevice(const std::string& what, const at::Tensor& t, std::s
   } else if (!supportedDType(t.scalar_type())) {
     problem = what + ": unsupported dtype " + std::string(c10::toString(t.scalar_type()));
   }
+}
+
+std::string XlaEngine::checkScaled(const std::string& what, const std::vector<at::Tensor>& big,
+                                   const std::string& big_name, const std::vector<at::Tensor>& small) const {
+  const int n = group_->size();
+  TORCH_CHECK(big.size() == small.size(), "tpu_dist: ", what, ": ", big.size(), " ", big_name, "s for ",
+              small.size(), " tensors");
+  std::string problem;
+  for (size_t i = 0; i < big.size(); ++i) {
+    checkDevice(what, big[i], problem);
+    checkDevice(what, small[i], problem);
+    if (problem.empty() && big[i].numel() != n * small[i].numel())
+      problem = what + ": the " + big_name + " has " + std::to_string(big[i].numel()) + " elements, expected " +
+                std::to_string(n) + " x " + std::to_string(small[i].numel());
+    if (problem.empty() && big[i].scalar_type() != small[i].scalar_type())
+      problem = what + ": output and input dtypes differ";
+  }
+  return problem;
 }
 
 std::vector<std::string> XlaEngine::arrive(int64_t seq, const std::string& what, const std::string& sig,
@@ -420,25 +450,10 @@ c10::intrusive_ptr<TpuWork> XlaEngine::broadcast(at::Tensor& t, int64_t root) {
 c10::intrusive_ptr<TpuWork> XlaEngine::allgather(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                  c10d::OpType type, bool publish) {
   const int n = group_->size();
-  std::string problem, sig = "all_gather(";
-  TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: all_gather: ", outputs.size(), " outputs for ",
-              inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkDevice("all_gather", inputs[i], problem);
-    checkDevice("all_gather", outputs[i], problem);
-    if (problem.empty() && outputs[i].numel() != n * inputs[i].numel())
-      problem = "all_gather: the output has " + std::to_string(outputs[i].numel()) + " elements, expected " +
-                std::to_string(n) + " x " + std::to_string(inputs[i].numel());
-    if (problem.empty() && outputs[i].scalar_type() != inputs[i].scalar_type())
-      problem = "all_gather: output and input dtypes differ";
-    sig += (i ? ", " : "") + describe(inputs[i]);
-  }
-  sig += ")";
+  std::string problem = checkScaled("all_gather", outputs, "output", inputs);
+  std::string sig = "all_gather(" + describeAll(inputs) + ")";
   return collective("all_gather", type, outputs, sig, problem, [&](int64_t seq, const Infos&) {
-    std::vector<runtime::BufferPtr> args;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args.push_back(snapshot(inputs[i]));
-    }
+    std::vector<runtime::BufferPtr> args = snapshots(inputs);
     auto outs = launch([&] {
       shlo::Builder b;
       std::vector<shlo::Value> res;
@@ -486,10 +501,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::allgatherLists(std::vector<std::vector<at
   for (auto& l : outputs)
     for (auto& o : l) flat_outputs.push_back(o);
   return collective(what, type, flat_outputs, sig, problem, [&](int64_t seq, const Infos&) {
-    std::vector<runtime::BufferPtr> args;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args.push_back(snapshot(inputs[i]));
-    }
+    std::vector<runtime::BufferPtr> args = snapshots(inputs);
     auto outs = launch([&] {
       shlo::Builder b;
       std::vector<shlo::Value> res;
@@ -549,20 +561,8 @@ c10::intrusive_ptr<TpuWork> XlaEngine::reduceScatter(std::vector<at::Tensor>& ou
                                                      std::vector<at::Tensor>& inputs, const c10d::ReduceOp& op,
                                                      c10d::OpType type) {
   const int n = group_->size();
-  std::string problem, sig = "reduce_scatter(" + reduceOpName(op);
-  TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter: ", outputs.size(), " outputs for ",
-              inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkDevice("reduce_scatter", inputs[i], problem);
-    checkDevice("reduce_scatter", outputs[i], problem);
-    if (problem.empty() && inputs[i].numel() != n * outputs[i].numel())
-      problem = "reduce_scatter: the input has " + std::to_string(inputs[i].numel()) + " elements, expected " +
-                std::to_string(n) + " x " + std::to_string(outputs[i].numel());
-    if (problem.empty() && outputs[i].scalar_type() != inputs[i].scalar_type())
-      problem = "reduce_scatter: output and input dtypes differ";
-    sig += ", " + describe(inputs[i]);
-  }
-  sig += ")";
+  std::string problem = checkScaled("reduce_scatter", inputs, "input", outputs);
+  std::string sig = "reduce_scatter(" + reduceOpName(op) + ", " + describeAll(inputs) + ")";
   return collective("reduce_scatter", type, outputs, sig, problem, [&](int64_t seq, const Infos&) {
     std::vector<runtime::BufferPtr> args;
     std::vector<Reduction> reds;

@@ -122,6 +122,10 @@ class XlaEngine : public core::ReplicaGroup {
   std::vector<std::string> arrive(int64_t seq, const std::string& what, const std::string& sig,
                                   const std::string& problem = "", const std::string& info = "");
   void checkDevice(const std::string& what, const at::Tensor& t, std::string& problem) const;
+  // all_gather / reduce_scatter: big[i] holds group-size times small[i]'s elements, same dtype, on this rank's
+  // device. Returns the problem ("" if none).
+  std::string checkScaled(const std::string& what, const std::vector<at::Tensor>& big, const std::string& big_name,
+                          const std::vector<at::Tensor>& small) const;
 
   std::shared_ptr<XlaGroup> group_;
   int rank_;
