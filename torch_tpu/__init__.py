@@ -281,6 +281,18 @@ def cache_stats() -> Dict[str, Any]:
     return dict(_C._cache_stats())
 
 
+def launch_count(device: Any = None) -> int:
+    r"""Programs launched so far on ``device`` (the current tpu device if None): every device program, eager ops,
+    compiled graphs, collectives and copies alike. The difference between two readings counts the programs a step
+    launched (in fused eager mode, recorded ops count when they are launched)."""
+    if device is None:
+        idx = torch.tpu.current_device()
+    else:
+        d = torch.device(device) if not isinstance(device, int) else torch.device("tpu", device)
+        idx = d.index if d.index is not None else torch.tpu.current_device()
+    return int(_C._launch_count(int(idx)))
+
+
 def set_eager_mode(mode: str) -> None:
     r"""``"strict"`` (default): every op is launched when called. ``"fused"``: ops are recorded and launched
     together as one cached program at the next synchronization point (``.item()``, ``.cpu()``, printing,
@@ -319,6 +331,7 @@ __all__ = [
     "jax_op",
     "ops",
     "cache_stats",
+    "launch_count",
     "eager_mode",
     "set_eager_mode",
     "fallback_counts",

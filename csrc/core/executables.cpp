@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -426,11 +427,16 @@ class DiskWriter {
 
 }  // namespace
 
-ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches) {
+namespace {
+
+// The lookup of a program under `key` (its text, plus the device assignment for programs over several devices);
+// `compile` makes the executable on a miss.
+ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
+                        const std::function<runtime::ExecutablePtr()>& compile) {
   ExecutableLookup r;
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
-    if (runtime::ExecutablePtr* e = g_exes.find(text)) {
+    if (runtime::ExecutablePtr* e = g_exes.find(key)) {
       r.exe = *e;
       r.source = ExecutableLookup::Source::Memory;
       return r;
@@ -439,8 +445,8 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches)
   std::string dir = caches.disk ? cacheDir() : std::string();
   auto t0 = std::chrono::steady_clock::now();
   if (!dir.empty()) {
-    r.disk_key = diskKey(text);
-    LoadResult lr = diskLoad(dir, r.disk_key, text, r.exe);
+    r.disk_key = diskKey(key);
+    LoadResult lr = diskLoad(dir, r.disk_key, key, r.exe);
     std::lock_guard<std::mutex> g(g_stats_mu);
     if (lr == LoadResult::Ok) {
       r.source = ExecutableLookup::Source::Disk;
@@ -453,19 +459,48 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches)
   }
   if (!r.exe && !caches.compile) return r;
   if (!r.exe) {
-    r.exe = client().compile(text);
+    r.exe = compile();
     r.source = ExecutableLookup::Source::Compiled;
     if (!dir.empty()) {
-      DiskWriter::get().enqueue(WriteJob{dir, r.disk_key, text.size(), textHash(text), r.exe});
+      DiskWriter::get().enqueue(WriteJob{dir, r.disk_key, key.size(), textHash(key), r.exe});
       r.disk_written = true;
     }
   }
   r.seconds = secondsSince(t0);
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
-    g_exes.insert(text, r.exe, programCacheLimit());
+    g_exes.insert(key, r.exe, programCacheLimit());
   }
   return r;
+}
+
+std::mutex g_multi_mu;  // one lookup of a program over several devices at a time (its ranks ask together)
+
+}  // namespace
+
+ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches) {
+  return lookup(text, caches, [&] { return client().compile(text); });
+}
+
+ExecutableLookup executableFor(const std::string& text, const runtime::DeviceAssignment& da,
+                               ExecutableCaches caches) {
+  // The executable depends on the assignment (which devices run which replica): it is part of the key, by the
+  // plugin's global device ids.
+  std::string key = text;
+  key += "\n// device assignment: " + std::to_string(da.num_replicas) + " replicas x " +
+         std::to_string(da.num_partitions) + " partitions" + (da.spmd ? " spmd" : "") + ", devices";
+  const int n = da.num_replicas * da.num_partitions;
+  for (int i = 0; i < n; ++i) {
+    int d = da.devices.empty() ? i : da.devices[static_cast<size_t>(i)];
+    key += " " + std::to_string(client().globalDeviceId(d));
+  }
+  if (caches.memory) {
+    ExecutableLookup hit = lookup(key, ExecutableCaches{true, false, false}, nullptr);
+    if (hit.exe) return hit;
+  }
+  // The ranks of a group ask for their program at the same moment: one compiles, the others find it.
+  std::lock_guard<std::mutex> g(g_multi_mu);
+  return lookup(key, caches, [&] { return client().compile(text, da); });
 }
 
 void clearExecutables() {

@@ -39,6 +39,10 @@ struct ExecutableCaches {
 
 // The executable of `text`: from the process cache, the disk cache, or the compiler (then stored in both).
 ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches = {});
+// A program spanning several devices (collectives, compiled graphs with collectives inside): compiled with
+// `assignment`, cached under its text and the assignment's global device ids, in process and on disk alike.
+ExecutableLookup executableFor(const std::string& text, const runtime::DeviceAssignment& assignment,
+                               ExecutableCaches caches = {});
 
 void clearExecutables();                   // the process cache (the disk cache stays)
 void setCacheDir(const std::string& dir);  // "" disables the disk cache

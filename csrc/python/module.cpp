@@ -179,6 +179,7 @@ PYBIND11_MODULE(_C, m) {
     r["from_plugin"] = mi.from_plugin;
     return r;
   });
+  m.def("_launch_count", [](int d) { return client().launchCount(checkDevice(d)); });
   m.def("_reset_peak_memory_stats", [](int d) { client().resetPeak(checkDevice(d)); });
   m.def("_empty_cache", []() {
     clearScalarCache();

@@ -533,6 +533,11 @@ int64_t Client::peakLiveBytes(int device) const {
   return impl_->state[device].peak.load(std::memory_order_relaxed);
 }
 
+int64_t Client::launchCount(int device) const {
+  impl_->device(device);
+  return impl_->state[device].launches.load(std::memory_order_relaxed);
+}
+
 void Client::resetPeak(int device) {
   impl_->device(device);
   auto& s = impl_->state[device];

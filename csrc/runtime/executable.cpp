@@ -145,6 +145,7 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
   for (size_t i = 0; i < num_outputs_; ++i)
     outs.push_back(std::make_shared<Buffer>(out_bufs[i], out_types_[i], out_dims_[i], device));
   if (done != nullptr) im.trackExecution(device, done);
+  im.state[device].launches.fetch_add(1, std::memory_order_relaxed);
 
   if (any_donated) {
     // Only inputs the program really aliases are consumed; account for those now.

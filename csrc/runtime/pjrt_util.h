@@ -107,6 +107,7 @@ struct Client::Impl {
     std::atomic<int64_t> live{0};
     std::atomic<int64_t> peak{0};
     std::atomic<int64_t> reserved{0};  // part of `live`: Client::reserve
+    std::atomic<int64_t> launches{0};  // programs executed on this device (Executable::execute)
     std::mutex mu;                     // guards pending
     std::vector<PJRT_Event*> pending;  // completion events of executions launched on this device
     size_t prune_at = 64;              // sweep completed events when pending reaches this size (amortized)

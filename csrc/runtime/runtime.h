@@ -338,6 +338,8 @@ class Client {
   int64_t liveBytes(int device) const;
   int64_t peakLiveBytes(int device) const;
   void resetPeak(int device);
+  // Programs launched on `device` so far (every Executable::execute on it, of any program).
+  int64_t launchCount(int device) const;
 
   struct Impl;
   Impl& impl() const { return *impl_; }
