@@ -407,6 +407,9 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
   sig.key.reserve(64 + nin * 24);
   for (size_t i = 0; i < nin; ++i) sig.add(inputs[i], input_mutated[i]);
   sig.seal();
+  // A graph without tensor inputs (only creation ops, e.g. a rotary-embedding grid built from sizes) runs on the
+  // current device.
+  if (sig.device < 0) sig.device = device;
 
   // 2. Graphs with collectives inside: the ranks meet, and the program spans their devices.
   std::shared_ptr<core::ReplicaGroup> main;

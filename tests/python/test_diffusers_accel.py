@@ -213,6 +213,17 @@ def test_compile_model_dynamic_true(fresh_dynamo):
             torch.testing.assert_close(out.cpu(), refs[s], atol=ATOL, rtol=0)
 
 
+def test_compiled_graph_without_tensor_inputs(fresh_dynamo):
+    """A graph whose only inputs are sizes (LTX's rotary grid under group offloading + compile, dynamic sizes) has no
+    tensor inputs once specialised; it runs on the current device (it failed with "device index -1 out of range")."""
+    cf = torch.compile(lambda n: (torch.arange(n, device="tpu") * 2).float(), backend="tpu", fullgraph=True,
+                       dynamic=True)
+    assert torch.equal(cf(5).cpu(), torch.arange(5.0) * 2)
+    assert torch.equal(cf(3).cpu(), torch.arange(3.0) * 2)
+    g = torch.compile(lambda: torch.ones(3, device="tpu") + 1, backend="tpu", fullgraph=True)
+    assert torch.equal(g().cpu(), torch.full((3,), 2.0))
+
+
 # ---- compile with group offloading ----------------------------------------------------------------------------------
 
 
