@@ -14,8 +14,8 @@
   (collective programs) and then the host transport (Gloo between the threads).
 Every all_reduce size is checked once (ones summed over n ranks give n); a wrong result exits 1.
 
-* compiled: a tensor-parallel decoder (attention over a KV cache, MLP; q/k/v/up Colwise, o/down Rowwise)
-  compiled with torch.compile(backend="tpu", fullgraph=True), ranks as threads on the XLA transport. Each greedy
+* compiled: a tensor-parallel decoder (attention over a KV cache, MLP; Megatron-style shards, an all_reduce
+  after attention and after the MLP of every layer, as functional collectives) compiled with torch.compile(backend="tpu", fullgraph=True), ranks as threads on the XLA transport. Each greedy
   decode step runs once as ONE program per rank with the all_reduces inside, and once split at its collectives
   (options={"collectives_in_program": False}: compiled partitions, each collective its own program through the
   process group). The two alternate step by step in the same run; programs launched per step are counted
@@ -146,18 +146,14 @@ def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> b
 
 def compiled_job(rank: int, world: int, cfg: Dict[str, int], batch: int, steps: int, repeats: int) -> Dict[str, Any]:
     import torch
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import parallelize_module
 
     import dist_jobs
     import torch_tpu
     from models import seeded
 
     dev = torch.device("tpu", rank)
-    mesh = init_device_mesh("tpu", (world,))
     with dist_jobs._LOCK:
-        model = seeded(0, dist_jobs.TPDecoder, **cfg).to(dev)
-    parallelize_module(model, mesh, dist_jobs._tp_decoder_plan(model))
+        model = seeded(0, dist_jobs.TPDecoder, **cfg, rank=rank, world=world).to(dev)
     d_local = cfg["d"] // world
     modes = {
         "program": torch.compile(model, backend="tpu", fullgraph=True, options={"collectives_in_program": True}),

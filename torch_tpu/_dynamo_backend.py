@@ -684,6 +684,13 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     try:
         d, cg = _make_graph(gm, name, example_inputs, inference)
     except UnsupportedGraph as e:
+        if inside:
+            # Not one program (e.g. an opaque DeviceMesh graph input, as DTensor graphs have): split at the
+            # collectives, which run through their process group.
+            log.info("torch_tpu: graph %s: collectives run through their process group (%s)", name, e)
+            _py_stats["program_collectives"] -= sum(1 for n in inside if _base_collective(n) != "wait_tensor")
+            _py_stats["collective_nodes"] += len(inside)
+            return _partitioned(gm, name, set(inside), fullgraph, inference)
         return _eager_graph(gm, name, str(e), fullgraph)
 
     def on_errors(errors: List[Tuple[int, str]]) -> Callable:

@@ -367,8 +367,6 @@ def _mlp_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tenso
 def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any]:
     """A compiled tensor-parallel MLP training step (fullgraph): launches of its forward and of its backward per
     step, and its losses and final weights next to the same training on one device."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import parallelize_module
 
     import torch_tpu
 
@@ -416,12 +414,14 @@ def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str,
 
 
 class TPDecoder(nn.Module):
-    """A small decoder for one-token decode steps: embedding, layers of attention over a fixed-size KV cache
-    (q/k/v Colwise, o Rowwise) and an MLP (up Colwise, down Rowwise), a replicated head."""
+    """A small decoder for one-token decode steps: embedding, layers of attention over a fixed-size KV cache and an
+    MLP, a replicated head; with world > 1 tensor-parallel (q/k/v/up split by heads/rows, o/down by columns, an
+    all_reduce after each)."""
 
     def __init__(self, vocab: int = 32, d: int = 16, heads: int = 4, h: int = 32, layers: int = 2,
-                 cache: int = 8) -> None:
+                 cache: int = 8, rank: int = 0, world: int = 1) -> None:
         super().__init__()
+        self.world = world
         self.heads, self.hd, self.cache_len = heads, d // heads, cache
         self.embed = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList()
@@ -433,6 +433,22 @@ class TPDecoder(nn.Module):
             self.layers.append(layer)
         self.norm = RMSNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
+        if world > 1:  # Megatron-style shards: q/k/v/up by output rows (heads), o/down by input columns
+            with torch.no_grad():
+                for layer in self.layers:
+                    for n in ("q", "k", "v", "up"):
+                        lin = getattr(layer, n)
+                        k = lin.out_features // world
+                        lin.weight = nn.Parameter(lin.weight[rank * k:(rank + 1) * k].clone())
+                        if lin.bias is not None:
+                            lin.bias = nn.Parameter(lin.bias[rank * k:(rank + 1) * k].clone())
+                    for n in ("o", "down"):
+                        lin = getattr(layer, n)
+                        k = lin.in_features // world
+                        lin.weight = nn.Parameter(lin.weight[:, rank * k:(rank + 1) * k].clone())
+
+    def _reduce(self, y):
+        return _ReduceFromTP.apply(y) if self.world > 1 else y
 
     def forward(self, tok, pos, k_cache, v_cache):
         # tok [B], pos [cache] one-hot float mask of the current position, caches [layers, B, cache, d_local]
@@ -452,21 +468,9 @@ class TPDecoder(nn.Module):
             valid = torch.cumsum(pos.flip(0), 0).flip(0)  # positions up to the current one
             scores = (qh @ kh.transpose(-1, -2)) / self.hd ** 0.5 + (valid - 1)[None, None, None, :] * 1e9
             att = (scores.softmax(-1) @ vh).reshape(q.shape[0], heads * self.hd)
-            x = x + layer.o(att)
-            x = x + layer.down(F.gelu(layer.up(layer.norm2(x))))
+            x = x + self._reduce(layer.o(att))
+            x = x + self._reduce(F.linear(F.gelu(layer.up(layer.norm2(x))), layer.down.weight)) + layer.down.bias
         return self.head(self.norm(x)), torch.stack(new_k), torch.stack(new_v)
-
-
-def _tp_decoder_plan(model: TPDecoder) -> Dict[str, Any]:
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel
-
-    plan: Dict[str, Any] = {}
-    for i in range(len(model.layers)):
-        for n in ("q", "k", "v", "up"):
-            plan[f"layers.{i}.{n}"] = ColwiseParallel()
-        for n in ("o", "down"):
-            plan[f"layers.{i}.{n}"] = RowwiseParallel()
-    return plan
 
 
 def _decode(step, tok: torch.Tensor, model: TPDecoder, d_local: int, steps: int, count: bool):
@@ -490,15 +494,11 @@ def _decode(step, tok: torch.Tensor, model: TPDecoder, d_local: int, steps: int,
 def compiled_tp_decode_job(rank: int, world: int, steps: int = 5) -> Dict[str, Any]:
     """Greedy decode steps of a tensor-parallel decoder compiled with fullgraph: launches per step, tokens and
     last logits next to the same model on one device."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import parallelize_module
 
     import torch_tpu
 
-    mesh = init_device_mesh("tpu", (world,))
-    model = _build(TPDecoder).to(_device())
+    model = _build(TPDecoder, 32, 16, 4, 32, 2, 8, rank, world).to(_device())
     d = model.embed.embedding_dim
-    parallelize_module(model, mesh, _tp_decoder_plan(model))
     tok = torch.tensor([1, 7], device=_device())
     before = dict(torch_tpu.compile_stats())
     with torch.no_grad():
