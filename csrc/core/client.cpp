@@ -39,6 +39,7 @@ runtime::Client& client() {
   runtime::Client* c = g_client;
   if (C10_LIKELY(c != nullptr)) {
     TORCH_CHECK(!runtime::Client::inForkedChild(), runtime::kForkedMessage);
+    TORCH_CHECK(!runtime::Client::isShutDown(), "tpu: ", runtime::kClosedMessage);
     return *c;
   }
   std::lock_guard<std::mutex> g(g_client_mu);

@@ -177,6 +177,27 @@ bool Client::initialized() { return g_client.load(std::memory_order_acquire) != 
 
 bool Client::inForkedChild() { return detail::g_forked; }
 
+bool Client::isShutDown() { return detail::closed(); }
+
+void Client::shutdown() {
+  static std::mutex mu;  // leaked objects only below: safe to call from any exit path
+  std::lock_guard<std::mutex> lock(mu);
+  if (detail::closed()) return;
+  Client* c = g_client.load(std::memory_order_acquire);
+  if (c != nullptr && !detail::g_forked) {
+    // Executions still running read buffers and run on the plugin's threads: wait for them (whatever they report;
+    // nobody is left to read it).
+    for (int d = 0; d < c->deviceCount(); ++d) {
+      try {
+        c->synchronize(d);
+      } catch (...) {
+      }
+    }
+    detail::drainDeferredDestroys();
+  }
+  detail::g_closed.store(true, std::memory_order_relaxed);
+}
+
 namespace {
 void markForkedChild() { detail::g_forked = true; }
 }  // namespace
@@ -360,11 +381,14 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
 
   Client* c = client;  // leaked on purpose
   g_client.store(c, std::memory_order_release);
-  static const bool atfork = [] {
+  static const bool registered = [] {
     ::pthread_atfork(nullptr, nullptr, &markForkedChild);
+    // For programs without the Python extension (which shuts down earlier, once the interpreter has finalized).
+    // Registered after the plugin was loaded, so it runs before the static destructors the plugin registered then.
+    std::atexit([] { Client::shutdown(); });
     return true;
   }();
-  (void)atfork;
+  (void)registered;
   return *c;
 }
 
