@@ -22,6 +22,7 @@
 #include "eager/fused.h"
 #include "eager/kernel.h"
 #include "python/bindings.h"
+#include "runtime/shutdown.h"
 
 namespace py = pybind11;
 
@@ -105,12 +106,12 @@ void afterForkInChild() {
 // may call it afterwards (the static caches of programs and buffers are destroyed after the plugin's statics: they
 // destroyed executables and buffers in a torn-down plugin). So: no more background compiles (the running one
 // finishes), the queued disk-cache writes finish, copies and executions in flight are awaited, then the runtime
-// closes (runtime::Client::shutdown): objects destroyed later leave their PJRT objects to the OS.
+// closes (runtime::shutdown): objects destroyed later leave their PJRT objects to the OS.
 void shutdownAtExit() {
   try {
     fused::shutdown();
     core::shutdownDiskCache();
-    if (runtime::Client::initialized() && !runtime::Client::inForkedChild() && !runtime::Client::isShutDown())
+    if (runtime::Client::initialized() && !runtime::Client::inForkedChild() && !runtime::isShutDown())
       for (int d = 0; d < runtime::Client::get().deviceCount(); ++d) {
         try {
           awaitPendingCopies(d);
@@ -119,7 +120,7 @@ void shutdownAtExit() {
       }
   } catch (...) {
   }
-  runtime::Client::shutdown();
+  runtime::shutdown();
 }
 
 }  // namespace

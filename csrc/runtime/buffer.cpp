@@ -47,7 +47,7 @@ class Reaper {
     }();
     return *r;
   }
-  // The reaper if one was started (Client::shutdown drains it; it must not start one).
+  // The reaper if one was started (runtime::shutdown drains it; it must not start one).
   static Reaper* existing() { return g_reaper.load(std::memory_order_acquire); }
 
   void push(PJRT_Buffer* raw) {
@@ -65,7 +65,7 @@ class Reaper {
     if (wake) cv_.notify_one();
   }
 
-  // At exit (Client::shutdown): no more deferral; what is queued is destroyed now, before the runtime closes.
+  // At exit (runtime::shutdown): no more deferral; what is queued is destroyed now, before the runtime closes.
   // In a forked child the thread does not exist (and the plugin cannot be called): nothing to do.
   void drain() {
     std::unique_lock<std::mutex> lk(mu_);

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "runtime/pjrt_util.h"
+#include "runtime/shutdown.h"
 
 namespace torch_tpu {
 namespace runtime {

@@ -4,10 +4,8 @@
 // Executables each own exactly one PJRT object and release it in their destructor.
 //
 // Ownership:
-//  * Client: created by Client::init(), lives until process exit (intentionally never destroyed: objects held by
-//    static or leaked owners may outlive everything else; the plugin is never dlclose'd). Client::shutdown()
-//    closes it at exit: executions awaited, then no PJRT call at all, so nothing reaches the plugin while its
-//    static destructors run.
+//  * Client: created by Client::init(), lives until process exit (intentionally never destroyed, so that Buffers
+//    held by static objects can still be released safely at exit; the plugin is never dlclose'd).
 //  * Buffer owns one PJRT_Buffer* (PJRT_Buffer_Destroy in ~Buffer). Executable owns one PJRT_LoadedExecutable*.
 //    Event owns one PJRT_Event*. None of them may outlive the Client (they cannot: it is never destroyed).
 //  * Every PJRT_Error* is converted into runtime::Error by one check helper (detail::check in pjrt_util.h); no
@@ -56,9 +54,6 @@ constexpr int kErrorInternal = 13;
 constexpr const char* kForkedMessage =
     "cannot re-initialize tpu in a forked subprocess; use the 'spawn' start method (torch.multiprocessing / "
     "multiprocessing.get_context('spawn'), DataLoader(multiprocessing_context='spawn'))";
-
-// What every use of the runtime raises once it was shut down at process exit (Client::shutdown).
-constexpr const char* kClosedMessage = "the tpu runtime has been shut down (the process is exiting)";
 
 class Error : public std::runtime_error {
  public:
@@ -257,16 +252,6 @@ class Client {
   // True in a child forked after the client was created: the plugin cannot be used there (every call throws an
   // Error with kForkedMessage instead of hanging on threads that did not survive the fork).
   static bool inForkedChild();
-  // Process exit, once the work of the layers above has stopped (their background compiles and cache writes):
-  // waits for every execution launched on every device (their errors are dropped), destroys the buffers whose
-  // destruction was deferred, stops that thread, and closes the runtime. From then on no PJRT call is made: a
-  // Buffer, Executable or Event destroyed later (by a static destructor, while the plugin's own static
-  // destructors run too) leaves its PJRT object to the OS, and any other use throws an Error with
-  // kClosedMessage. The client is not destroyed (objects referring to it may still be alive) and its threads stay
-  // idle. Idempotent and thread-safe; Client::init registers it as an exit handler, and the Python extension
-  // calls it once the interpreter has finalized, before any static destructor runs.
-  static void shutdown();
-  static bool isShutDown();
   // $TORCH_TPU_PJRT_PLUGIN if set, else "" (callers decide on a default).
   static std::string pluginPathFromEnv();
 
