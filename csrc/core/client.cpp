@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "lowering/target.h"
+#include "runtime/shutdown.h"
 
 namespace torch_tpu {
 
@@ -44,6 +45,7 @@ runtime::Client& client() {
   runtime::Client* c = g_client;
   if (C10_LIKELY(c != nullptr)) {
     TORCH_CHECK(!runtime::Client::inForkedChild(), runtime::kForkedMessage);
+    TORCH_CHECK(!runtime::isShutDown(), "tpu: ", runtime::kClosedMessage);
     return *c;
   }
   std::lock_guard<std::mutex> g(g_client_mu);

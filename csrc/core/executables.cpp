@@ -300,16 +300,16 @@ class DiskWriter {
     return static_cast<int64_t>(q_.size()) + busy_;
   }
 
-  // Process exit: finish the queued writes, stop the thread.
+  // Process exit: finish the queued writes, stop the thread; nothing is queued afterwards.
   void shutdown() {
     std::unique_lock<std::mutex> lk(mu_);
-    if (!running_ || owner_ != ::getpid()) return;
     stopped_ = true;
+    if (!running_ || owner_ != ::getpid()) return;
+    running_ = false;  // flush() no longer waits; a second shutdown() returns here
+    std::thread* t = thread_;
     cv_.notify_all();
     lk.unlock();
-    thread_->join();
-    lk.lock();
-    running_ = false;
+    t->join();
   }
 
   // Forked child: no writer thread exists there.
@@ -546,6 +546,8 @@ DiskCacheStats diskCacheStats() {
 }
 
 void flushDiskCache() { DiskWriter::get().flush(); }
+
+void shutdownDiskCache() { DiskWriter::get().shutdown(); }
 
 void trimDiskCache() {
   std::string dir = cacheDir();

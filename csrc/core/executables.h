@@ -64,6 +64,9 @@ struct DiskCacheStats {
 DiskCacheStats diskCacheStats();
 // Waits until every queued write is on disk (or failed).
 void flushDiskCache();
+// Process exit: finishes the queued writes and stops the writer thread; executables compiled later are not
+// written. Idempotent.
+void shutdownDiskCache();
 // Runs an eviction pass now: removes least recently used entries until the directory is within the budget.
 void trimDiskCache();
 // Entries evicted from the process cache of executables by program text.

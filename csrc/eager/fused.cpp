@@ -159,9 +159,10 @@ class Compiler {
   }
   void shutdown() {
     std::unique_lock<std::mutex> lk(mu_);
-    if (!thread_ || owner_ != ::getpid()) return;
-    stopped_ = true;
-    q_.clear();  // a compile not started is not worth delaying exit
+    stopped_ = true;  // no compile is queued from now on
+    q_.clear();       // a compile not started is not worth delaying exit
+    if (!thread_ || joined_ || owner_ != ::getpid()) return;
+    joined_ = true;
     cv_.notify_all();
     lk.unlock();
     thread_->join();
@@ -183,7 +184,7 @@ class Compiler {
   std::mutex mu_;
   std::condition_variable cv_, idle_;
   std::deque<CompileJob> q_;
-  bool busy_ = false, stopped_ = false;
+  bool busy_ = false, stopped_ = false, joined_ = false;
   std::thread* thread_ = nullptr;
   pid_t owner_ = 0;
 };
@@ -716,5 +717,7 @@ void clearCache() {
 }
 
 void waitForCompiles() { Compiler::get().wait(); }
+
+void shutdown() { Compiler::get().shutdown(); }
 
 }  // namespace torch_tpu::fused

@@ -78,5 +78,8 @@ Stats stats();
 void clearCache();
 // Waits for the fused programs being compiled in the background (tests, benchmarks).
 void waitForCompiles();
+// Process exit: drops the compiles not started, waits for the one running and stops the compile thread (a compile
+// must never run while the plugin's static destructors do). Later traces run op by op. Idempotent.
+void shutdown();
 
 }  // namespace torch_tpu::fused

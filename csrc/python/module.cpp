@@ -24,6 +24,7 @@
 #include "eager/kernel.h"
 #include "eager/profiler.h"
 #include "python/bindings.h"
+#include "runtime/shutdown.h"
 
 namespace py = pybind11;
 
@@ -101,14 +102,38 @@ void afterForkInChild() {
   if (runtime::Client::initialized()) torch::utils::set_requires_device_init(at::kPrivateUse1, true);
 }
 
+// Process exit. Runs once the interpreter has finalized (Py_AtExit), before exit() runs any static destructor:
+// the plugin's static destructors tear down LLVM's and XLA's global state (command-line options, registries), so
+// nothing may run on the plugin by then (a background compile crashed, or printed "LLVM ERROR", there), and nothing
+// may call it afterwards (the static caches of programs and buffers are destroyed after the plugin's statics: they
+// destroyed executables and buffers in a torn-down plugin). So: no more background compiles (the running one
+// finishes), the queued disk-cache writes finish, copies and executions in flight are awaited, then the runtime
+// closes (runtime::shutdown): objects destroyed later leave their PJRT objects to the OS.
+void shutdownAtExit() {
+  try {
+    fused::shutdown();
+    core::shutdownDiskCache();
+    if (runtime::Client::initialized() && !runtime::Client::inForkedChild() && !runtime::isShutDown())
+      for (int d = 0; d < runtime::Client::get().deviceCount(); ++d) {
+        try {
+          awaitPendingCopies(d);
+        } catch (...) {
+        }
+      }
+  } catch (...) {
+  }
+  runtime::shutdown();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  static const bool atfork = [] {
+  static const bool once = [] {
     ::pthread_atfork(nullptr, nullptr, &afterForkInChild);
+    Py_AtExit(&shutdownAtExit);
     return true;
   }();
-  (void)atfork;
+  (void)once;
   registerHooks();
   registerLoweringKernels();
   bindCompile(m);
@@ -235,6 +260,11 @@ PYBIND11_MODULE(_C, m) {
     fu["compile_seconds"] = f.compile_seconds;
     r["fused"] = fu;
     return r;
+  });
+  // What process exit does (tests): afterwards every tpu use raises.
+  m.def("_shutdown", []() {
+    py::gil_scoped_release nogil;
+    shutdownAtExit();
   });
   m.def("_flush_disk_cache", []() {
     py::gil_scoped_release nogil;

@@ -26,6 +26,7 @@ struct UnloadedExe {
 };
 
 void destroyLoaded(PJRT_LoadedExecutable* exe) noexcept {
+  if (detail::g_forked || detail::closed()) return;  // left to the OS (see runtime::shutdown)
   try {
     detail::Args<PJRT_LoadedExecutable_Destroy_Args> a;
     a->executable = exe;
