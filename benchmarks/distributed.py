@@ -4,6 +4,7 @@
     python benchmarks/distributed.py --section allreduce --ranks 2 4 --max-mib 256
     python benchmarks/distributed.py --section xla        # XLA transport vs host transport, ranks as threads
     python benchmarks/distributed.py --section ddp        # DDP step time at 1, 2, 4 ranks
+    python benchmarks/distributed.py --section compiled   # compiled TP decode step: one program vs split
 
 * allreduce: ranks are processes (torchrun-style, TCPStore on 127.0.0.1). In the same processes and the same
   run, each size is reduced (float32 SUM) on tpu tensors through tpu_dist (host transport) and on CPU tensors
@@ -12,6 +13,13 @@
 * xla: ranks are threads of one process, one virtual device each (TORCH_TPU_NUM_DEVICES), with the XLA transport
   (collective programs) and then the host transport (Gloo between the threads).
 Every all_reduce size is checked once (ones summed over n ranks give n); a wrong result exits 1.
+
+* compiled: a tensor-parallel decoder (attention over a KV cache, MLP; Megatron-style shards, an all_reduce
+  after attention and after the MLP of every layer, as functional collectives) compiled with torch.compile(backend="tpu", fullgraph=True), ranks as threads on the XLA transport. Each greedy
+  decode step runs once as ONE program per rank with the all_reduces inside, and once split at its collectives
+  (options={"collectives_in_program": False}: compiled partitions, each collective its own program through the
+  process group). The two alternate step by step in the same run; programs launched per step are counted
+  (torch_tpu.launch_count) and the tokens and logits of both must be equal.
 
 * ddp: a Qwen3-style decoder trained with DDP (AdamW) at 1, 2 and 4 processes, a fixed batch per rank (weak
   scaling); median step time after warm-up. Every process competes for the same cores: on a 2-core machine the
@@ -136,6 +144,86 @@ def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> b
     return ok
 
 
+def compiled_job(rank: int, world: int, cfg: Dict[str, int], batch: int, steps: int, repeats: int) -> Dict[str, Any]:
+    import torch
+
+    import dist_jobs
+    import torch_tpu
+    from models import seeded
+
+    dev = torch.device("tpu", rank)
+    with dist_jobs._LOCK:
+        model = seeded(0, dist_jobs.TPDecoder, **cfg, rank=rank, world=world).to(dev)
+    d_local = cfg["d"] // world
+    modes = {
+        "program": torch.compile(model, backend="tpu", fullgraph=True, options={"collectives_in_program": True}),
+        "split": torch.compile(model, backend="tpu", fullgraph=True, options={"collectives_in_program": False}),
+    }
+    positions = []
+    for p in range(cfg["cache"]):
+        pos = torch.zeros(cfg["cache"], device=dev)
+        pos[p] = 1.0
+        positions.append(pos)
+
+    def decode(step, n: int):
+        k = torch.zeros(cfg["layers"], batch, cfg["cache"], d_local, device=dev)
+        v = torch.zeros_like(k)
+        tok = torch.arange(batch, device=dev) % cfg["vocab"]
+        toks, launches = [], 0
+        torch.tpu.synchronize()
+        t0 = time.perf_counter()
+        for p in range(n):
+            n0 = torch_tpu.launch_count(dev)
+            logits, k, v = step(tok, positions[p], k, v)
+            launches += torch_tpu.launch_count(dev) - n0
+            tok = logits.argmax(-1)
+            toks.append(tok)
+        last = logits.cpu()
+        seconds = time.perf_counter() - t0
+        return seconds / n, launches / n, [t.cpu().tolist() for t in toks], last
+
+    times: Dict[str, List[float]] = {m: [] for m in modes}
+    out: Dict[str, Any] = {}
+    with torch.no_grad():
+        for m, fn in modes.items():  # warm-up: compiles
+            decode(fn, steps)
+        for _ in range(repeats):
+            for m, fn in modes.items():
+                s, launches, toks, logits = decode(fn, steps)
+                times[m].append(s)
+                out[m] = {"launches": launches, "tokens": toks, "logits": logits}
+    for m in modes:
+        out[m]["s"] = statistics.median(times[m])
+    out["equal"] = out["program"]["tokens"] == out["split"]["tokens"] and bool(
+        (out["program"]["logits"] - out["split"]["logits"]).abs().max() <= 1e-5)
+    return out
+
+
+def run_compiled(ranks: List[int], cfg: Dict[str, int], batch: int, steps: int, repeats: int) -> bool:
+    import torch
+
+    from torch_tpu.distributed import run_ranks_as_threads
+
+    print(f"\n## Compiled tensor-parallel decode step (ranks as threads, XLA transport): one program vs split at "
+          f"collectives\n\ndecoder {cfg}, batch {batch}; median over {repeats} runs of {steps} greedy steps\n")
+    print("| ranks | programs/step, one program | programs/step, split | ms/step, one program | ms/step, split "
+          "| split / one program | results equal |")
+    print("|---:|---:|---:|---:|---:|---:|:---:|")
+    ok = True
+    for n in ranks:
+        if torch.tpu.device_count() < n:
+            print(f"| {n} | (needs TORCH_TPU_NUM_DEVICES >= {n}) | | | | | |")
+            continue
+        res = run_ranks_as_threads(compiled_job, n, args=(cfg, batch, steps, repeats), timeout=3600)
+        r = res[0]
+        equal = all(x["equal"] for x in res) and all(x["program"]["tokens"] == r["program"]["tokens"] for x in res)
+        ok &= equal
+        a, b = r["program"]["s"] * 1e3, r["split"]["s"] * 1e3
+        print(f"| {n} | {r['program']['launches']:g} | {r['split']['launches']:g} | {a:.2f} | {b:.2f} | "
+              f"{b / a:.2f} | {'yes' if equal else 'NO'} |", flush=True)
+    return ok
+
+
 def ddp_job(rank: int, world: int, steps: int, warmup: int, hidden: int, layers: int, batch: int,
             seq: int) -> Dict[str, Any]:
     import torch
@@ -187,7 +275,7 @@ def run_ddp(ranks: List[int], steps: int, hidden: int, layers: int, batch: int, 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--section", choices=["all", "allreduce", "xla", "ddp"], default="all")
+    ap.add_argument("--section", choices=["all", "allreduce", "xla", "ddp", "compiled"], default="all")
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--min-mib", type=float, default=1)
     ap.add_argument("--max-mib", type=float, default=256)
@@ -199,6 +287,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--decode-steps", type=int, default=16)
+    ap.add_argument("--decode-batch", type=int, default=4)
     a = ap.parse_args()
     sizes = []
     s = a.min_mib
@@ -215,10 +305,13 @@ def main() -> None:
         ok &= run_allreduce(a.ranks, sizes, a.iters, a.repeats)
     if a.section in ("all", "xla"):
         ok &= run_xla(a.ranks, [x for x in sizes if x <= 64], a.iters, a.repeats)
+    if a.section in ("all", "compiled"):
+        cfg = dict(vocab=512, d=256, heads=8, h=1024, layers=4, cache=a.decode_steps)
+        ok &= run_compiled(a.ranks, cfg, a.decode_batch, a.decode_steps, a.repeats)
     if a.section in ("all", "ddp"):
         run_ddp(a.ddp_ranks, a.ddp_steps, a.hidden, a.layers, a.batch, a.seq)
     if not ok:
-        print("FAILED: an all_reduce result was wrong")
+        print("FAILED: a result was wrong")
         sys.exit(1)
 
 

@@ -7,6 +7,9 @@
 3. A tiny SD3-style diffusion pipeline (Diffusers, random weights): `pipe.to("tpu")`, eager then with
    `pipe.transformer.compile(backend="tpu")`; latents compared with the CPU.
 
+`--profile trace.json`: part 2's warm compiled generate runs once more under torch.profiler (host and device
+activity); the device programs are printed and the Chrome trace written (open it in https://ui.perfetto.dev).
+
 Runs on whichever PJRT plugin torch_tpu finds (by default OpenXLA's CPU plugin, `pip install xla-cpu-pjrt`).
 Exits non-zero if any tpu result does not match the CPU. Parts 2-3 need transformers/diffusers (scripts/setup.sh
 installs them); without them they are skipped with a message.
@@ -107,7 +110,27 @@ def _compile_counts():
     return s["graphs"], s["compiles"] + s["disk_hits"], s["compile_seconds"]
 
 
-def part_causal_lm(tmp):
+def profile_generate(model, prompt, gen, path):
+    """The warm compiled generate under torch.profiler: device programs with their device time, Chrome trace."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        model.generate(prompt.to("tpu"), **gen).cpu()
+    prof.export_chrome_trace(path)
+    programs = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.PrivateUse1:
+            n, us = programs.get(e.name, (0, 0.0))
+            programs[e.name] = (n + 1, us + e.device_time_total)
+    total = sum(us for _, us in programs.values())
+    print(f"  profiled compiled generate: {sum(n for n, _ in programs.values())} device programs, "
+          f"{total / 1e3:.1f} ms device time; trace written to {path}")
+    for name, (n, us) in sorted(programs.items(), key=lambda kv: -kv[1][1])[:8]:
+        print(f"    {us / 1e3:8.2f} ms  {n:4d} x  {name}")
+    return bool(programs) and total > 0
+
+
+def part_causal_lm(tmp, profile_path=None):
     print("\n== 2. Transformers: tiny Qwen3 causal LM, generate() greedy ==")
     from transformers import AutoModelForCausalLM, Qwen3Config
 
@@ -135,6 +158,8 @@ def part_causal_lm(tmp):
                 ok = False
                 note += "  <- recompiled after warm-up!"
             print(f"  {label} {run:6s}: {dt:6.2f} s, {16 / dt:7.1f} tok/s, tokens match cpu: {match}  {note}")
+    if profile_path:
+        ok &= profile_generate(model, prompt, gen, profile_path)
     print("  tokens:", want[0, prompt.shape[1]:].tolist())
     print("part 2 tpu matches cpu:", "YES" if ok else "NO")
     return ok
@@ -202,13 +227,20 @@ def part_diffusion(tmp):
 
 
 def main():
+    import argparse
+    import functools
     import tempfile
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--profile", metavar="TRACE_JSON", help="profile part 2's compiled generate into this Chrome trace")
+    args = ap.parse_args()
 
     info = torch_tpu._C._plugin_info()
     print(f"torch {torch.__version__}; tpu devices: {torch.tpu.device_count()} "
           f"(PJRT plugin {info['path'].split('/')[-1]}, API {info['api_version']}, platform {info['platform_name']})")
     results = {"pytorch": part_pytorch()}
-    for name, part, mods in (("causal-lm", part_causal_lm, ("transformers", "accelerate")),
+    for name, part, mods in (("causal-lm", functools.partial(part_causal_lm, profile_path=args.profile),
+                              ("transformers", "accelerate")),
                              ("diffusion", part_diffusion, ("diffusers", "transformers"))):
         try:
             for m in mods:

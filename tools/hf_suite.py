@@ -1,8 +1,9 @@
-"""Transformers' model tests on cpu and on tpu, side by side.
+"""Transformers' and Diffusers' model tests on cpu and on tpu, side by side.
 
     nice -n 10 python tools/hf_suite.py                       # all families, cpu then tpu, table on stdout
     python tools/hf_suite.py --families bert,vit --subset      # the CI subset of two families
     python tools/hf_suite.py --report-only                     # re-render the table from the last results
+    python tools/hf_suite.py --suite diffusers --upstream DIR  # Diffusers' model tests (DIR: a diffusers checkout)
 
 Assembles a runnable test tree offline, under the build directory (`$TORCH_TPU_BUILD_DIR`, default `build/`):
 
@@ -23,6 +24,14 @@ both devices alike. Results are JUnit files in build/hf_suite/results/; the repo
 counts per family what passed, failed and was skipped on each device, and lists every test that passes on cpu and
 fails on tpu with its error. `--check` exits 1 if any such test falls outside the known categories (KNOWN below) or
 a family passes nothing on cpu.
+
+`--suite diffusers` runs Diffusers' own model tests the same way. Diffusers' sdist ships no tests, so the test files
+come from a checkout of github.com/huggingface/diffusers given with `--upstream DIR` (or `$TORCH_TPU_DIFFUSERS_TESTS`),
+at the tag matching the installed diffusers (DIFFUSERS_VERSION): its `tests/` top-level helpers (conftest.py,
+testing_utils.py) and `tests/models/` are copied into build/hf_suite/diffusers/tree, and each family
+(DIFFUSERS_FAMILIES: one test file each) runs on cpu (`DIFFUSERS_TEST_DEVICE=cpu`, backend autoloading off) and on tpu
+(`DIFFUSERS_TEST_DEVICE=tpu`, `DIFFUSERS_TEST_BACKEND=torch_tpu`). The report adds, per family, the accelerator-only
+tests (skipped on cpu, run on tpu) that pass and fail on tpu, and lists the failures of those too.
 """
 
 from __future__ import annotations
@@ -113,6 +122,59 @@ KNOWN = OrderedDict(
 )
 
 
+DIFFUSERS_VERSION = "0.42.1"
+
+# family -> (test file under the checkout's tests/, what it stands for in the table)
+DIFFUSERS_FAMILIES = OrderedDict(
+    [
+        ("flux", ("models/transformers/test_models_transformer_flux.py", "Flux transformer")),
+        ("flux2", ("models/transformers/test_models_transformer_flux2.py", "Flux 2 transformer")),
+        ("sd3", ("models/transformers/test_models_transformer_sd3.py", "SD3 / SD3.5 transformer")),
+        ("wan", ("models/transformers/test_models_transformer_wan.py", "Wan video transformer")),
+        ("ltx", ("models/transformers/test_models_transformer_ltx.py", "LTX video transformer")),
+        ("hunyuan_video", ("models/transformers/test_models_transformer_hunyuan_video.py",
+                           "HunyuanVideo transformer")),
+        ("cogvideox", ("models/transformers/test_models_transformer_cogvideox.py", "CogVideoX transformer")),
+        ("sana", ("models/transformers/test_models_transformer_sana.py", "Sana transformer")),
+        ("qwenimage21", ("models/transformers/test_models_transformer_qwenimage21.py", "QwenImage 2.1 transformer")),
+        ("unet2d_condition", ("models/unets/test_models_unet_2d_condition.py", "UNet 2D condition model")),
+        ("autoencoder_kl", ("models/autoencoders/test_models_autoencoder_kl.py", "AutoencoderKL (VAE)")),
+    ]
+)
+
+# The CI subset of Diffusers' tests: forward, save/load, determinism, training step, and the accelerator-only group
+# offloading with streams (record_stream) and compile with dynamic shapes, where the family has them.
+DIFFUSERS_SUBSET = {
+    "flux": [
+        "TestFluxTransformer::test_from_save_pretrained",
+        "TestFluxTransformer::test_determinism",
+        "TestFluxTransformer::test_output",
+        "TestFluxTransformerTraining::test_training",
+        "TestFluxTransformerMemory::test_group_offloading[True]",
+        "TestFluxTransformerMemory::test_group_offloading_with_disk[block_level-False]",
+    ],
+    "autoencoder_kl": [
+        "TestAutoencoderKL::test_output",
+        "TestAutoencoderKL::test_from_save_pretrained",
+        "TestAutoencoderKLMemory::test_group_offloading[True]",
+    ],
+}
+
+# Failure categories of Diffusers' tests owned elsewhere (other issues), allowed by --check.
+DIFFUSERS_KNOWN = OrderedDict(
+    [
+        ("complex", (r"view_as_complex|view_as_real|ComplexFloat|complex64|Complex",
+                     "complex64 on tpu (rotary embeddings built with complex numbers): the complex-dtype issue")),
+        ("float8", (r"[Ff]loat8|float8_e4m3fn|Float8_e4m3fn",
+                    "float8 storage (layerwise casting): the float8 issue")),
+        ("hub", (r"does not appear to have a file named|LocalEntryNotFoundError|offline mode|requests_mock",
+                 "needs the Hugging Face hub (or requests_mock); the runs are offline")),
+        ("aoti", (r"aoti|AOTInductor|aot_compile|_inductor\.package|cpp_wrapper|No module named 'jax'",
+                  "ahead-of-time compile (AOTInductor C++ packages) has no tpu code generator")),
+    ]
+)
+
+
 def build_dir() -> str:
     return os.environ.get("TORCH_TPU_BUILD_DIR") or os.path.join(REPO, "build")
 
@@ -196,21 +258,67 @@ def _overlay_upstream(upstream: str, tree: str, families) -> None:
         shutil.copy2(os.path.join(upstream, "conftest.py"), tree)
 
 
+def diffusers_upstream(arg: str | None) -> str:
+    """The diffusers checkout whose tests run: --upstream, else $TORCH_TPU_DIFFUSERS_TESTS."""
+    upstream = arg or os.environ.get("TORCH_TPU_DIFFUSERS_TESTS")
+    if not upstream:
+        raise SystemExit("--suite diffusers needs the upstream test files: --upstream DIR (or TORCH_TPU_DIFFUSERS_TESTS), "
+                         f"a checkout of github.com/huggingface/diffusers at v{DIFFUSERS_VERSION} (its PyPI sdist has no "
+                         "tests)")
+    if not os.path.exists(os.path.join(upstream, "tests", "models", "testing_utils", "__init__.py")):
+        raise SystemExit(f"{upstream}: not a diffusers checkout (no tests/models/testing_utils/__init__.py)")
+    return upstream
+
+
+def assemble_diffusers(tree: str, upstream: str) -> str:
+    """Diffusers' model-test tree in `tree`: the checkout's tests/*.py (conftest, testing_utils), tests/models/ and
+    tests/others/."""
+    shutil.rmtree(tree, ignore_errors=True)
+    src = os.path.join(upstream, "tests")
+    dst = os.path.join(tree, "tests")
+    os.makedirs(dst)
+    for name in os.listdir(src):
+        if name.endswith(".py"):
+            shutil.copy2(os.path.join(src, name), dst)
+    for sub in ("models", "others"):  # tests/models/test_modeling_common.py imports tests/others/test_utils.py
+        if os.path.isdir(os.path.join(src, sub)):
+            _copy_tree(os.path.join(src, sub), os.path.join(dst, sub))
+    with open(os.path.join(tree, "pytest.ini"), "w") as f:
+        # markers Diffusers' testing_utils applies but its conftest does not register
+        f.write("[pytest]\nmarkers =\n    cache: cache tests\n    autoround: autoround tests\n")
+    import importlib.util
+
+    if importlib.util.find_spec("requests_mock") is None:
+        # tests/models/test_modeling_common.py imports it at module level (for its hub tests); without it the
+        # UNet tests cannot even be collected. A stand-in whose use fails: those few tests fail on both devices.
+        with open(os.path.join(tree, "requests_mock.py"), "w") as f:
+            f.write('"""Stand-in written by tools/hf_suite.py: requests_mock is not installed."""\n\n\n'
+                    "class Mocker:\n    def __init__(self, *args, **kwargs):\n"
+                    '        raise RuntimeError("requests_mock is not installed")\n')
+    return tree
+
+
 # -- running ---------------------------------------------------------------------------------------------------
 
 
-def device_env(device: str, slow: bool = False) -> dict:
+def device_env(device: str, slow: bool = False, suite: str = "transformers") -> dict:
     env = dict(os.environ)
     if slow:
-        env["RUN_SLOW"] = "1"  # Transformers' @slow tests (integration tests among them need the hub)
+        env["RUN_SLOW"] = "1"  # @slow tests (integration tests among them need the hub)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    for key in ("TRANSFORMERS_TEST_BACKEND", "TRANSFORMERS_TEST_DEVICE_SPEC", "TORCH_DEVICE_BACKEND_AUTOLOAD"):
+    for key in ("TRANSFORMERS_TEST_BACKEND", "TRANSFORMERS_TEST_DEVICE_SPEC", "TORCH_DEVICE_BACKEND_AUTOLOAD",
+                "DIFFUSERS_TEST_BACKEND", "DIFFUSERS_TEST_DEVICE"):
         env.pop(key, None)
-    env["TRANSFORMERS_TEST_DEVICE"] = device
     if device == "cpu":
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # the baseline runs without torch_tpu loaded
-    else:
+    if suite == "diffusers":
+        env["DIFFUSERS_TEST_DEVICE"] = device
+        if device != "cpu":
+            env["DIFFUSERS_TEST_BACKEND"] = "torch_tpu"
+        return env
+    env["TRANSFORMERS_TEST_DEVICE"] = device
+    if device != "cpu":
         env["TRANSFORMERS_TEST_BACKEND"] = "torch_tpu"
         env["TRANSFORMERS_TEST_DEVICE_SPEC"] = "transformers_device_spec.py"
     return env
@@ -220,7 +328,8 @@ def test_file(family: str) -> str:
     return f"tests/models/{family}/test_modeling_{family}.py"
 
 
-def run_pytest(tree: str, results: str, name: str, device: str, timeout: int, targets, extra, slow=False) -> float:
+def run_pytest(tree: str, results: str, name: str, device: str, timeout: int, targets, extra, slow=False,
+               suite: str = "transformers") -> float:
     """One pytest process on one device; JUnit results in results/<name>.<device>.xml, output in .log."""
     xml = os.path.join(results, f"{name}.{device}.xml")
     log = os.path.join(results, f"{name}.{device}.log")
@@ -230,7 +339,7 @@ def run_pytest(tree: str, results: str, name: str, device: str, timeout: int, ta
            f"--junitxml={xml}", "-o", "junit_family=xunit1", f"--timeout={timeout}", *extra]
     t0 = time.time()
     with open(log, "w") as f:
-        subprocess.run(cmd, cwd=tree, env=device_env(device, slow), stdout=f, stderr=subprocess.STDOUT)
+        subprocess.run(cmd, cwd=tree, env=device_env(device, slow, suite), stdout=f, stderr=subprocess.STDOUT)
     elapsed = time.time() - t0
     print(f"  {name:10s} {device:4s} {elapsed:7.1f}s  ({os.path.relpath(log)})", file=sys.stderr, flush=True)
     return elapsed
@@ -246,6 +355,18 @@ def _first_line(text: str) -> str:
     return ""
 
 
+def _family_of(parts) -> str | None:
+    """The family of a JUnit classname split at dots: tests.models.<family>.test_modeling_<family>.<Class>
+    (Transformers), or tests.models.<kind>.<module>.<Class> with the module of a DIFFUSERS_FAMILIES file."""
+    if len(parts) < 5 or parts[:2] != ["tests", "models"]:
+        return None
+    module = "/".join(parts[1:-1]) + ".py"
+    for family, (path, _) in DIFFUSERS_FAMILIES.items():
+        if path == module:
+            return family
+    return parts[2]
+
+
 def read_results(results: str, device: str) -> dict:
     """family -> test id (Class::test) -> (outcome, message), from every JUnit file of `device`."""
     out: dict = {}
@@ -255,8 +376,9 @@ def read_results(results: str, device: str) -> dict:
         if not name.endswith(f".{device}.xml"):
             continue
         for case in ET.parse(os.path.join(results, name)).getroot().iter("testcase"):
-            parts = case.get("classname", "").split(".")  # tests.models.<family>.test_modeling_<family>.<Class>
-            if len(parts) < 5 or parts[:2] != ["tests", "models"]:
+            parts = case.get("classname", "").split(".")
+            family = _family_of(parts)
+            if family is None:
                 continue
             outcome, message = "passed", ""
             for child in case:
@@ -265,31 +387,35 @@ def read_results(results: str, device: str) -> dict:
                     break
                 if child.tag == "skipped":
                     outcome, message = "skipped", child.get("message") or ""
-            out.setdefault(parts[2], {})[f"{parts[-1]}::{case.get('name')}"] = (outcome, " ".join(message.split())[:300])
+            out.setdefault(family, {})[f"{parts[-1]}::{case.get('name')}"] = (outcome, " ".join(message.split())[:300])
     return out
 
 
-def category(message: str) -> str | None:
-    for name, (pattern, _) in KNOWN.items():
+def category(message: str, known=KNOWN) -> str | None:
+    for name, (pattern, _) in known.items():
         if re.search(pattern, message):
             return name
     return None
 
 
-def report(results: str, families) -> tuple[str, bool]:
+def report(results: str, families, suite: str = "transformers") -> tuple[str, bool]:
     """The per-family table and the tests that pass on cpu and not on tpu; ok is False if one of those is outside
-    the KNOWN categories or a family passed nothing on cpu."""
+    the known categories or a family passed nothing on cpu. The last column counts the accelerator-only tests
+    (skipped on cpu, run on tpu) that pass and fail on tpu; their failures are listed too (informative only)."""
+    known_cats = DIFFUSERS_KNOWN if suite == "diffusers" else KNOWN
+    described = {f: w for f, (_, w) in DIFFUSERS_FAMILIES.items()} if suite == "diffusers" else FAMILIES
     cpu, tpu = read_results(results, "cpu"), read_results(results, "tpu")
-    known_names = " and ".join(KNOWN)
+    known_names = " and ".join(known_cats)
     lines = [
         "| family | what | cpu pass / fail / skip | tpu pass / fail / skip | cpu-passing tests passing on tpu | % "
-        f"| % without {known_names} |",
-        "|---|---|---|---|---|---|---|",
+        f"| % without {known_names} | accelerator-only on tpu: pass / fail |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     ok = True
     lost_all = []
+    accel_failures = []
     missing = []  # families without tpu results
-    tot_cpu = tot_both = tot_known = 0
+    tot_cpu = tot_both = tot_known = tot_acc_pass = tot_acc_fail = 0
 
     def counts(runs):
         if not runs:
@@ -306,31 +432,45 @@ def report(results: str, families) -> tuple[str, bool]:
         for k in cpu_pass if t else ():
             outcome, message = t.get(k, ("not run", ""))
             if outcome != "passed":
-                cat = category(message)
+                cat = category(message, known_cats)
                 known += cat is not None
                 ok &= cat is not None
                 lost_all.append((family, k, outcome, cat, message))
+        accel = [k for k, (o, _) in c.items() if o == "skipped" and t.get(k, ("", ""))[0] in ("passed", "failed")]
+        acc_pass = sum(1 for k in accel if t[k][0] == "passed")
+        acc_fail = len(accel) - acc_pass
+        for k in accel:
+            if t[k][0] == "failed":
+                accel_failures.append((family, k, category(t[k][1], known_cats), t[k][1]))
         pct = f"{100.0 * len(both) / len(cpu_pass):.1f}" if cpu_pass and t else "-"
         rest = len(cpu_pass) - known
         pct_wo = f"{100.0 * len(both) / rest:.1f}" if rest and t else "-"
-        lines.append(f"| {family} | {FAMILIES.get(family, '')} | {counts(c)} | {counts(t)} | "
-                     f"{f'{len(both)} / {len(cpu_pass)}' if t else '-'} | {pct} | {pct_wo} |")
+        lines.append(f"| {family} | {described.get(family, '')} | {counts(c)} | {counts(t)} | "
+                     f"{f'{len(both)} / {len(cpu_pass)}' if t else '-'} | {pct} | {pct_wo} | "
+                     f"{f'{acc_pass} / {acc_fail}' if t and c else '-'} |")
         if t:
             tot_cpu, tot_both, tot_known = tot_cpu + len(cpu_pass), tot_both + len(both), tot_known + known
+            tot_acc_pass, tot_acc_fail = tot_acc_pass + acc_pass, tot_acc_fail + acc_fail
         else:
             missing.append(family)
     if tot_cpu:
         rest = tot_cpu - tot_known
         lines.append(f"| **all** | | | | {tot_both} / {tot_cpu} | {100.0 * tot_both / tot_cpu:.1f} | "
-                     f"{100.0 * tot_both / rest:.1f} |" if rest else "| **all** | | | | | | |")
+                     f"{100.0 * tot_both / rest:.1f} | {tot_acc_pass} / {tot_acc_fail} |" if rest
+                     else "| **all** | | | | | | | |")
     lines.append("")
     if lost_all:
         lines += ["Tests that pass on cpu and not on tpu:", ""]
         for family, k, outcome, cat, message in lost_all:
             lines.append(f"- `{family}` `{k}` ({outcome}): " + (f"[{cat}] " if cat else "") + message)
-        lines += ["", "Known categories: " + "; ".join(f"{k}: {d}" for k, (_, d) in KNOWN.items()) + "."]
     elif not missing:
         lines.append("Every test that passes on cpu passes on tpu.")
+    if accel_failures:
+        lines += ["", "Accelerator-only tests (skipped on cpu) that fail on tpu:", ""]
+        for family, k, cat, message in accel_failures:
+            lines.append(f"- `{family}` `{k}`: " + (f"[{cat}] " if cat else "") + message)
+    if lost_all or accel_failures:
+        lines += ["", "Known categories: " + "; ".join(f"{k}: {d}" for k, (_, d) in known_cats.items()) + "."]
     if missing:
         lines += ["", "No tpu results for: " + ", ".join(missing) + "."]
     return "\n".join(lines), ok
@@ -338,13 +478,16 @@ def report(results: str, families) -> tuple[str, bool]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--families", default=",".join(FAMILIES), help="comma-separated model families")
+    ap.add_argument("--suite", choices=("transformers", "diffusers"), default="transformers")
+    ap.add_argument("--families", default=None, help="comma-separated model families (default: all of the suite)")
     ap.add_argument("--devices", default="cpu,tpu")
     ap.add_argument("--subset", action="store_true", help="only the CI subset (SUBSET), one process per device")
     ap.add_argument("-k", dest="kexpr", default=None, help="pytest -k expression for every family")
     ap.add_argument("--timeout", type=int, default=900, help="per-test timeout in seconds (pytest-timeout)")
-    ap.add_argument("--slow", action="store_true", help="also run Transformers' @slow tests (RUN_SLOW=1)")
-    ap.add_argument("--upstream", default=None, help="a transformers v5.24.0 checkout whose model tests to run")
+    ap.add_argument("--slow", action="store_true", help="also run the suite's @slow tests (RUN_SLOW=1)")
+    ap.add_argument("--upstream", default=None,
+                    help=f"a transformers v{TRANSFORMERS_VERSION} checkout whose model tests to run, or with "
+                         f"--suite diffusers a diffusers v{DIFFUSERS_VERSION} checkout (required there)")
     ap.add_argument("--results", default=None, help="results directory (default build/hf_suite/results[-subset])")
     ap.add_argument("--report", default=None, help="also write the report (markdown) to this file")
     ap.add_argument("--report-only", action="store_true", help="render the report from the last results")
@@ -352,29 +495,45 @@ def main(argv=None) -> int:
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args(argv)
 
-    families = [f for f in args.families.split(",") if f]
-    unknown = [f for f in families if f not in FAMILIES and not (args.upstream or args.report_only)]
+    diffusers = args.suite == "diffusers"
+    all_families = DIFFUSERS_FAMILIES if diffusers else FAMILIES
+    families = [f for f in (args.families or ",".join(all_families)).split(",") if f]
+    unknown = [f for f in families if f not in all_families and (diffusers or not (args.upstream or args.report_only))]
     if unknown:
-        raise SystemExit(f"unknown families {unknown}; this tree has {list(FAMILIES)}")
+        raise SystemExit(f"unknown families {unknown}; this tree has {list(all_families)}")
     devices = [d for d in args.devices.split(",") if d]
-    work = os.path.join(build_dir(), "hf_suite")
+    work = os.path.join(build_dir(), "hf_suite", "diffusers") if diffusers else os.path.join(build_dir(), "hf_suite")
     # results of earlier runs of other families stay, so families can be run one at a time and reported together
-    results = args.results or os.path.join(work, "results-subset" if args.subset else "results")
+    results = os.path.abspath(args.results or os.path.join(work, "results-subset" if args.subset else "results"))
     if not args.report_only:
-        tree = assemble(work, families, args.upstream)
+        if diffusers:
+            # one tree per results directory: runs into different results (the CI subset, a full run) can overlap
+            tree = assemble_diffusers(results.rstrip(os.sep) + "-tree", diffusers_upstream(args.upstream))
+            files = {f: f"tests/{DIFFUSERS_FAMILIES[f][0]}" for f in families}
+            subset = DIFFUSERS_SUBSET
+        else:
+            tree = assemble(work, families, args.upstream)
+            files = {f: test_file(f) for f in families}
+            subset = SUBSET
         os.makedirs(results, exist_ok=True)
         t0 = time.time()
         extra = list(args.pytest_args) + (["-k", args.kexpr] if args.kexpr else [])
         if args.subset:
-            targets = [f"{test_file(f)}::{t}" for f in families for t in SUBSET.get(f, [])]
+            targets = [f"{files[f]}::{t}" for f in families for t in subset.get(f, [])]
             for device in devices:
-                run_pytest(tree, results, "subset", device, args.timeout, targets, extra, args.slow)
+                run_pytest(tree, results, "subset", device, args.timeout, targets, extra, args.slow, args.suite)
         else:
             for family in families:
+                target = files[family] if diffusers else f"tests/models/{family}"
+                if diffusers and not os.path.exists(os.path.join(tree, target)):
+                    print(f"  {family}: {target} is not in the checkout", file=sys.stderr)
+                    continue
                 for device in devices:
-                    run_pytest(tree, results, family, device, args.timeout, [f"tests/models/{family}"], extra, args.slow)
+                    run_pytest(tree, results, family, device, args.timeout, [target], extra, args.slow, args.suite)
         print(f"total {time.time() - t0:.1f}s", file=sys.stderr)
-    text, ok = report(results, families)
+    if args.subset:
+        families = [f for f in families if f in (DIFFUSERS_SUBSET if diffusers else SUBSET)]
+    text, ok = report(results, families, args.suite)
     print(text)
     if args.report:
         with open(args.report, "w") as f:

@@ -59,6 +59,11 @@ if torch._C._get_privateuse1_backend_name() != _BACKEND:
     torch.utils.rename_privateuse1_backend(_BACKEND)
 
 # ---- 2. the extension (registers kernels, guard, hooks, allocator) ----
+# TorchTPU's environment variables become ours first (ours win when both are set): the extension and the plugin
+# read the environment lazily, after this.
+from . import _compat_env  # noqa: E402
+
+_compat_env.apply()
 from . import _C  # noqa: E402
 
 # ---- 3. the plugin (the client is created lazily in C++) ----
@@ -75,6 +80,7 @@ def _configure_plugin() -> None:
         # and toolkit directory, libtpu the process topology of a multi-process run.
         preload = _plugin.cuda_preload_libraries(path) if kind == "cuda" else []
         environment = _plugin.prepare_environment(path, kind)
+        _compat_env.apply_xla_options(path)  # TORCH_TPU_INTERNAL_XLA_OPTIONS -> XLA_FLAGS, before the plugin loads
     except (_plugin.PluginNotFoundError, ValueError, RuntimeError) as e:
         # Keep `import torch` working without a plugin: torch.tpu.is_available() is False, and the first
         # use of the device raises this message.
@@ -125,6 +131,11 @@ try:
 except (AttributeError, RuntimeError):  # pragma: no cover - older torch
     pass
 
+# Tensor.record_stream (PyTorch implements it for CUDA only; group offloading with streams records onloaded weights)
+from ._streams import _install_record_stream  # noqa: E402
+
+_install_record_stream()
+
 # ---- 5. dynamo's device interface for "tpu" (registered when dynamo's registry is imported) ----
 from . import api  # noqa: E402
 
@@ -147,6 +158,11 @@ keep_jax_off_the_accelerator(_plugin_state.get("kind"))
 from . import _inductor  # noqa: E402
 
 _inductor._install()
+
+# safetensors.torch.load_file(..., device="tpu") (safetensors rejects device kinds it does not list)
+from . import _safetensors  # noqa: E402
+
+_safetensors._install()
 
 # ---- 8. the c10d backend "tpu_dist" ----
 from . import distributed  # noqa: E402
@@ -265,6 +281,18 @@ def cache_stats() -> Dict[str, Any]:
     return dict(_C._cache_stats())
 
 
+def launch_count(device: Any = None) -> int:
+    r"""Programs launched so far on ``device`` (the current tpu device if None): every device program, eager ops,
+    compiled graphs, collectives and copies alike. The difference between two readings counts the programs a step
+    launched (in fused eager mode, recorded ops count when they are launched)."""
+    if device is None:
+        idx = torch.tpu.current_device()
+    else:
+        d = torch.device(device) if not isinstance(device, int) else torch.device("tpu", device)
+        idx = d.index if d.index is not None else torch.tpu.current_device()
+    return int(_C._launch_count(int(idx)))
+
+
 def set_eager_mode(mode: str) -> None:
     r"""``"strict"`` (default): every op is launched when called. ``"fused"``: ops are recorded and launched
     together as one cached program at the next synchronization point (``.item()``, ``.cpu()``, printing,
@@ -303,6 +331,7 @@ __all__ = [
     "jax_op",
     "ops",
     "cache_stats",
+    "launch_count",
     "eager_mode",
     "set_eager_mode",
     "fallback_counts",

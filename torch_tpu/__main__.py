@@ -232,6 +232,8 @@ def collect(run_self_test: bool = True) -> Dict[str, Any]:
         attributes=attrs,
         preloaded=list(info.get("preloaded") or []),
         preload_failed=list(info.get("preload_failed") or []),
+        extensions=list(info.get("extensions") or []),
+        device_profiler="torch.profiler (Kineto)" if torch_tpu._C._kineto_plugin_built() else "not built",
     )
     devices = []
     for i in range(n):
@@ -301,6 +303,10 @@ def _print_text(r: Dict[str, Any], out: Any) -> None:
             line("libraries preloaded", len(p["preloaded"]))
         for f in p.get("preload_failed") or []:
             line("library not loaded", f)
+        if "extensions" in p:
+            line("PJRT extensions", ", ".join(p["extensions"]) or "none")
+        if "device_profiler" in p:
+            line("device profiler", p["device_profiler"])
     if "devices" in r:
         print(f"Devices ({len(r['devices'])})", file=out)
         for d in r["devices"]:

@@ -9,8 +9,9 @@ and on disk (``TORCH_TPU_CACHE_DIR``, default ``~/.cache/torch_tpu``).
 
 Ops without a rule: the graph is partitioned, supported partitions are compiled and the rest runs eagerly (the op
 names are logged); with ``fullgraph=True`` (or ``options={"fallback": False}``) such an op is an error naming it.
-Collectives (``_c10d_functional::*``) also split the graph, always: they run through their process group
-(``tpu_dist``) between the compiled partitions.
+Collectives (``_c10d_functional::*``) whose process groups use the XLA transport of ``tpu_dist`` (ranks as threads,
+one device each) are compiled INTO the graph's program, which then spans the group's devices; on the host transport
+they split the graph and run through their process group between the compiled partitions.
 
 Registration: :func:`_install` (called by ``import torch_tpu``) registers the backend as soon as dynamo's backend
 registry is imported (without importing dynamo itself); the ``torch_dynamo_backends`` entry point does the same for
@@ -36,7 +37,11 @@ __all__ = ["tpu_backend", "compile_stats", "reset_compile_stats", "set_cache_dir
 
 _BACKEND_NAME = "tpu"
 _graph_ids = itertools.count()
-_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0}
+_py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0,
+                             "dynamic_graphs": 0, "shape_specializations": 0, "stream_nodes": 0,
+                             "program_collectives": 0}
+# Specialisations kept per dynamic graph (least recently used first out; their programs stay in the executable caches).
+_MAX_SPECIALIZATIONS = 64
 
 # Nodes that compute nothing (runtime assertions AOTAutograd or decompositions insert).
 _NOOP_OPS = {
@@ -61,8 +66,12 @@ class UnsupportedGraph(RuntimeError):
 
 def compile_stats() -> Dict[str, Any]:
     r"""torch.compile counters: graphs, runs, signature_hits, lowerings, compiles (XLA), memory_hits, disk_hits,
-    disk_writes, compile_seconds, lower_seconds, and partitioned_graphs / eager_graphs / fallback_nodes /
-    collective_nodes (collectives run through their process group between compiled partitions)."""
+    disk_writes, compile_seconds, lower_seconds, partitioned_graphs / eager_graphs / fallback_nodes /
+    collective_nodes (collectives run through their process group between compiled partitions) /
+    program_collectives (collectives compiled inside a graph's program, see docs/distributed.md), stream_nodes
+    (stream and event operations, run between compiled partitions), and
+    dynamic_graphs / shape_specializations (graphs with symbolic sizes, and the concrete-shape programs made for
+    them)."""
     d = dict(_C._compile_stats())
     d.update(_py_stats)
     return d
@@ -134,6 +143,8 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
     """One argument as (kind, name, tag, payload): T value index, TL value indices, C a constant, O present."""
     if isinstance(a, torch.fx.Node):
         v = env[a]
+        if isinstance(v, _GroupInput):
+            return (kind, name, "C", v.name)
         if isinstance(v, list):
             return (kind, name, "TL", v)
         if v is None:
@@ -149,6 +160,8 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
             else:
                 raise UnsupportedGraph(f"unsupported tensor list element {x!r}")
         return (kind, name, "TL", out)
+    if _is_process_group(a):  # a functional collective's group: by name
+        return (kind, name, "C", str(_real_object(a).group_name))
     if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
         return (kind, name, "O", None)
     if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)) or (
@@ -160,6 +173,29 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
     if isinstance(a, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in a):
         return (kind, name, "C", list(a))
     raise UnsupportedGraph(f"unsupported argument {a!r}")
+
+
+def _is_process_group(a: Any) -> bool:
+    try:
+        from torch.distributed import ProcessGroup
+    except ImportError:  # torch built without distributed
+        return False
+    if isinstance(_real_object(a), ProcessGroup):
+        return True
+    return type(a).__name__ == "FakeScriptObject" and "ProcessGroup" in str(getattr(a, "script_class_name", ""))
+
+
+def _real_object(a: Any) -> Any:
+    """The object behind an opaque graph input (a FakeScriptObject while tracing)."""
+    return getattr(a, "real_obj", a) if type(a).__name__ == "FakeScriptObject" else a
+
+
+class _GroupInput:
+    """A graph input that is a process group (DTensor passes functional collectives their group as an opaque
+    object): the program takes it by name, and the runner drops it from the inputs."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def _schema_args(node: torch.fx.Node) -> List[Tuple[Any, Any]]:
@@ -203,11 +239,13 @@ class _Desc:
         self.constants: List[torch.Tensor] = []  # get_attr tensors, appended to the inputs
         self.const_outputs: Dict[int, Any] = {}  # output position -> Python value
         self.node_of_desc: List[torch.fx.Node] = []
+        self.dropped_inputs: List[int] = []  # graph inputs the program does not take (process groups)
         self.num_ops = 0
 
 
 def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None) -> _Desc:
     d = _Desc()
+    graph_name = name  # `name` names each node's op below
     env: Dict[Any, Any] = {}
     inputs: List[Tuple] = []
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -216,6 +254,10 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
         v = n.meta.get("val", None)
         if v is None and input_vals is not None:
             v = input_vals[i]
+        if _is_process_group(v):
+            env[n] = _GroupInput(str(_real_object(v).group_name))
+            d.dropped_inputs.append(i)
+            continue
         if not isinstance(v, torch.Tensor):
             raise UnsupportedGraph(f"non-tensor graph input {n.name}: {v!r}")
         env[n] = len(inputs)
@@ -303,7 +345,7 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
             output_meta.append((False, None, None, False))
             if o is not None:
                 d.const_outputs[k] = o
-    d.desc = dict(name=name, inputs=inputs, nodes=nodes, outputs=outputs, output_meta=output_meta,
+    d.desc = dict(name=graph_name, inputs=inputs, nodes=nodes, outputs=outputs, output_meta=output_meta,
                   mutations=mutations, num_values=nv)
     d.single_output = single  # type: ignore[attr-defined]
     d.num_ops = len(nodes)
@@ -348,6 +390,7 @@ class _GraphRunner:
         self._dev_constants: Dict[Any, List[torch.Tensor]] = {}
         self._on_errors = on_errors
         self._instead: Optional[Callable] = None
+        self._dropped = set(d.dropped_inputs)
 
     def _constants_for(self, inputs: Sequence[Any]) -> List[torch.Tensor]:
         dev = None
@@ -366,12 +409,15 @@ class _GraphRunner:
     def run(self, inputs: List[Any]) -> List[Any]:
         if self._instead is not None:
             return self._instead(inputs)
+        given = inputs
+        if self._dropped:
+            inputs = [x for i, x in enumerate(inputs) if i not in self._dropped]
         args = list(inputs) + self._constants_for(inputs) if self.constants else inputs
         outs, ev, errors = self.cg.run(args)
         if errors:
             self._instead = self._on_errors(errors)
             self.cg = None
-            return self._instead(inputs)
+            return self._instead(given)
         if ev is not None:
             _log_compile(self.name, ev)
         if self.const_outputs:
@@ -415,26 +461,221 @@ def _fail_message(name: str, bad: Dict[torch.fx.Node, str]) -> str:
             f"({details})")
 
 
+def _is_symbolic(v: Any) -> bool:
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        from torch.fx.experimental import symbolic_shapes as ss
+
+        concrete = {torch.SymInt: ss.is_concrete_int, torch.SymFloat: ss.is_concrete_float,
+                    torch.SymBool: ss.is_concrete_bool}[type(v)]
+        return not concrete(v)
+    if isinstance(v, torch.Tensor):
+        return any(_is_symbolic(x) for x in (*v.shape, *v.stride(), v.storage_offset()))
+    if isinstance(v, (list, tuple)):
+        return any(_is_symbolic(x) for x in v)
+    return False
+
+
+def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph has symbolic sizes (``dynamic=True``, or automatic dynamic shapes after a recompile)."""
+    for n in gm.graph.nodes:
+        if n.op == "output":
+            continue
+        if _is_symbolic(n.meta.get("val", None)):
+            return True
+    return False
+
+
+def _input_key(x: Any) -> Tuple:
+    if isinstance(x, torch.Tensor):
+        return ("T", x.dtype, x.device, tuple(x.shape), tuple(x.stride()), x.storage_offset())
+    return ("V", type(x).__name__, x)
+
+
+class _ShapeSpecializedGraph:
+    """A graph with symbolic sizes, run as one program per distinct concrete input signature.
+
+    XLA programs have static shapes, so a graph traced with ``dynamic=True`` (or marked dynamic by dynamo after a
+    shape change) is specialised when it first meets a new input signature (tensor sizes and strides, the values
+    of its integer inputs): it is re-traced with those inputs as fake tensors, which turns every ``sym_size`` /
+    ``sym_sum`` / symbolic arithmetic node into a constant, and the resulting static graph is compiled as any other
+    (and cached in process and on disk). Dynamo itself does not recompile: the symbolic graph stays one guard set.
+    Each new specialisation is logged at INFO on the ``torch_tpu`` logger and counted in
+    ``compile_stats()["shape_specializations"]``.
+    """
+
+    _boxed_call = True
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str, fullgraph: bool, inference: bool,
+                 collectives_in_program: bool = True) -> None:
+        from collections import OrderedDict
+
+        self.gm = gm
+        self.name = name
+        self.fullgraph = fullgraph
+        self.collectives_in_program = collectives_in_program
+        self.inference = inference
+        self._boxed_call = True
+        self.specs: "OrderedDict[Tuple, Callable]" = OrderedDict()
+        self.count = 0
+
+    def _specialize(self, inputs: List[Any]) -> Callable:
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+        others = {i: x for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+        for i, x in others.items():
+            if x is not None and not isinstance(x, (bool, int, float)):
+                raise RuntimeError(f"torch_tpu: graph {self.name}: cannot specialise on input {i} of type "
+                                   f"{type(x).__name__}")
+        n = len(inputs)
+        gm = self.gm
+
+        def static(*tensors: torch.Tensor) -> Any:
+            full: List[Any] = [None] * n
+            for i, t in zip(tensor_pos, tensors):
+                full[i] = t
+            for i, x in others.items():
+                full[i] = x
+            return gm(*full)
+
+        self.count += 1
+        sname = f"{self.name}.s{self.count}"
+        shapes = ", ".join(f"{tuple(inputs[i].shape)}" for i in tensor_pos[:6]) + (", ..." if len(tensor_pos) > 6
+                                                                                      else "")
+        log.info("torch_tpu: graph %s has symbolic sizes: specialising it as %s for inputs %s%s", self.name, sname,
+                 shapes, f" and integers {sorted(others.values(), key=str)}" if others else "")
+        _py_stats["shape_specializations"] += 1
+        with torch.no_grad():
+            sgm = make_fx(static, tracing_mode="fake", _allow_non_fake_inputs=False)(
+                *[inputs[i] for i in tensor_pos])
+        sgm.graph.eliminate_dead_code()
+        sgm.recompile()
+        tensors_ex = [inputs[i] for i in tensor_pos]
+        # specialise=False: sizes that stay symbolic (data-dependent ones, e.g. after nonzero) take the static path's
+        # handling of them (partitions or eager, or the fullgraph error) instead of another specialisation
+        compiled = _compile_aten_graph(sgm, tensors_ex, sname, self.fullgraph, self.inference, specialise=False,
+                                       collectives_in_program=self.collectives_in_program)
+
+        def run(args: List[Any]) -> List[Any]:
+            outs = compiled([args[i] for i in tensor_pos])
+            return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+
+        return run
+
+    def run(self, inputs: List[Any]) -> List[Any]:
+        key = tuple(_input_key(x) for x in inputs)
+        fn = self.specs.get(key)
+        if fn is None:
+            fn = torch._dynamo.disable(self._specialize)(inputs)
+            self.specs[key] = fn
+            while len(self.specs) > _MAX_SPECIALIZATIONS:
+                self.specs.popitem(last=False)
+        else:
+            self.specs.move_to_end(key)
+        return fn(inputs)
+
+    def __call__(self, *args: Any) -> List[Any]:
+        if len(args) == 1 and isinstance(args[0], list):  # boxed
+            inputs = list(args[0])
+            args[0].clear()
+            return self.run(inputs)
+        return self.run(list(args))
+
+
+def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
+    """Replace each ``control_deps(deps, subgraph, *args)`` node by the nodes of its subgraph, in place.
+
+    AOTAutograd wraps side-effecting stream and event operations in this higher-order op so that inductor keeps
+    them in order. Here the graph's node order is the order partitions and eager nodes run in, so the wrapper is
+    not needed: inlining it exposes the operation itself (``streams::*``), which then runs between partitions.
+    """
+    changed = False
+    for n in list(gm.graph.nodes):
+        target = n.target
+        if not (n.op == "call_function" and isinstance(target, torch._ops.HigherOrderOperator)
+                and target.name() == "control_deps" and not n.kwargs and len(n.args) >= 2):
+            continue
+        sub_node = n.args[1]
+        if not (isinstance(sub_node, torch.fx.Node) and sub_node.op == "get_attr"):
+            continue
+        sub = _getattr_path(gm, str(sub_node.target))
+        if not isinstance(sub, torch.fx.GraphModule) or any(x.op == "get_attr" for x in sub.graph.nodes):
+            continue
+        args = list(n.args[2:])
+        env: Dict[torch.fx.Node, Any] = {}
+        out: Any = None
+        with gm.graph.inserting_before(n):
+            placeholders = [x for x in sub.graph.nodes if x.op == "placeholder"]
+            if len(placeholders) != len(args):
+                continue
+            env.update(zip(placeholders, args))
+            for sn in sub.graph.nodes:
+                if sn.op == "placeholder":
+                    continue
+                if sn.op == "output":
+                    out = torch.fx.map_arg(sn.args[0], lambda x: env[x])
+                    continue
+                env[sn] = gm.graph.node_copy(sn, lambda x: env[x])
+        for user in list(n.users):
+            if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
+                user.replace_all_uses_with(out[user.args[1]])
+                gm.graph.erase_node(user)
+        if n.users:
+            n.replace_all_uses_with(out)
+        gm.graph.erase_node(n)
+        if not sub_node.users:
+            gm.graph.erase_node(sub_node)
+        changed = True
+    if changed:
+        gm.graph.lint()
+        gm.recompile()
+
+
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
-                        fullgraph: bool, inference: bool = False) -> Callable:
+                        fullgraph: bool, inference: bool = False, specialise: bool = True,
+                        collectives_in_program: bool = True) -> Callable:
+    _inline_control_deps(gm)
+    if specialise and _is_dynamic(gm):
+        _py_stats["dynamic_graphs"] += 1
+        log.info("torch_tpu: graph %s has symbolic sizes; it is compiled once per concrete input signature", name)
+        return _ShapeSpecializedGraph(gm, name, fullgraph, inference, collectives_in_program)
     # Ops without a rule partition the graph now; nodes whose rule cannot lower their call are found when the graph
     # is lowered for its first input signature.
     bad: Dict[torch.fx.Node, str] = {}
+    inside = _collectives_inside(gm, name) if collectives_in_program else set()
     for n in gm.graph.nodes:
+        if n in inside:
+            continue
         why = _node_supported(n)
         if why is not None:
             bad[n] = why
+    if inside and bad:  # the graph is partitioned anyway: its collectives split it too
+        bad.update({n: _op_name(n.target) or str(n.target) for n in inside})
+        inside = set()
+    if inside:
+        _py_stats["program_collectives"] += sum(1 for n in inside if _base_collective(n) != "wait_tensor")
     if bad:
         # Collectives (functional collectives from DTensor, FSDP2, tensor parallelism or user code) split the
         # graph: they run through their process group (tpu_dist) between the compiled partitions, even with
         # fullgraph=True.
         collectives = {n for n in bad if _is_collective(n)}
+        # Stream and event operations dynamo records (streams::fork/join/record_event/wait_event/synchronize_*,
+        # record_stream; e.g. Diffusers' group offloading hooks inside a compiled model) act on the host's view of
+        # the device queue: they run eagerly where the graph has them, between compiled partitions, even with
+        # fullgraph=True (a tpu device is one in-order queue, so they order nothing inside a program).
+        stream_ops = {n for n in bad if _is_stream_op(n)}
+        collectives |= stream_ops
         others = {n: m for n, m in bad.items() if n not in collectives}
         if fullgraph and others:
             raise RuntimeError(_fail_message(name, others))
         if others:
             log.warning("torch_tpu: graph %s: ops without a lowering run eagerly: %s", name,
                         ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in others})))
+        if stream_ops:
+            _py_stats["stream_nodes"] += len(stream_ops)
+            log.info("torch_tpu: graph %s: %d stream/event operations run between compiled partitions", name,
+                     len(stream_ops))
+            collectives -= stream_ops
         if collectives:
             _py_stats["collective_nodes"] += len(collectives)
             log.info("torch_tpu: graph %s: %d collectives run through their process group between compiled "
@@ -443,6 +684,13 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     try:
         d, cg = _make_graph(gm, name, example_inputs, inference)
     except UnsupportedGraph as e:
+        if inside:
+            # Not one program (e.g. an opaque DeviceMesh graph input, as DTensor graphs have): split at the
+            # collectives, which run through their process group.
+            log.info("torch_tpu: graph %s: collectives run through their process group (%s)", name, e)
+            _py_stats["program_collectives"] -= sum(1 for n in inside if _base_collective(n) != "wait_tensor")
+            _py_stats["collective_nodes"] += len(inside)
+            return _partitioned(gm, name, set(inside), fullgraph, inference)
         return _eager_graph(gm, name, str(e), fullgraph)
 
     def on_errors(errors: List[Tuple[int, str]]) -> Callable:
@@ -450,11 +698,20 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         if whole:
             return _unboxed(_eager_graph(gm, name, whole[0], fullgraph))
         failed = {d.node_of_desc[idx]: msg for idx, msg in errors}
-        if fullgraph:
-            raise RuntimeError(_fail_message(name, failed))
-        log.warning("torch_tpu: graph %s: ops that cannot be lowered run eagerly: %s", name,
-                    ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in failed})))
-        return _unboxed(_partitioned(gm, name, set(failed), fullgraph, inference))
+        # A collective that cannot run inside the program (uneven all_to_all splits, ...): the graph is split at
+        # every collective instead, as on the host transport.
+        split = {n: m for n, m in failed.items() if n in inside}
+        others = {n: m for n, m in failed.items() if n not in inside}
+        if fullgraph and others:
+            raise RuntimeError(_fail_message(name, others))
+        if others:
+            log.warning("torch_tpu: graph %s: ops that cannot be lowered run eagerly: %s", name,
+                        ", ".join(sorted({(_op_name(n.target) or str(n.target)) for n in others})))
+        if split:
+            log.info("torch_tpu: graph %s: collectives run through their process group (%s)", name,
+                     "; ".join(sorted(set(split.values()))))
+            _py_stats["collective_nodes"] += len(inside)
+        return _unboxed(_partitioned(gm, name, set(others) | set(inside), fullgraph, inference))
 
     log.debug("torch_tpu: graph %s: %d ops", name, d.num_ops)
     return _GraphRunner(d, cg, name, on_errors)
@@ -473,6 +730,78 @@ def _is_collective(n: torch.fx.Node) -> bool:
     return n.op == "call_function" and name.split("::")[0] in _COLLECTIVE_NAMESPACES
 
 
+def _is_stream_op(n: torch.fx.Node) -> bool:
+    name = _op_name(n.target) or ""
+    return n.op == "call_function" and name.split("::")[0] == "streams"
+
+
+_IN_PROGRAM = {"all_reduce", "all_reduce_coalesced", "all_gather_into_tensor", "all_gather_into_tensor_coalesced",
+               "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "all_to_all_single", "broadcast",
+               "wait_tensor"}
+ENV_COLLECTIVES_IN_PROGRAM = "TORCH_TPU_COLLECTIVES_IN_PROGRAM"
+
+
+def _base_collective(n: torch.fx.Node) -> str:
+    name = _op_name(n.target) or ""
+    return name.split("::")[-1].split(".")[0]
+
+
+def _group_name_of(n: torch.fx.Node) -> Optional[str]:
+    for v, sa in _schema_args(n):
+        if sa.name == "group_name":
+            if isinstance(v, torch.fx.Node):
+                v = v.meta.get("val", None)
+            if isinstance(v, str):
+                return v
+            if _is_process_group(v):
+                return str(_real_object(v).group_name)
+            return None
+    return None
+
+
+def _collectives_in_program_default() -> bool:
+    import os
+
+    return os.environ.get(ENV_COLLECTIVES_IN_PROGRAM, "1").strip() != "0"
+
+
+def _collectives_inside(gm: torch.fx.GraphModule, name: str) -> set:
+    """The graph's functional collectives when all of them can run inside its program, else the empty set.
+
+    They can when every one addresses a process group of the XLA transport (ranks as threads of this process, one
+    device each) and is of a form the program expresses (even all_to_all splits); wait_tensor goes along with
+    them.
+    """
+    nodes = [n for n in gm.graph.nodes if _is_collective(n)]
+    if not nodes:
+        return set()
+    sizes: Dict[str, int] = {}
+    for n in nodes:
+        op = _op_name(n.target) or ""
+        if op.split("::")[0] not in ("_c10d_functional", "_c10d_functional_autograd") or \
+                _base_collective(n) not in _IN_PROGRAM:
+            return set()
+        if _base_collective(n) == "wait_tensor":
+            continue
+        group = _group_name_of(n)
+        if group is None:
+            return set()
+        if group not in sizes:
+            try:
+                sizes[group] = int(_C._dist._replica_group_size(group))
+            except Exception:  # noqa: BLE001 - an unknown group: the process group reports it when the graph runs
+                sizes[group] = 0
+        if sizes[group] == 0:
+            return set()
+        if _base_collective(n) == "all_to_all_single":
+            vals = dict((sa.name, v) for v, sa in _schema_args(n))
+            splits = [s for key in ("output_split_sizes", "input_split_sizes") for s in (vals.get(key) or [])]
+            if any(not isinstance(s, int) for s in splits) or len(set(splits)) > 1:
+                return set()
+    log.info("torch_tpu: graph %s: %d collectives inside the program", name, len(nodes))
+    return set(nodes)
+
+
 def _eager_graph(gm: torch.fx.GraphModule, name: str, why: str, fullgraph: bool) -> Callable:
     if fullgraph:
         raise RuntimeError(f"torch_tpu: graph {name} cannot be compiled: {why}")
@@ -489,7 +818,7 @@ def _partitioned(gm: torch.fx.GraphModule, name: str, bad: set, fullgraph: bool,
     from torch._functorch.aot_autograd import make_boxed_func
 
     _py_stats["partitioned_graphs"] += 1
-    _py_stats["fallback_nodes"] += sum(1 for n in bad if not _is_collective(n))
+    _py_stats["fallback_nodes"] += sum(1 for n in bad if not (_is_collective(n) or _is_stream_op(n)))
     bad_names = {n.name for n in bad}
 
     class _Support(OperatorSupport):
@@ -655,7 +984,9 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options
     r"""The dynamo backend "tpu": AOTAutograd (core ATen, functionalized) + one XLA program per graph.
 
     ``options`` (``torch.compile(..., options={...})``): ``fallback`` (default True: ops without a rule run
-    eagerly; False makes them an error, as ``fullgraph=True`` does).
+    eagerly; False makes them an error, as ``fullgraph=True`` does); ``collectives_in_program`` (default True,
+    unless ``TORCH_TPU_COLLECTIVES_IN_PROGRAM=0``: functional collectives of XLA-transport groups are compiled into
+    the graph's program; False splits the graph at them).
     """
     global _decomp_cache
     from torch._dynamo.backends.common import aot_autograd
@@ -664,11 +995,13 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options
     opts = dict(options or {})
     opts.update(kwargs)
     fullgraph = _current_fullgraph() or not opts.get("fallback", True)
+    in_program = bool(opts.get("collectives_in_program", _collectives_in_program_default()))
     gid = next(_graph_ids)
 
     def compiler(kind: str) -> Callable:
         def fn(g: torch.fx.GraphModule, ex: Sequence[Any]) -> Callable:
-            return _compile_aten_graph(g, ex, f"g{gid}.{kind}", fullgraph, inference=kind == "inference")
+            return _compile_aten_graph(g, ex, f"g{gid}.{kind}", fullgraph, inference=kind == "inference",
+                                       collectives_in_program=in_program)
 
         return fn
 

@@ -82,10 +82,27 @@ def _notice() -> None:
         UserWarning, stacklevel=3)
 
 
+def _aot_compilation() -> bool:
+    """Whether inductor is compiling ahead of time (AOTInductor: ``aoti_compile_and_package``, ``aot_compile``)."""
+    try:
+        from torch._inductor.virtualized import V
+
+        return bool(V.aot_compilation)
+    except Exception:  # noqa: BLE001 - older torch: no AOT flag to read
+        return False
+
+
 def _wrap(orig: Callable) -> Callable:
     @functools.wraps(orig)
     def compile_fx(model_: Any, example_inputs_: Sequence[Any], *args: Any, **kwargs: Any) -> Any:
         if isinstance(model_, torch.fx.GraphModule) and touches_tpu(model_, example_inputs_) and mode() == "tpu":
+            if _aot_compilation():
+                raise RuntimeError(
+                    "torch_tpu: AOTInductor (torch._inductor.aoti_compile_and_package / aot_compile) cannot compile "
+                    "a graph on tpu tensors: it packages C++ code generated for the CPU or CUDA, and there is no tpu "
+                    "code generator for it. Compile ahead of time with torch.compile(backend=\"tpu\") instead: its "
+                    "programs are cached on disk (TORCH_TPU_CACHE_DIR), so a later process loads them without "
+                    "compiling.")
             _notice()
             stats["redirected_graphs"] += 1
             from ._dynamo_backend import tpu_backend

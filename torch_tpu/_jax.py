@@ -27,7 +27,8 @@ import torch
 from . import _C, _foreign
 from ._foreign import ForeignKernel, Program, Signature, format_signature, signature_of
 
-__all__ = ["jax_op", "custom_jax_kernel", "JaxKernelFunction", "export_stablehlo", "stablehlo_text"]
+__all__ = ["jax_op", "custom_jax_kernel", "custom_kernel", "JaxCustomOp", "JaxKernelFunction", "export_stablehlo",
+           "stablehlo_text"]
 
 _JAX_VERSION_HINT = "pip install 'torch-tpu[jax]' (jax==0.10.2 jaxlib==0.10.2)"
 
@@ -389,8 +390,8 @@ def _bind_statics(fn: Callable, positions: Tuple[int, ...], statics: Tuple[Any, 
     return bound
 
 
-def jax_op(fn: Optional[Callable] = None, *, name: Optional[str] = None, static_argnums: Sequence[int] = (),
-           donate_argnums: Sequence[int] = ()) -> Union[JaxKernelFunction, Callable[[Callable], JaxKernelFunction]]:
+def jax_op(fn: Union[None, str, Callable] = None, function: Optional[Callable] = None, *, name: Optional[str] = None,
+           static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = ()) -> Any:
     r"""Wraps a JAX function (jax.numpy code, a Pallas ``pallas_call``, ...) as a PyTorch op on tpu.
 
     Usable as ``jax_op(fn)``, ``@jax_op`` or ``@jax_op(static_argnums=(1,))``. The result takes tensors (and the
@@ -398,19 +399,246 @@ def jax_op(fn: Optional[Callable] = None, *, name: Optional[str] = None, static_
     lowered into its program: no graph break, no extra launch) and under autograd (through ``jax.vjp``), and on
     CPU tensors (the function runs with JAX on the host).
 
+    TorchTPU's forms name the op first: ``jax_op("ns::name", fn)`` and ``@jax_op("ns::name")`` return a
+    :class:`JaxCustomOp`, a PyTorch custom op ``torch.ops.ns.name`` (defined at its first call, when the argument
+    types are known) that takes ``register_autograd`` / ``register_fake`` like ``torch.library.custom_op``.
+
     ``donate_argnums`` is accepted for code written for other TPU backends and has no effect: PyTorch tensors
-    stay valid after the call.
+    stay valid after the call (``custom_jax_kernel(..., input_output_aliases=...)`` writes results into inputs).
     """
+    if isinstance(fn, str):
+        qualname = fn
+
+        def wrap_named(f: Callable) -> "JaxCustomOp":
+            return JaxCustomOp(qualname, f, static_argnums=static_argnums, donate_argnums=donate_argnums)
+
+        return wrap_named(function) if function is not None else wrap_named
+    if function is not None:
+        raise TypeError("jax_op(fn, function): the second positional argument is only for jax_op('ns::name', fn)")
+
     def wrap(f: Callable) -> JaxKernelFunction:
         return JaxKernelFunction(f, name=name, static_argnums=static_argnums, donate_argnums=donate_argnums)
 
     return wrap(fn) if fn is not None else wrap
 
 
-def custom_jax_kernel(fn: Optional[Callable] = None, *, name: Optional[str] = None,
-                      static_argnums: Sequence[int] = (), donate_argnums: Sequence[int] = ()) -> Any:
-    r"""The name TorchTPU kernel libraries use for :func:`jax_op` (same arguments, same behaviour)."""
-    return jax_op(fn, name=name, static_argnums=static_argnums, donate_argnums=donate_argnums)
+def custom_jax_kernel(fn: Optional[Callable] = None, name: Optional[str] = None, static_argnums: Sequence[int] = (),
+                      donate_argnums: Sequence[int] = (), input_output_aliases: Optional[Dict[int, int]] = None,
+                      **jit_kwargs: Any) -> Any:
+    r"""The name TorchTPU kernel libraries use for :func:`jax_op` (same arguments, same behaviour), plus
+    ``input_output_aliases={input_index: output_index}``: those results are written into those input tensors
+    (in place, like a donated buffer in JAX), and the call returns the input tensors in their place.
+
+    Other ``jax.jit`` options are refused with TypeError (the export decides them here)."""
+    if jit_kwargs:
+        raise TypeError(f"custom_jax_kernel: unsupported jax.jit option(s) {sorted(jit_kwargs)}; supported: name, "
+                        "static_argnums, donate_argnums, input_output_aliases")
+
+    def wrap(f: Callable) -> Any:
+        k = jax_op(f, name=name, static_argnums=static_argnums, donate_argnums=donate_argnums)
+        return _AliasingKernel(k, input_output_aliases) if input_output_aliases else k
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class _AliasingKernel:
+    r"""A JAX kernel whose results ``aliases[i]`` are written into its input ``i`` (see :func:`custom_jax_kernel`)."""
+
+    def __init__(self, kernel: JaxKernelFunction, aliases: Dict[int, int]) -> None:
+        self.kernel = kernel
+        self.aliases = {int(i): int(o) for i, o in dict(aliases).items()}
+        if len(set(self.aliases.values())) != len(self.aliases):
+            raise ValueError(f"input_output_aliases maps two inputs to one output: {aliases}")
+        for i in self.aliases:
+            if i in kernel.static_argnums:
+                raise ValueError(f"input_output_aliases: input {i} is a static argument, not a tensor")
+        self.__name__ = kernel.__name__
+        self.__doc__ = kernel.__doc__
+
+    def __call__(self, *args: Any) -> Any:
+        out = self.kernel(*args)
+        single = isinstance(out, torch.Tensor)
+        outs = [out] if single else list(out)
+        for i, o in self.aliases.items():
+            if i >= len(args) or not isinstance(args[i], torch.Tensor):
+                raise ValueError(f"input_output_aliases: input {i} of '{self.__name__}' is not a tensor argument")
+            if o >= len(outs):
+                raise ValueError(f"input_output_aliases: '{self.__name__}' has {len(outs)} output(s), not {o + 1}")
+            src, dst = outs[o], args[i]
+            if src.shape != dst.shape or src.dtype != dst.dtype:
+                raise ValueError(
+                    f"input_output_aliases: output {o} ({src.dtype}{list(src.shape)}) of '{self.__name__}' cannot "
+                    f"alias input {i} ({dst.dtype}{list(dst.shape)}): shapes and dtypes must match"
+                )
+            dst.copy_(src)
+            outs[o] = dst
+        if single:
+            return outs[0]
+        return list(outs) if isinstance(out, list) else tuple(outs)
+
+    def __repr__(self) -> str:
+        return f"<JAX kernel {self.__name__} with input_output_aliases {self.aliases}>"
+
+
+_SCHEMA_TYPES = ((bool, "bool"), (int, "SymInt"), (float, "float"), (str, "str"))
+
+
+class JaxCustomOp:
+    r"""TorchTPU's ``jax_op("ns::name", fn)``: a JAX function as the PyTorch custom op ``torch.ops.ns.name``.
+
+    The op is defined (``torch.library.custom_op`` with an explicit schema) at its first call, from the argument
+    types then (tensors; static arguments by their Python type) and the function's outputs (one tensor, a tuple or
+    a list). :meth:`register_autograd` and :meth:`register_fake` take ``torch.library``'s arguments and may be
+    called before or after that. Without a registered backward, gradients come from the function's VJP
+    (``jax.vjp``, through :func:`jax_op`'s own autograd); without a registered fake, shapes come from the export.
+    The implementation is the :func:`jax_op` kernel, so the op runs eagerly, lowers into ``torch.compile``
+    graphs and runs on CPU tensors through JAX.
+    """
+
+    def __init__(self, qualname: str, fn: Callable, static_argnums: Sequence[int] = (),
+                 donate_argnums: Sequence[int] = ()) -> None:
+        ns, sep, opname = qualname.partition("::")
+        if not sep or not ns.isidentifier() or not opname.isidentifier():
+            raise ValueError(f"jax_op: the op name must look like 'namespace::name', got {qualname!r}")
+        self.qualname = qualname
+        self.kernel = JaxKernelFunction(fn, name=f"{ns}.{opname}", static_argnums=static_argnums,
+                                        donate_argnums=donate_argnums)
+        self.__name__ = opname
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self._op: Any = None
+        self._fake: Optional[Callable] = None
+        self._autograd: Optional[Tuple[Callable, Optional[Callable]]] = None
+        self._lock = threading.Lock()
+
+    # -- torch.library-style registrations --------------------------------------------------------------------
+    def register_fake(self, fn: Callable) -> Callable:
+        r"""The op's shape function for fake tensors (``torch.library.register_fake``)."""
+        self._fake = fn
+        if self._op is not None:
+            self._op.register_fake(fn)
+        return fn
+
+    def register_autograd(self, backward: Callable, *, setup_context: Optional[Callable] = None) -> None:
+        r"""The op's backward formula (``torch.library.register_autograd``'s arguments)."""
+        self._autograd = (backward, setup_context)
+        if self._op is not None:
+            self._op.register_autograd(backward, setup_context=setup_context)
+
+    # -- definition ---------------------------------------------------------------------------------------------
+    def _schema(self, args: Tuple[Any, ...]) -> str:
+        params = []
+        tensors = []
+        statics = []
+        for i, a in enumerate(args):
+            if i in self.kernel.static_argnums:
+                t = next((s for py, s in _SCHEMA_TYPES if isinstance(a, py)), None)
+                if t is None:
+                    raise TypeError(f"jax_op '{self.qualname}': static argument {i} is a {type(a).__name__}; "
+                                    "custom ops take bool, int, float or str")
+                params.append(f"{t} a{i}")
+                statics.append(a)
+            elif isinstance(a, torch.Tensor):
+                params.append(f"Tensor a{i}")
+                tensors.append(a)
+            else:
+                raise TypeError(f"jax_op '{self.qualname}': argument {i} is a {type(a).__name__}, not a tensor "
+                                "(list it in static_argnums)")
+        name = _variant_name(self.kernel, tuple(statics))
+        prog = _foreign.kernel(name).program(signature_of(tensors))
+        kind = self.kernel._out_kinds.get(name, "tuple")
+        n = len(prog.outputs)
+        if kind == "single":
+            ret = "Tensor"
+        elif kind == "list":
+            ret = "Tensor[]"
+        else:
+            ret = "(" + ", ".join(["Tensor"] * n) + ")"
+        return f"({', '.join(params)}) -> {ret}"
+
+    def _define(self, args: Tuple[Any, ...]) -> Any:
+        with self._lock:
+            if self._op is not None:
+                return self._op
+            schema = self._schema(args)
+            op = torch.library.custom_op(self.qualname, self.kernel, mutates_args=(), schema=schema)
+            op.register_fake(self._fake if self._fake is not None else self.kernel)
+            if self._autograd is not None:
+                op.register_autograd(self._autograd[0], setup_context=self._autograd[1])
+            else:
+                op.register_autograd(self._vjp_backward, setup_context=self._vjp_setup)
+            self._op = op
+            return op
+
+    def _vjp_setup(self, ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
+        ctx.inputs = inputs
+
+    def _vjp_backward(self, ctx: Any, *grads: Any) -> Tuple[Any, ...]:
+        inputs = ctx.inputs
+        with torch.enable_grad():
+            xs = [a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+                  for a in inputs]
+            out = self.kernel(*xs)
+            outs = [out] if isinstance(out, torch.Tensor) else list(out)
+            if len(grads) == 1 and isinstance(grads[0], (list, tuple)):
+                grads = tuple(grads[0])
+            pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o.requires_grad]
+            wrt = [x for x in xs if isinstance(x, torch.Tensor) and x.requires_grad]
+            got = torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], allow_unused=True) \
+                if pairs and wrt else [None] * len(wrt)
+        it = iter(got)
+        return tuple(next(it) if isinstance(x, torch.Tensor) and x.requires_grad else None for x in xs)
+
+    @property
+    def op(self) -> Any:
+        r"""The ``torch.library`` custom op (None before the first call)."""
+        return self._op
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            raise TypeError(f"jax_op '{self.qualname}' takes positional arguments only")
+        op = self._op if self._op is not None else self._define(args)
+        return op(*args)
+
+    def __repr__(self) -> str:
+        return f"<jax_op {self.qualname}>"
+
+
+def custom_kernel(propagate: Callable[..., Any], pallas_kernel: Optional[Callable] = None, **pl_kwargs: Any) -> Any:
+    r"""TorchTPU's Pallas decorator: ``@custom_kernel(lambda x, y: torch.empty_like(x))`` over a Pallas kernel body
+    (``def add(x_ref, y_ref, o_ref): ...``) gives a function of tensors. ``propagate`` returns the output tensors'
+    shapes and dtypes (tensors, e.g. ``empty_like``); ``pl_kwargs`` go to ``pl.pallas_call`` (``grid``,
+    ``in_specs``, ``interpret=True`` off TPU ...). Each output signature is one :func:`jax_op` kernel."""
+
+    def decorator(body: Callable) -> Callable[..., Any]:
+        kernels: Dict[Any, JaxKernelFunction] = {}
+        lock = threading.Lock()
+        base = str(pl_kwargs.get("name", getattr(body, "__name__", "pallas_kernel")))
+
+        @functools.wraps(body)
+        def call(*args: Any) -> Any:
+            out = propagate(*args)
+            single = isinstance(out, torch.Tensor)
+            outs = [out] if single else list(out)
+            key = tuple((o.dtype, tuple(o.shape)) for o in outs)
+            with lock:
+                k = kernels.get(key)
+                if k is None:
+                    jax = _import_jax()
+                    from jax.experimental import pallas as pl
+
+                    shapes = [jax.ShapeDtypeStruct(shape, _jax_dtype(dt)) for dt, shape in key]
+                    call_fn = pl.pallas_call(body, out_shape=shapes[0] if single else tuple(shapes), **pl_kwargs)
+
+                    def fn(*xs: Any) -> Any:
+                        return call_fn(*xs)
+
+                    fn.__name__ = base
+                    k = kernels[key] = JaxKernelFunction(fn, name=base, kind="Pallas kernel")
+            return k(*args)
+
+        return call
+
+    return decorator(pallas_kernel) if pallas_kernel is not None else decorator
 
 
 def kernel_op_decompositions() -> Dict[Any, Callable]:

@@ -369,3 +369,39 @@ class StreamContext:
 def stream(stream: Optional[torch.Stream]) -> StreamContext:
     r"""Context manager selecting ``stream`` for the block (``with torch.tpu.stream(s): ...``)."""
     return StreamContext(stream)
+
+
+# ---- Tensor.record_stream ----
+
+_record_stream_lib: Optional[torch.library.Library] = None
+
+
+def _record_stream(self: torch.Tensor, s: torch.Stream) -> None:
+    r"""``aten::record_stream`` for tpu tensors: mark ``self``'s memory as used by work queued on ``s``.
+
+    On CUDA this keeps the caching allocator from handing the block to another tensor until the work queued on
+    ``s`` at the tensor's release has finished. Here a storage's memory is its PJRT buffer, and a buffer is never
+    reused while a queued program reads it: the runtime destroys a released buffer only after the launches reading
+    it (the CPU plugin's destroy waits for them on the runtime's destroyer thread; TPU and GPU plugins free a buffer
+    after its readers), and a written storage gets a new buffer rather than overwriting one in use. Every stream of
+    a device is that device's single in-order queue. So recording needs no bookkeeping beyond the checks CUDA makes:
+    ``s`` must be a tpu stream of the tensor's device.
+    """
+    if not isinstance(s, torch.Stream):
+        raise TypeError(f"record_stream(): expected a torch.Stream, got {type(s).__name__}")
+    if int(s.device_type) != _PRIVATEUSE1:
+        raise RuntimeError(f"record_stream(): a tpu tensor can only be recorded on a tpu stream, got a stream of "
+                           f"device {s.device}")
+    if self.device.index is not None and int(s.device_index) != self.device.index:
+        raise RuntimeError(f"record_stream(): the stream is on tpu:{int(s.device_index)} but the tensor is on "
+                           f"{self.device}")
+
+
+def _install_record_stream() -> None:
+    r"""Registers ``aten::record_stream`` for the tpu device (PyTorch implements it for CUDA only)."""
+    global _record_stream_lib
+    if _record_stream_lib is not None:
+        return
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("record_stream", _record_stream, "PrivateUse1")
+    _record_stream_lib = lib

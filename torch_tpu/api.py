@@ -21,9 +21,25 @@ import torch
 from . import _streams as streams
 from . import device as _dev
 
-__all__ = ["TpuInterface", "register", "streams"]  # noqa: F822 (TpuInterface is lazy)
+__all__ = ["TpuInterface", "register", "streams", "tpu_device"]  # noqa: F822 (TpuInterface is lazy)
 
 Device = Any
+
+
+def tpu_device(index: Optional[int] = None) -> torch.device:
+    r"""Start the tpu runtime (if it has not started) and return the device: ``torch.device("tpu")``, or
+    ``tpu:<index>``. TorchTPU's first documented call (``from torch_tpu import api; device = api.tpu_device()``);
+    here ``torch.device("tpu")`` works without it, and the runtime starts on first use anyway.
+
+    Raises RuntimeError (with the reason) when no PJRT plugin can start, and ValueError for an index out of range.
+    """
+    _dev._lazy_init()
+    if index is None:
+        return torch.device("tpu")
+    n = _dev.device_count()
+    if not 0 <= int(index) < n:
+        raise ValueError(f"tpu device index {index} out of range: {n} tpu device(s)")
+    return torch.device("tpu", int(index))
 
 
 class _DeviceModule:

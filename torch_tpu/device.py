@@ -7,6 +7,7 @@ that needs the runtime) runs :func:`_lazy_init`.
 
 from __future__ import annotations
 
+import enum
 import threading
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -30,6 +31,7 @@ from ._streams import (
 
 __all__ = [
     "Event",
+    "Precision",
     "Stream",
     "StreamContext",
     "amp",
@@ -56,6 +58,7 @@ __all__ = [
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
+    "precision",
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
@@ -495,3 +498,174 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 
 
 get_amp_supported_dtype = amp.get_amp_supported_dtype
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Matmul precision (TorchTPU's torch.tpu.precision) -- one mechanism: PyTorch's float32 matmul precision
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class Precision(enum.Enum):
+    r"""TorchTPU's float32 matmul precisions (StableHLO's dot precision config), each the
+    ``torch.set_float32_matmul_precision`` setting that means the same here:
+
+    - ``DEFAULT``: one bfloat16 pass (``"medium"``);
+    - ``HIGH``: three bfloat16 passes, about 16 bits of mantissa (``"high"``);
+    - ``HIGHEST``: full float32 (``"highest"``, PyTorch's default).
+    """
+
+    DEFAULT = "medium"
+    HIGH = "high"
+    HIGHEST = "highest"
+
+
+class precision:
+    r"""``with torch.tpu.precision(torch.tpu.Precision.HIGHEST): c = a @ b`` -- the float32 matmul precision of
+    float32 products and convolutions for the block, restored on exit (also when the block raises).
+
+    It sets PyTorch's own ``torch.set_float32_matmul_precision`` (one mechanism, read by the tpu lowering of
+    every float32 dot and convolution, and part of their programs' cache keys), so ``torch.backends`` settings and
+    this context agree. Accepts a :class:`Precision` or PyTorch's names ``"medium"``, ``"high"``, ``"highest"``.
+    """
+
+    def __init__(self, mode: Any) -> None:
+        if isinstance(mode, Precision):
+            self.value = mode.value
+        elif isinstance(mode, str) and mode in ("medium", "high", "highest"):
+            self.value = mode
+        elif isinstance(mode, str) and mode.upper() in Precision.__members__:
+            self.value = Precision[mode.upper()].value
+        else:
+            name = getattr(mode, "name", None)  # another library's enum with the same member names
+            if isinstance(name, str) and name in Precision.__members__:
+                self.value = Precision[name].value
+            else:
+                raise ValueError(
+                    "expected one of torch.tpu.Precision.DEFAULT, .HIGH, .HIGHEST (or 'medium', 'high', "
+                    f"'highest'), got {mode!r}"
+                )
+        self._previous: List[str] = []
+
+    def __enter__(self) -> "precision":
+        self._previous.append(torch.get_float32_matmul_precision())
+        torch.set_float32_matmul_precision(self.value)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        torch.set_float32_matmul_precision(self._previous.pop())
+        return False
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with precision(self.value):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# TorchTPU's telemetry names (torch.tpu._get_cache_stats() etc.), from this package's caches and memory accounting
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class CacheStats:
+    r"""What ``torch.tpu._get_cache_stats()`` returns: the program caches' counters.
+
+    TorchTPU's fields: ``num_cache_reqs`` (op calls and compiled-graph runs looking up a program),
+    ``num_cache_hits`` (served by a cached program: the process cache, or the disk cache instead of compiling),
+    ``num_cache_misses`` (programs compiled), ``per_entry_stats`` (not kept here: always empty). Also
+    ``compile_seconds``, and the full counters as ``eager`` (``torch_tpu.cache_stats()``) and ``compiled``
+    (``torch_tpu.compile_stats()``); ``stats["name"]`` reads ``eager`` entries.
+    """
+
+    def __init__(self, eager: Dict[str, Any], compiled: Dict[str, Any]) -> None:
+        self.eager = eager
+        self.compiled = compiled
+        fused = eager.get("fused", {}) or {}
+        self.num_cache_reqs = int(eager.get("requests", 0)) + int(compiled.get("runs", 0))
+        self.num_cache_misses = (int(eager.get("compiles", 0)) + int(fused.get("compiles", 0))
+                                 + int(compiled.get("compiles", 0)))
+        self.num_cache_hits = max(self.num_cache_reqs - int(eager.get("compiles", 0)) - int(compiled.get("compiles", 0)), 0)
+        self.compile_seconds = float(eager.get("compile_seconds", 0.0)) + float(compiled.get("compile_seconds", 0.0))
+        self.per_entry_stats: List[Any] = []
+
+    def __getitem__(self, key: str) -> Any:
+        return self.eager[key]
+
+    def __repr__(self) -> str:
+        return (f"CacheStats(num_cache_reqs={self.num_cache_reqs}, num_cache_hits={self.num_cache_hits}, "
+                f"num_cache_misses={self.num_cache_misses}, compile_seconds={self.compile_seconds:.3f})")
+
+
+def _get_cache_stats() -> CacheStats:
+    r"""TorchTPU's cache statistics call (see :class:`CacheStats`)."""
+    from torch_tpu import cache_stats, compile_stats
+
+    return CacheStats(cache_stats(), compile_stats())
+
+
+def _get_cache_requests() -> int:
+    return _get_cache_stats().num_cache_reqs
+
+
+def _get_cache_hits() -> int:
+    return _get_cache_stats().num_cache_hits
+
+
+def _get_cache_misses() -> int:
+    return _get_cache_stats().num_cache_misses
+
+
+def _clear_cache() -> None:
+    r"""Drop the in-process program caches (eager, fused eager, compiled graphs); the next call of each op or graph
+    builds its program again (from the disk cache when it has it). Pending fused work is launched first."""
+    C = _C()
+    if is_initialized():
+        C._fused_flush()
+    C._clear_cache()
+    C._clear_fused_cache()
+    C._compile_clear_cache()
+
+
+def _hbm_usage_summary() -> str:
+    r"""Device memory per initialized tpu device: in use, peak, limit and free (this package's accounting,
+    ``torch.tpu.memory_stats``), and the number of programs cached in the process."""
+    if not is_initialized():
+        return "tpu: runtime not started (no device memory in use)"
+    from torch_tpu import cache_stats
+
+    def gib(n: int) -> str:
+        return f"{n / 2**30:.3f} GiB"
+
+    lines = []
+    for d in range(device_count()):
+        raw = _raw_memory_stats(d)
+        lines.append(
+            f"tpu:{d}: in use {gib(int(raw.get('allocated', 0)))}, peak {gib(int(raw.get('peak_allocated', 0)))}, "
+            f"limit {gib(int(raw.get('total', raw.get('limit', 0)) or 0))}, free {gib(int(raw.get('free', 0)))}"
+        )
+    st = cache_stats()
+    lines.append(f"cached programs: {st.get('entries', 0)} eager, {st.get('fused', {}).get('entries', 0)} fused")
+    return "\n".join(lines)
+
+
+def _get_autocast_dtype() -> torch.dtype:
+    r"""``torch.get_autocast_dtype("tpu")`` (bfloat16 by default)."""
+    return torch.get_autocast_dtype("tpu")
+
+
+def _set_autocast_dtype(dtype: torch.dtype) -> None:
+    if dtype not in amp.get_amp_supported_dtype():
+        raise ValueError(f"Unsupported dtype {dtype} for AMP on tpu; supported: {amp.get_amp_supported_dtype()}")
+    torch.set_autocast_dtype("tpu", dtype)
+
+
+def _is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("tpu")
+
+
+def _set_autocast_enabled(enabled: bool) -> None:
+    torch.set_autocast_enabled("tpu", bool(enabled))

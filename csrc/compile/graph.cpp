@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <sstream>
+#include <stdexcept>
 
+#include "compile/collectives.h"
 #include "compile/plan.h"
 #include "core/client.h"
 #include "core/config.h"
@@ -15,6 +18,7 @@
 #include "core/ops.h"
 #include "core/packed.h"
 #include "core/program.h"
+#include "core/replicas.h"
 
 namespace torch_tpu::compile {
 
@@ -112,8 +116,11 @@ struct BuildResult {
 // Lowers the whole graph for one signature (input i is the signature's tensor i). Every node a rule cannot lower is
 // recorded in `errors` (its results replaced by zeros so the build goes on; index -1 for the graph as a whole); the
 // text is only usable without errors.
+// `coll` (graphs with collectives inside): the replica groups of every process group; the program then spans
+// `num_replicas` devices.
 BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::Signature& sig,
-                         std::vector<std::pair<int, std::string>>& errors) {
+                         std::vector<std::pair<int, std::string>>& errors, CollectiveEnv* coll = nullptr,
+                         int num_replicas = 1) {
   auto gp = std::make_shared<GraphProgram>();
   const int nin = static_cast<int>(g.inputs.size());
 
@@ -153,6 +160,23 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
       for (size_t k = 0; k < n.results.size(); ++k)
         if (n.result_values[k] >= 0 && n.results[k].defined) vals[n.result_values[k]] = b.zeros(typeOf(n.results[k]));
     };
+    if (isCollectiveOp(n.op)) {
+      std::vector<Value> results;
+      try {
+        if (coll == nullptr) throw lowering::LoweringError(n.op + ": a collective outside a group of the XLA transport");
+        results = lowerCollective(b, n, vals, *coll);
+      } catch (const lowering::LoweringError& e) {
+        record(e.what());
+        continue;
+      } catch (const shlo::BuildError& e) {
+        record(n.op + ": " + e.what());
+        continue;
+      }
+      gp->ops++;
+      for (size_t k = 0; k < n.results.size() && k < results.size(); ++k)
+        if (n.result_values[k] >= 0) vals[n.result_values[k]] = results[k];
+      continue;
+    }
     const lowering::Rule* rule = core::ruleFor(n.op).rule;
     if (!rule) {
       record("no lowering rule for " + n.op);
@@ -218,7 +242,7 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
     gp->fresh_cpu.push_back(m.cpu);
   }
   BuildResult res;
-  res.text = pb.finish(fresh, std::move(fresh_types), gp->prog);
+  res.text = pb.finish(fresh, std::move(fresh_types), gp->prog, num_replicas);
   res.prog = gp;
   return res;
 }
@@ -229,11 +253,125 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
 
 CompiledGraph::CompiledGraph(GraphDesc desc)
     : desc_(std::move(desc)), plan_(std::make_unique<GraphPlan>(planGraph(desc_))) {
+  std::string ops;
+  for (const NodeDesc& n : desc_.nodes) ops += n.op + ";";
+  ops_hash_ = std::hash<std::string>{}(ops);
+  for (const NodeDesc& n : desc_.nodes) {
+    if (!isCollectiveOp(n.op)) continue;
+    std::string name = collectiveGroupName(n);
+    if (!name.empty() && std::find(collective_groups_.begin(), collective_groups_.end(), name) == collective_groups_.end())
+      collective_groups_.push_back(name);
+  }
   std::lock_guard<std::mutex> g(g_stats_mu);
   g_stats.graphs++;
 }
 
 CompiledGraph::~CompiledGraph() = default;
+
+namespace {
+
+std::string joinInts(const std::vector<int>& v, char sep) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? std::string(1, sep) : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::vector<int> splitInts(const std::string& s, char sep) {
+  std::vector<int> v;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(sep, pos);
+    if (end == std::string::npos) end = s.size();
+    if (end > pos) v.push_back(std::stoi(s.substr(pos, end - pos)));
+    pos = end + 1;
+  }
+  return v;
+}
+
+std::vector<std::string> splitStrings(const std::string& s, char sep) {
+  std::vector<std::string> v;
+  size_t pos = 0;
+  while (true) {
+    size_t end = s.find(sep, pos);
+    v.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+    if (end == std::string::npos) break;
+    pos = end + 1;
+  }
+  return v;
+}
+
+}  // namespace
+
+// A group of the graph's collectives cannot run them inside a program (the graph was compiled for another group
+// of the same name: dynamo's guards do not see process groups).
+struct NotReplicated : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+std::string CompiledGraph::meet(const core::Signature& sig, std::shared_ptr<core::ReplicaGroup>& main,
+                                core::ReplicaGroup::Step& step, CollectiveEnv& coll) {
+  const GraphDesc& g = desc_;
+  // The calling rank's side of every group the graph's collectives address; the program runs over the largest,
+  // which must contain the others (a mesh and its dimensions).
+  std::vector<std::shared_ptr<core::ReplicaGroup>> groups;
+  for (const std::string& name : collective_groups_) {
+    auto rg = core::resolveReplicaGroup(name);
+    if (rg == nullptr)
+      throw NotReplicated("process group '" + name +
+                          "' cannot run collectives inside a program (its tpu backend is not tpu_dist with the XLA "
+                          "transport)");
+    groups.push_back(rg);
+    if (!main || rg->size() > main->size()) main = rg;
+  }
+  const std::vector<int>& md = main->devices();
+  TORCH_CHECK(md[static_cast<size_t>(main->rank())] == sig.device, "tpu compiled graph '", g.name, "': this rank runs on tpu:",
+              md[static_cast<size_t>(main->rank())], " in its process group, its inputs are on tpu:", sig.device);
+  std::string info;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    for (int d : groups[k]->devices())
+      TORCH_CHECK(std::find(md.begin(), md.end(), d) != md.end(), "tpu compiled graph '", g.name,
+                  "': its collectives address process groups that are not subgroups of one group ('",
+                  collective_groups_[k], "' has tpu:", d, ")");
+    info += (k ? ";" : "") + joinInts(groups[k]->devices(), ',');
+  }
+  // Every rank must run the same program: the graph's ops and the signature decide it (neither holds the device;
+  // the graph's name does not take part, ranks may have compiled the graph separately).
+  const std::string what = "compiled graph " + g.name;
+  std::ostringstream os;
+  os << "compiled graph (" << g.inputs.size() << " inputs, " << g.nodes.size() << " ops " << std::hex
+     << ops_hash_ << ", signature " << std::hash<std::string>{}(sig.key) << ")";
+  step = main->meet(what, os.str(), info);
+
+  // The replica groups of each process group: the distinct member lists of all ranks (siblings of a mesh dimension
+  // included), in the program's replica numbering (a rank's position in the main group).
+  std::string key = "|replicas " + joinInts(md, ',');
+  for (size_t k = 0; k < groups.size(); ++k) {
+    shlo::ReplicaGroups rg;
+    std::vector<int> seen(md.size(), 0);
+    for (const std::string& rinfo : step.infos) {
+      std::vector<std::string> parts = splitStrings(rinfo, ';');
+      TORCH_CHECK(parts.size() == groups.size(), "tpu compiled graph '", g.name, "': ranks disagree on its groups");
+      std::vector<int64_t> members;
+      for (int d : splitInts(parts[k], ','))
+        members.push_back(std::find(md.begin(), md.end(), d) - md.begin());
+      if (std::find(rg.begin(), rg.end(), members) != rg.end()) continue;
+      for (int64_t m : members) seen[static_cast<size_t>(m)]++;
+      rg.push_back(members);
+    }
+    for (size_t r = 0; r < md.size(); ++r)
+      TORCH_CHECK(seen[r] == 1 && rg[0].size() == rg.back().size(), "tpu compiled graph '", g.name,
+                  "': process group '", collective_groups_[k], "' and its siblings do not partition the ranks of ",
+                  "the program's group");
+    key += "|";
+    for (const auto& members : rg) {
+      key += "{";
+      for (int64_t m : members) key += std::to_string(m) + ",";
+      key += "}";
+    }
+    coll.groups[collective_groups_[k]] = std::move(rg);
+  }
+  return key;
+}
 
 std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given, CompileEvent* event,
                                            std::vector<std::pair<int, std::string>>* errors) {
@@ -271,12 +409,32 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
   core::put<uint8_t>(sig.key, matmulPrecisionKey());  // float32 products follow torch.set_float32_matmul_precision
   for (size_t i = 0; i < nin; ++i) sig.add(inputs[i], input_mutated[i]);
   sig.seal();
+  // A graph without tensor inputs (only creation ops, e.g. a rotary-embedding grid built from sizes) runs on the
+  // current device.
+  if (sig.device < 0) sig.device = device;
 
-  // 2. The program for this signature.
+  // 2. Graphs with collectives inside: the ranks meet, and the program spans their devices.
+  std::shared_ptr<core::ReplicaGroup> main;
+  core::ReplicaGroup::Step step;
+  CollectiveEnv coll;
+  std::string prog_key = sig.key;
+  if (!collective_groups_.empty()) {
+    try {
+      prog_key += meet(sig, main, step, coll);
+    } catch (const NotReplicated& e) {
+      // The caller splits the graph at its collectives (they run through their process group).
+      TORCH_CHECK(errors != nullptr, "tpu compiled graph '", g.name, "': ", e.what());
+      for (size_t i = 0; i < g.nodes.size(); ++i)
+        if (isCollectiveOp(g.nodes[i].op)) errors->emplace_back(static_cast<int>(i), e.what());
+      return {};
+    }
+  }
+
+  // 3. The program for this signature.
   std::shared_ptr<GraphProgram> gp;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = programs_.find(sig.key);
+    auto it = programs_.find(prog_key);
     if (it != programs_.end()) gp = it->second;
   }
   {
@@ -288,7 +446,7 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(sig.device)));
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<int, std::string>> errs;
-    BuildResult br = buildProgram(g, *plan_, sig, errs);
+    BuildResult br = main ? buildProgram(g, *plan_, sig, errs, &coll, main->size()) : buildProgram(g, *plan_, sig, errs);
     double lower_s = secondsSince(t0);
     {
       std::lock_guard<std::mutex> lk(g_stats_mu);
@@ -300,7 +458,15 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
       *errors = std::move(errs);
       return {};
     }
-    core::ExecutableLookup ex = core::executableFor(br.text);
+    core::ExecutableLookup ex;
+    if (main) {
+      runtime::DeviceAssignment da;
+      da.num_replicas = main->size();
+      da.devices = main->devices();
+      ex = core::executableFor(br.text, da);
+    } else {
+      ex = core::executableFor(br.text);
+    }
     br.prog->prog.exe = ex.exe;
     {
       std::lock_guard<std::mutex> lk(g_stats_mu);
@@ -323,14 +489,20 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
     }
     gp = br.prog;
     std::lock_guard<std::mutex> lk(mu_);
-    programs_.emplace(sig.key, gp);
+    programs_.emplace(prog_key, gp);
   }
 
-  // 3. Launch. Host parameters are packed weights (the input index).
+  // 4. Launch (a program over several devices: with the launch id of the ranks' meeting). Host parameters are packed weights (the input index).
   auto host = [&](const core::Param& p) -> runtime::BufferPtr {
     return core::packedTranspose(inputs[p.index], sig.buffers[sig.tensors[p.index].slot]);
   };
-  std::vector<at::Tensor> fresh = gp->prog.launch(sig, host);
+  std::string ops;
+  if (runtime::launchTraceActive()) ops = std::to_string(gp->ops) + " ops";  // for a profiler
+  std::vector<at::Tensor> fresh;
+  {
+    runtime::LaunchScope label("compiled", &g.name, &ops);
+    fresh = gp->prog.launch(sig, host, std::nullopt, main ? step.launch_id : 0);
+  }
   // Host inputs were uploaded for this call: their mutations are copied back.
   for (const auto& m : g.mutations)
     if (!given[m.first].is_privateuseone()) given[m.first].copy_(inputs[m.first]);

@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "core/args.h"
+#include "core/program.h"
+#include "core/replicas.h"
 
 namespace torch_tpu::compile {
 
@@ -88,6 +90,7 @@ struct CompileEvent {
 
 struct GraphProgram;
 struct GraphPlan;
+struct CollectiveEnv;
 
 class CompiledGraph {
  public:
@@ -105,6 +108,13 @@ class CompiledGraph {
  private:
   GraphDesc desc_;
   std::unique_ptr<GraphPlan> plan_;
+  // Graphs with collectives inside (compile/collectives.h): meets the other ranks of the group the program spans
+  // (`main`); returns what the program's cache key adds (the devices and every group's replica groups).
+  std::string meet(const core::Signature& sig, std::shared_ptr<core::ReplicaGroup>& main,
+                   core::ReplicaGroup::Step& step, CollectiveEnv& coll);
+
+  std::vector<std::string> collective_groups_;  // the c10d group names its collectives address, in order
+  size_t ops_hash_ = 0;                         // of the nodes' op names (ranks check they run the same graph)
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<GraphProgram>> programs_;
 };

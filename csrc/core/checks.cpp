@@ -113,6 +113,8 @@ Pending fold(const std::vector<Pending>& list, int device) {
   }
   runtime::BufferPtr b = client().fromHost(bases.data(), runtime::ElementType::S64, {n}, device);
   args.push_back(b.get());
+  static const std::string kName = "combine device-side check flags";
+  runtime::LaunchScope label("checks", &kName);
   return Pending{exe->execute(device, args)[0], 0};
 }
 

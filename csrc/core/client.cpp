@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "lowering/target.h"
+#include "runtime/shutdown.h"
 
 namespace torch_tpu {
 
@@ -33,12 +34,18 @@ const std::string& initError() {
   return g_init_error;
 }
 
+bool pluginLoadTried() {
+  std::lock_guard<std::mutex> g(g_client_mu);
+  return g_init_tried;
+}
+
 bool inBadFork() { return runtime::Client::inForkedChild(); }
 
 runtime::Client& client() {
   runtime::Client* c = g_client;
   if (C10_LIKELY(c != nullptr)) {
     TORCH_CHECK(!runtime::Client::inForkedChild(), runtime::kForkedMessage);
+    TORCH_CHECK(!runtime::isShutDown(), "tpu: ", runtime::kClosedMessage);
     return *c;
   }
   std::lock_guard<std::mutex> g(g_client_mu);

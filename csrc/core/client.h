@@ -14,6 +14,8 @@ namespace torch_tpu {
 void setPlugin(const std::string& path, std::vector<runtime::CreateOption> options);
 // Why the client could not be created ("" if it was, or was never tried).
 const std::string& initError();
+// Whether the plugin has been loaded (or its loading tried): from then on it has read its options (XLA_FLAGS).
+bool pluginLoadTried();
 
 // The client, created on first use from the plugin set by setPlugin (throws c10::Error with the reason otherwise).
 runtime::Client& client();

@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -37,12 +38,22 @@ size_t donateMinBytes() {
   return v;
 }
 
+namespace {
+// -1: not read from the environment yet; 0 / 1 afterwards (or once set).
+std::atomic<int> g_launch_blocking{-1};
+}  // namespace
+
 bool launchBlocking() {
-  static const bool v = [] {
+  int v = g_launch_blocking.load(std::memory_order_relaxed);
+  if (v < 0) {
     const char* e = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
-    return e && *e && std::strcmp(e, "0") != 0;
-  }();
-  return v;
+    int read = e && *e && std::strcmp(e, "0") != 0 ? 1 : 0;
+    g_launch_blocking.compare_exchange_strong(v, read, std::memory_order_relaxed);
+    v = g_launch_blocking.load(std::memory_order_relaxed);
+  }
+  return v == 1;
 }
+
+void setLaunchBlocking(bool on) { g_launch_blocking.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 }  // namespace torch_tpu

@@ -11,8 +11,10 @@ namespace torch_tpu {
 // (default 1 MiB).
 size_t donateMinBytes();
 
-// Debug: every program launch waits for its results (TORCH_TPU_LAUNCH_BLOCKING=1).
+// Debug: every program launch waits for its results (TORCH_TPU_LAUNCH_BLOCKING=1, read at the first launch, or
+// setLaunchBlocking: TorchTPU's DEFER_NEVER_AND_LAUNCH_BLOCKING eager mode).
 bool launchBlocking();
+void setLaunchBlocking(bool on);
 
 // torch.get_float32_matmul_precision() as the precision of float32 products in programs (shlo::Precision): every
 // Builder reads it when constructed (the source is installed when the extension loads), and every program cache

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -300,16 +301,16 @@ class DiskWriter {
     return static_cast<int64_t>(q_.size()) + busy_;
   }
 
-  // Process exit: finish the queued writes, stop the thread.
+  // Process exit: finish the queued writes, stop the thread; nothing is queued afterwards.
   void shutdown() {
     std::unique_lock<std::mutex> lk(mu_);
-    if (!running_ || owner_ != ::getpid()) return;
     stopped_ = true;
+    if (!running_ || owner_ != ::getpid()) return;
+    running_ = false;  // flush() no longer waits; a second shutdown() returns here
+    std::thread* t = thread_;
     cv_.notify_all();
     lk.unlock();
-    thread_->join();
-    lk.lock();
-    running_ = false;
+    t->join();
   }
 
   // Forked child: no writer thread exists there.
@@ -431,6 +432,12 @@ namespace {
 std::atomic<bool> g_recording{false};
 std::mutex g_record_mu;
 std::vector<std::string> g_recorded;
+
+void recordText(const std::string& text) {
+  if (!g_recording.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> g(g_record_mu);
+  if (g_recording) g_recorded.push_back(text);
+}
 }  // namespace
 
 void recordProgramTexts(bool on) {
@@ -444,15 +451,16 @@ std::vector<std::string> takeRecordedTexts() {
   return std::exchange(g_recorded, {});
 }
 
-ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches) {
+namespace {
+
+// The lookup of a program under `key` (its text, plus the device assignment for programs over several devices);
+// `compile` makes the executable on a miss.
+ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
+                        const std::function<runtime::ExecutablePtr()>& compile) {
   ExecutableLookup r;
-  if (g_recording.load(std::memory_order_relaxed)) {
-    std::lock_guard<std::mutex> g(g_record_mu);
-    if (g_recording) g_recorded.push_back(text);
-  }
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
-    if (runtime::ExecutablePtr* e = g_exes.find(text)) {
+    if (runtime::ExecutablePtr* e = g_exes.find(key)) {
       r.exe = *e;
       r.source = ExecutableLookup::Source::Memory;
       return r;
@@ -461,8 +469,8 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches)
   std::string dir = caches.disk ? cacheDir() : std::string();
   auto t0 = std::chrono::steady_clock::now();
   if (!dir.empty()) {
-    r.disk_key = diskKey(text);
-    LoadResult lr = diskLoad(dir, r.disk_key, text, r.exe);
+    r.disk_key = diskKey(key);
+    LoadResult lr = diskLoad(dir, r.disk_key, key, r.exe);
     std::lock_guard<std::mutex> g(g_stats_mu);
     if (lr == LoadResult::Ok) {
       r.source = ExecutableLookup::Source::Disk;
@@ -475,19 +483,50 @@ ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches)
   }
   if (!r.exe && !caches.compile) return r;
   if (!r.exe) {
-    r.exe = client().compile(text);
+    r.exe = compile();
     r.source = ExecutableLookup::Source::Compiled;
     if (!dir.empty()) {
-      DiskWriter::get().enqueue(WriteJob{dir, r.disk_key, text.size(), textHash(text), r.exe});
+      DiskWriter::get().enqueue(WriteJob{dir, r.disk_key, key.size(), textHash(key), r.exe});
       r.disk_written = true;
     }
   }
   r.seconds = secondsSince(t0);
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
-    g_exes.insert(text, r.exe, programCacheLimit());
+    g_exes.insert(key, r.exe, programCacheLimit());
   }
   return r;
+}
+
+std::mutex g_multi_mu;  // one lookup of a program over several devices at a time (its ranks ask together)
+
+}  // namespace
+
+ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches) {
+  recordText(text);
+  return lookup(text, caches, [&] { return client().compile(text); });
+}
+
+ExecutableLookup executableFor(const std::string& text, const runtime::DeviceAssignment& da,
+                               ExecutableCaches caches) {
+  recordText(text);
+  // The executable depends on the assignment (which devices run which replica): it is part of the key, by the
+  // plugin's global device ids.
+  std::string key = text;
+  key += "\n// device assignment: " + std::to_string(da.num_replicas) + " replicas x " +
+         std::to_string(da.num_partitions) + " partitions" + (da.spmd ? " spmd" : "") + ", devices";
+  const int n = da.num_replicas * da.num_partitions;
+  for (int i = 0; i < n; ++i) {
+    int d = da.devices.empty() ? i : da.devices[static_cast<size_t>(i)];
+    key += " " + std::to_string(client().globalDeviceId(d));
+  }
+  if (caches.memory) {
+    ExecutableLookup hit = lookup(key, ExecutableCaches{true, false, false}, nullptr);
+    if (hit.exe) return hit;
+  }
+  // The ranks of a group ask for their program at the same moment: one compiles, the others find it.
+  std::lock_guard<std::mutex> g(g_multi_mu);
+  return lookup(key, caches, [&] { return client().compile(text, da); });
 }
 
 void clearExecutables() {
@@ -533,6 +572,8 @@ DiskCacheStats diskCacheStats() {
 }
 
 void flushDiskCache() { DiskWriter::get().flush(); }
+
+void shutdownDiskCache() { DiskWriter::get().shutdown(); }
 
 void trimDiskCache() {
   std::string dir = cacheDir();

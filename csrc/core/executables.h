@@ -40,6 +40,10 @@ struct ExecutableCaches {
 
 // The executable of `text`: from the process cache, the disk cache, or the compiler (then stored in both).
 ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches = {});
+// A program spanning several devices (collectives, compiled graphs with collectives inside): compiled with
+// `assignment`, cached under its text and the assignment's global device ids, in process and on disk alike.
+ExecutableLookup executableFor(const std::string& text, const runtime::DeviceAssignment& assignment,
+                               ExecutableCaches caches = {});
 
 void clearExecutables();                   // the process cache (the disk cache stays)
 void setCacheDir(const std::string& dir);  // "" disables the disk cache
@@ -61,6 +65,9 @@ struct DiskCacheStats {
 DiskCacheStats diskCacheStats();
 // Waits until every queued write is on disk (or failed).
 void flushDiskCache();
+// Process exit: finishes the queued writes and stops the writer thread; executables compiled later are not
+// written. Idempotent.
+void shutdownDiskCache();
 // Runs an eviction pass now: removes least recently used entries until the directory is within the budget.
 void trimDiskCache();
 // Entries evicted from the process cache of executables by program text.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -117,7 +118,18 @@ std::string human(int64_t bytes) {
   return buf;
 }
 
+// Storage counters, per device (at most kMaxDevices; devices beyond are not counted).
+constexpr int kMaxDevices = 64;
+struct Counters {
+  std::atomic<int64_t> live{0}, peak_live{0}, made{0}, freed{0}, bytes_made{0}, bytes_freed{0}, ooms{0};
+};
+Counters g_counters[kMaxDevices];
+void (*g_before_query)(int) = nullptr;
+
+Counters* countersOf(int device) { return device >= 0 && device < kMaxDevices ? &g_counters[device] : nullptr; }
+
 [[noreturn]] void raiseOutOfMemory(int device, int64_t bytes, const std::string& why) {
+  if (Counters* c = countersOf(device)) c->ooms.fetch_add(1, std::memory_order_relaxed);
   TORCH_CHECK_WITH(OutOfMemoryError, false, "tpu out of memory. Tried to allocate ", human(bytes), " (", bytes,
                    " bytes) on tpu:", device, ": ", why,
                    ". Free tensors you no longer need or use smaller batches; TORCH_TPU_MEMORY_LIMIT sets the limit.");
@@ -138,6 +150,66 @@ const bool g_hook = [] {
 }();
 
 }  // namespace
+
+void setBeforeMemoryQuery(void (*hook)(int device)) { g_before_query = hook; }
+
+void beforeMemoryQuery(int device) {
+  if (g_before_query) g_before_query(device);
+}
+
+void noteStorageMade(int device, int64_t nbytes) {
+  Counters* c = countersOf(device);
+  if (!c) return;
+  const int64_t now = c->live.fetch_add(1, std::memory_order_relaxed) + 1;
+  int64_t peak = c->peak_live.load(std::memory_order_relaxed);
+  while (now > peak && !c->peak_live.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+  c->made.fetch_add(1, std::memory_order_relaxed);
+  c->bytes_made.fetch_add(nbytes, std::memory_order_relaxed);
+}
+
+void noteStorageFreed(int device, int64_t nbytes) {
+  Counters* c = countersOf(device);
+  if (!c) return;
+  c->live.fetch_sub(1, std::memory_order_relaxed);
+  c->freed.fetch_add(1, std::memory_order_relaxed);
+  c->bytes_freed.fetch_add(nbytes, std::memory_order_relaxed);
+}
+
+void noteStorageResized(int device, int64_t old_bytes, int64_t new_bytes) {
+  Counters* c = countersOf(device);
+  if (!c) return;
+  if (new_bytes > old_bytes) c->bytes_made.fetch_add(new_bytes - old_bytes, std::memory_order_relaxed);
+  else c->bytes_freed.fetch_add(old_bytes - new_bytes, std::memory_order_relaxed);
+}
+
+StorageCounts storageCounts(int device) {
+  StorageCounts s;
+  if (Counters* c = countersOf(device)) {
+    s.live = c->live.load(std::memory_order_relaxed);
+    s.peak_live = std::max(c->peak_live.load(std::memory_order_relaxed), s.live);
+    s.made = c->made.load(std::memory_order_relaxed);
+    s.freed = c->freed.load(std::memory_order_relaxed);
+    s.bytes_made = c->bytes_made.load(std::memory_order_relaxed);
+    s.bytes_freed = c->bytes_freed.load(std::memory_order_relaxed);
+    s.ooms = c->ooms.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+void resetAccumulatedCounts(int device) {
+  if (Counters* c = countersOf(device)) {
+    c->made = 0;
+    c->freed = 0;
+    c->bytes_made = 0;
+    c->bytes_freed = 0;
+    c->ooms = 0;
+  }
+}
+
+void resetPeakCounts(int device) {
+  if (Counters* c = countersOf(device)) c->peak_live.store(c->live.load(std::memory_order_relaxed));
+}
 
 void checkLaunchMemory(int device, int64_t bytes) {
   const Limits& l = limits();

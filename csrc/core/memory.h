@@ -28,6 +28,25 @@ struct MemoryInfo {
 };
 MemoryInfo memoryInfo(int device);
 
+// Runs before the memory statistics PyTorch's allocator API reads (torch.accelerator.memory_stats() and friends):
+// the eager layer launches the recorded fused-eager ops there, so what they allocate counts.
+void setBeforeMemoryQuery(void (*hook)(int device));
+void beforeMemoryQuery(int device);
+
+// Storage counters behind torch.accelerator.memory_stats(): storages made and freed per device and their bytes, and
+// the torch.OutOfMemoryError raised (cumulative since start or resetAccumulated).
+struct StorageCounts {
+  int64_t live = 0, peak_live = 0, made = 0, freed = 0;
+  int64_t bytes_made = 0, bytes_freed = 0;
+  int64_t ooms = 0;
+};
+void noteStorageMade(int device, int64_t nbytes);
+void noteStorageFreed(int device, int64_t nbytes);
+void noteStorageResized(int device, int64_t old_bytes, int64_t new_bytes);
+StorageCounts storageCounts(int device);
+void resetAccumulatedCounts(int device);
+void resetPeakCounts(int device);
+
 // Raises torch.OutOfMemoryError when `bytes` more on `device` would exceed what it can hold (see above).
 void checkAllocation(int device, int64_t bytes);
 // The same check for a program launch (no host-memory probe): fast when there is room.

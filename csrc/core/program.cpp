@@ -1,5 +1,7 @@
 #include "core/program.h"
 
+#include "stablehlo/collectives.h"
+
 #include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
@@ -268,7 +270,7 @@ void ProgramBuilder::check(const std::string& op, Value ok, const std::string& m
 }
 
 std::string ProgramBuilder::finish(const std::vector<Value>& results, std::vector<Program::Result> result_types,
-                                   Program& prog) {
+                                   Program& prog, int num_replicas) {
   std::vector<Value> outs;
   outs.reserve(written_.size() + results.size() + 1);
   for (int slot : written_) {
@@ -292,13 +294,25 @@ std::string ProgramBuilder::finish(const std::vector<Value>& results, std::vecto
   prog.any_donation = std::find(donated_.begin(), donated_.end(), true) != donated_.end();
   prog.written_slots = written_;
   prog.results = std::move(result_types);
-  return b.finish(outs);
+  return num_replicas > 1 ? shlo::finishReplicated(b, outs, num_replicas) : b.finish(outs);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Launch
 
-std::vector<at::Tensor> Program::launch(Signature& sig, HostFn host, const std::optional<at::Generator>& gen) const {
+std::vector<runtime::BufferPtr> launchExecutable(runtime::Executable& exe, int device,
+                                                 const std::vector<runtime::Buffer*>& args,
+                                                 const std::vector<bool>& donate, int launch_id,
+                                                 int64_t covered_bytes) {
+  int64_t need = exe.outputBytes() - covered_bytes;
+  for (size_t i = 0; i < donate.size() && i < args.size(); ++i)
+    if (donate[i]) need -= static_cast<int64_t>(args[i]->byteSize());
+  checkLaunchMemory(device, need);
+  return exe.execute(device, args, donate, launch_id);
+}
+
+std::vector<at::Tensor> Program::launch(Signature& sig, HostFn host, const std::optional<at::Generator>& gen,
+                                        int launch_id) const {
   // Locals, not thread-locals: a Host parameter may itself launch a program (a packed weight is made on demand).
   c10::SmallVector<runtime::BufferPtr, 8> held;
   std::vector<runtime::Buffer*> raw;
@@ -322,16 +336,12 @@ std::vector<at::Tensor> Program::launch(Signature& sig, HostFn host, const std::
     }
     raw.push_back(held.back().get());
   }
-  // The new buffers must fit (core/memory.h); donated inputs become outputs in place, and a written storage that has
-  // no buffer yet turns its reservation into its buffer.
-  int64_t need = exe->outputBytes();
-  if (any_donation)
-    for (size_t i = 0; i < raw.size(); ++i)
-      if (donated[i]) need -= static_cast<int64_t>(raw[i]->byteSize());
+  // A written storage that has no buffer yet turns its reservation into its buffer.
+  int64_t covered = 0;
   for (int slot : written_slots)
-    if (!sig.buffers[slot] && sig.storages[slot]->reserved) need -= static_cast<int64_t>(sig.storages[slot]->nbytes);
-  checkLaunchMemory(sig.device, need);
-  std::vector<runtime::BufferPtr> outs = exe->execute(sig.device, raw, any_donation ? donated : std::vector<bool>{});
+    if (!sig.buffers[slot] && sig.storages[slot]->reserved) covered += static_cast<int64_t>(sig.storages[slot]->nbytes);
+  std::vector<runtime::BufferPtr> outs =
+      launchExecutable(*exe, sig.device, raw, any_donation ? donated : std::vector<bool>{}, launch_id, covered);
   // The plugin keeps its inputs alive until the execution finishes; drop our references now.
   held.clear();
   sig.buffers.clear();

@@ -118,8 +118,18 @@ struct Program {
   // Runs the program on sig.device with sig's buffers; `host` supplies Host parameters, `gen` the random keys (the
   // device's default generator when absent). Written storages take their new buffers; returns the fresh results.
   // Drops sig's buffer references once the program is launched (a donated buffer must not be held).
-  std::vector<at::Tensor> launch(Signature& sig, HostFn host, const std::optional<at::Generator>& gen = std::nullopt) const;
+  // `launch_id`: a program spanning several devices (compiled with a device assignment) is launched by each
+  // participant with the launch id of this run, shared by all of them (runtime::Executable::execute).
+  std::vector<at::Tensor> launch(Signature& sig, HostFn host, const std::optional<at::Generator>& gen = std::nullopt,
+                                 int launch_id = 0) const;
 };
+
+// The one launch of every device program: checks that the program's new buffers fit on `device` (core/memory.h;
+// donated arguments become outputs in place, and `covered_bytes` are already reserved for them), then executes.
+std::vector<runtime::BufferPtr> launchExecutable(runtime::Executable& exe, int device,
+                                                 const std::vector<runtime::Buffer*>& args,
+                                                 const std::vector<bool>& donate = {}, int launch_id = 0,
+                                                 int64_t covered_bytes = 0);
 
 // Builds the program of one signature. `written_slots`: the storages the program writes, in output order (every one
 // must receive at least one write()).
@@ -146,8 +156,9 @@ class ProgramBuilder {
   // Finishes the program: outputs are the written storages' new buffers, then `results` (whose torch types are
   // given in `result_types`), then the flag of the checks if any. Returns the program text; `prog` receives params
   // and output bookkeeping.
+  // `num_replicas` > 1: a program over that many devices (replicas), for collectives inside it.
   std::string finish(const std::vector<shlo::Value>& results, std::vector<Program::Result> result_types,
-                     Program& prog);
+                     Program& prog, int num_replicas = 1);
 
   int numParams() const { return static_cast<int>(params_.size()); }
 

@@ -1,6 +1,7 @@
 #include "core/storage.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/StorageImpl.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
@@ -8,6 +9,8 @@
 #include "core/client.h"
 #include "core/dtype.h"
 #include "core/memory.h"
+#include "core/packed.h"
+#include "core/scalars.h"
 
 namespace torch_tpu {
 
@@ -20,6 +23,7 @@ void deleteStorage(void* ctx) {
   auto* s = static_cast<TpuStorage*>(ctx);
   if (s->trace.load(std::memory_order_acquire) != nullptr && g_died_hook) g_died_hook(s);
   if (s->reserved) s->unreserve();
+  core::noteStorageFreed(s->device, static_cast<int64_t>(s->nbytes));
   delete s;
 }
 
@@ -28,7 +32,11 @@ c10::DataPtr dataPtrOf(TpuStorage* s) {
   return {s, s, &deleteStorage, c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s->device))};
 }
 
-struct TpuAllocator final : public c10::Allocator {
+// The allocator PyTorch's device-generic memory API (torch.accelerator.memory_stats(), memory_allocated(),
+// max_memory_allocated(), memory_reserved(), reset_peak_memory_stats(), empty_cache(), get_memory_info()) reaches
+// through c10::getDeviceAllocator: a c10::DeviceAllocator whose statistics are torch.tpu's (core/memory.h), so both
+// APIs report the same bytes, peaks and limit.
+struct TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     const int device = currentDevice();
     if (nbytes > 0) {
@@ -41,11 +49,74 @@ struct TpuAllocator final : public c10::Allocator {
     s->device = device;
     s->nbytes = nbytes;
     s->reserved = nbytes > 0;
+    core::noteStorageMade(device, static_cast<int64_t>(nbytes));
     return dataPtrOf(s);
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     TORCH_CHECK(false, "tpu storages cannot be copied as raw memory; use tensor.copy_()");
+  }
+
+  // c10::DeviceAllocator
+  bool initialized() override { return runtime::Client::initialized() && !inBadFork(); }
+  void emptyCache(c10::MempoolId_t) override {
+    if (!initialized()) return;
+    clearScalarCache();
+    core::clearPackedWeights();
+  }
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one ordered queue per device
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    const int d = checkedDevice(device);
+    core::beforeMemoryQuery(d);
+    const core::MemoryInfo m = core::memoryInfo(d);
+    const core::StorageCounts n = core::storageCounts(d);
+    using c10::CachingAllocator::Stat;
+    auto fill = [](c10::CachingAllocator::StatArray& a, int64_t current, int64_t peak, int64_t made,
+                   int64_t freed) {
+      // One pool: "all" and "large_pool" report it, "small_pool" is empty (all = small + large, as on CUDA).
+      for (auto type : {c10::CachingAllocator::StatType::AGGREGATE, c10::CachingAllocator::StatType::LARGE_POOL}) {
+        Stat& s = a[static_cast<size_t>(type)];
+        s.current = current;
+        s.peak = std::max(peak, current);
+        s.allocated = made;
+        s.freed = freed;
+      }
+    };
+    c10::CachingDeviceAllocator::DeviceStats st;
+    fill(st.allocated_bytes, m.allocated, m.peak, n.bytes_made, n.bytes_freed);
+    fill(st.active_bytes, m.allocated, m.peak, n.bytes_made, n.bytes_freed);
+    fill(st.requested_bytes, m.allocated, m.peak, n.bytes_made, n.bytes_freed);
+    fill(st.reserved_bytes, m.reserved, std::max(m.peak, m.reserved), n.bytes_made, n.bytes_freed);
+    fill(st.allocation, n.live, n.peak_live, n.made, n.freed);
+    fill(st.active, n.live, n.peak_live, n.made, n.freed);
+    fill(st.segment, n.live, n.peak_live, n.made, n.freed);
+    fill(st.inactive_split, 0, 0, 0, 0);
+    fill(st.inactive_split_bytes, 0, 0, 0, 0);
+    st.num_ooms = n.ooms;
+    st.num_device_alloc = n.made;
+    st.num_device_free = n.freed;
+    return st;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { core::resetAccumulatedCounts(checkedDevice(device)); }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    const int d = checkedDevice(device);
+    core::beforeMemoryQuery(d);
+    client().resetPeak(d);
+    core::resetPeakCounts(d);
+  }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    const int d = checkedDevice(device);
+    core::beforeMemoryQuery(d);
+    const core::MemoryInfo m = core::memoryInfo(d);
+    return {static_cast<size_t>(m.free), static_cast<size_t>(m.total)};
+  }
+
+ private:
+  static int checkedDevice(c10::DeviceIndex device) {
+    const int d = device < 0 ? currentDevice() : static_cast<int>(device);
+    TORCH_CHECK_INDEX(d >= 0 && d < deviceCount(), "tpu: invalid device index ", static_cast<int>(device), " (",
+                      deviceCount(), " devices available)");
+    return d;
   }
 };
 
@@ -87,6 +158,7 @@ void TpuStorage::resize(size_t n) {
   std::lock_guard<std::mutex> g(mu);
   if (reserved && n > nbytes) core::checkAllocation(device, static_cast<int64_t>(n - nbytes));
   if (reserved) client().reserve(device, static_cast<int64_t>(n) - static_cast<int64_t>(nbytes));
+  core::noteStorageResized(device, static_cast<int64_t>(nbytes), static_cast<int64_t>(n));
   nbytes = n;
 }
 
@@ -111,6 +183,7 @@ at::Tensor emptyTensor(size_t nbytes, at::ScalarType dtype, c10::IntArrayRef siz
   auto* s = new TpuStorage();
   s->device = device;
   s->nbytes = nbytes;
+  core::noteStorageMade(device, static_cast<int64_t>(nbytes));
   c10::DataPtr dp = dataPtrOf(s);
   auto storage = c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), nbytes, std::move(dp),
                                                         &g_allocator, /*resizable=*/true);

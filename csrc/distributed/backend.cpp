@@ -1,5 +1,7 @@
 #include "distributed/backend.h"
 
+#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
+
 #include "core/client.h"
 #include "core/config.h"
 #include "core/dtype.h"
@@ -18,6 +20,36 @@ void checkTensors(const char* what, const std::vector<at::Tensor>& ts) {
       TORCH_CHECK_TYPE(supportedDType(t.scalar_type()), "tpu_dist: ", what, ": unsupported dtype ", t.scalar_type(),
                        " (complex tensors: use torch.view_as_real)");
   }
+}
+
+// A collective over a tensor list and a list of lists.
+void checkListed(const char* what, const std::vector<at::Tensor>& flat,
+                 const std::vector<std::vector<at::Tensor>>& lists) {
+  checkTensors(what, flat);
+  for (const auto& l : lists) checkTensors(what, l);
+}
+
+// all_gather_into_tensor / reduce_scatter_tensor: big[i] holds `size` times small[i]'s elements (`rule` is
+// PyTorch's message for it).
+void checkScaled(const char* what, const std::vector<at::Tensor>& big, const std::vector<at::Tensor>& small,
+                 int size, const char* rule) {
+  checkTensors(what, big);
+  checkTensors(what, small);
+  TORCH_CHECK_VALUE(big.size() == small.size(), "tpu_dist: ", what, ": ", big.size(), " and ", small.size(),
+                    " tensors (outputs and inputs differ in number)");
+  for (size_t i = 0; i < big.size(); ++i)
+    TORCH_CHECK_VALUE(big[i].numel() == size * small[i].numel(), "tpu_dist: ", what, ": ", rule, " (",
+                      big[i].numel(), " vs ", size, " x ", small[i].numel(), ")");
+}
+
+// A Gloo list collective (all_gather, all_gather_coalesced, gather) as a TpuBackend::ListsCall.
+template <class Opts>
+TpuBackend::ListsCall listsCall(c10::intrusive_ptr<c10d::Work> (c10d::Backend::*fn)(
+                                    std::vector<std::vector<at::Tensor>>&, std::vector<at::Tensor>&, const Opts&),
+                                const Opts& opts) {
+  return [fn, opts](c10d::Backend& g, std::vector<at::Tensor>& in, TpuBackend::Lists& out) {
+    return (g.*fn)(out, in, opts);
+  };
 }
 
 int64_t totalNumel(const std::vector<at::Tensor>& ts) {
@@ -53,7 +85,28 @@ HostEngine::Hook scaleHook(double factor, size_t first, size_t count) {
   };
 }
 
+std::shared_ptr<core::ReplicaGroup> resolveGroup(const std::string& name) {
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  try {
+    pg = c10d::resolve_process_group(name);
+  } catch (const c10::Error&) {
+    return nullptr;
+  }
+  if (!pg || !pg->hasBackends()) return nullptr;
+  c10::intrusive_ptr<c10d::Backend> backend;
+  try {
+    backend = pg->getBackend(c10::DeviceType::PrivateUse1);
+  } catch (const c10::Error&) {
+    return nullptr;
+  }
+  auto* tpu = dynamic_cast<TpuBackend*>(backend.get());
+  if (tpu == nullptr) return nullptr;
+  return tpu->xla();
+}
+
 }  // namespace
+
+void installReplicaGroupResolver() { core::setReplicaGroupResolver(&resolveGroup); }
 
 TpuBackend::TpuBackend(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<HostEngine> host,
                        std::shared_ptr<XlaEngine> xla, std::string transport)
@@ -86,10 +139,11 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::submit(const std::string& name, c10d:
 
 // ------------------------------------------------------------------------------------------------ reductions
 
-c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
-                                                     const c10d::AllreduceOptions& opts) {
-  checkTensors("all_reduce", tensors);
-  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE);
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduceInPlace(const std::string& name, c10d::OpType op,
+                                                         std::vector<at::Tensor>& tensors,
+                                                         const c10d::AllreduceOptions& opts, ReduceCall call) {
+  checkTensors(name.c_str(), tensors);
+  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, op);
   std::vector<HostEngine::Arg> args;
   for (const at::Tensor& t : tensors) args.push_back({t, Role::InOut});
   c10d::AllreduceOptions o = opts;
@@ -99,27 +153,27 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
     o.reduceOp = c10d::ReduceOp::SUM;
   }
   auto gloo = host_->gloo();
-  return submit("all_reduce", c10d::OpType::ALLREDUCE, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce(m, o); }, pre,
-                sigOf(c10d::OpType::ALLREDUCE, tensors, opCode(opts.reduceOp)));
+  return submit(name, op, std::move(args), tensors,
+                [gloo, o, call = std::move(call)](std::vector<at::Tensor>& m) { return call(*gloo, m, o); }, pre,
+                sigOf(op, tensors, opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceOptions& opts) {
+  return reduceInPlace("all_reduce", c10d::OpType::ALLREDUCE, tensors, opts,
+                       [](c10d::Backend& g, std::vector<at::Tensor>& m, const c10d::AllreduceOptions& o) {
+                         return g.allreduce(m, o);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceCoalescedOptions& opts) {
-  checkTensors("all_reduce_coalesced", tensors);
-  if (onXla(tensors)) return xla_->allreduce(tensors, opts.reduceOp, c10d::OpType::ALLREDUCE_COALESCED);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : tensors) args.push_back({t, Role::InOut});
-  c10d::AllreduceCoalescedOptions o = opts;
-  HostEngine::Hook pre;
-  if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
-    pre = scaleHook(premulFactor(opts.reduceOp), 0, tensors.size());
-    o.reduceOp = c10d::ReduceOp::SUM;
-  }
-  auto gloo = host_->gloo();
-  return submit("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, std::move(args), tensors,
-                [gloo, o](std::vector<at::Tensor>& m) { return gloo->allreduce_coalesced(m, o); }, pre,
-                sigOf(c10d::OpType::ALLREDUCE_COALESCED, tensors, opCode(opts.reduceOp)));
+  return reduceInPlace("all_reduce_coalesced", c10d::OpType::ALLREDUCE_COALESCED, tensors, opts,
+                       [](c10d::Backend& g, std::vector<at::Tensor>& m, const c10d::AllreduceOptions& o) {
+                         c10d::AllreduceCoalescedOptions co;
+                         static_cast<c10d::AllreduceOptions&>(co) = o;
+                         return g.allreduce_coalesced(m, co);
+                       });
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -156,64 +210,55 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
 
 // ------------------------------------------------------------------------------------------------ gathers
 
+c10::intrusive_ptr<c10d::Work> TpuBackend::submitLists(const std::string& name, c10d::OpType op,
+                                                       const std::vector<at::Tensor>& flat, Role flat_role,
+                                                       const std::vector<std::vector<at::Tensor>>& lists,
+                                                       Role list_role, std::vector<at::Tensor> outputs, ListsCall call,
+                                                       HostEngine::Hook pre, HostEngine::Signature sig) {
+  std::vector<HostEngine::Arg> args;
+  for (const at::Tensor& t : flat) args.push_back({t, flat_role});
+  std::vector<size_t> counts;
+  for (const auto& l : lists) {
+    counts.push_back(l.size());
+    for (const at::Tensor& t : l) args.push_back({t, list_role});
+  }
+  const size_t nf = flat.size();
+  auto gloo = host_->gloo();
+  return submit(name, op, std::move(args), std::move(outputs),
+                [gloo, nf, counts, call = std::move(call)](std::vector<at::Tensor>& m) {
+                  std::vector<at::Tensor> f(m.begin(), m.begin() + static_cast<long>(nf));
+                  std::vector<std::vector<at::Tensor>> ls;
+                  size_t k = nf;
+                  for (size_t c : counts) {
+                    ls.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
+                    k += c;
+                  }
+                  return call(*gloo, f, ls);
+                },
+                std::move(pre), std::move(sig));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::gatherLists(const std::string& name, c10d::OpType op,
+                                                       std::vector<std::vector<at::Tensor>>& outputs,
+                                                       std::vector<at::Tensor>& inputs, int64_t root, ListsCall call) {
+  checkListed(name.c_str(), inputs, outputs);
+  if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, op, root);
+  return submitLists(name, op, inputs, Role::InView, outputs, Role::Out, flatten(outputs), std::move(call), {},
+                     sigOf(op, inputs, root));
+}
+
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) {
-  checkTensors("all_gather", inputs);
-  checkTensors("all_gather", flatten(outputs));
-  if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, c10d::OpType::ALLGATHER, -1);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
-  std::vector<size_t> counts;
-  for (const auto& l : outputs) {
-    counts.push_back(l.size());
-    for (const at::Tensor& t : l) args.push_back({t, Role::Out});
-  }
-  const size_t ni = inputs.size();
-  auto gloo = host_->gloo();
-  auto o = opts;
-  return submit("all_gather", c10d::OpType::ALLGATHER, std::move(args), flatten(outputs),
-                [gloo, o, ni, counts](std::vector<at::Tensor>& m) {
-                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(ni));
-                  std::vector<std::vector<at::Tensor>> out;
-                  size_t k = ni;
-                  for (size_t c : counts) {
-                    out.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
-                    k += c;
-                  }
-                  return gloo->allgather(out, in, o);
-                },
-                {}, sigOf(c10d::OpType::ALLGATHER, inputs, -1));
+  return gatherLists("all_gather", c10d::OpType::ALLGATHER, outputs, inputs, -1,
+                     listsCall(&c10d::Backend::allgather, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                std::vector<at::Tensor>& inputs,
                                                                const c10d::AllgatherOptions& opts) {
-  checkTensors("all_gather_coalesced", inputs);
-  checkTensors("all_gather_coalesced", flatten(outputs));
-  if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, c10d::OpType::ALLGATHER_COALESCED, -1);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
-  std::vector<size_t> counts;
-  for (const auto& l : outputs) {
-    counts.push_back(l.size());
-    for (const at::Tensor& t : l) args.push_back({t, Role::Out});
-  }
-  const size_t ni = inputs.size();
-  auto gloo = host_->gloo();
-  auto o = opts;
-  return submit("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, std::move(args), flatten(outputs),
-                [gloo, o, ni, counts](std::vector<at::Tensor>& m) {
-                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(ni));
-                  std::vector<std::vector<at::Tensor>> out;
-                  size_t k = ni;
-                  for (size_t c : counts) {
-                    out.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
-                    k += c;
-                  }
-                  return gloo->allgather_coalesced(out, in, o);
-                },
-                {}, sigOf(c10d::OpType::ALLGATHER_COALESCED, inputs, -1));
+  return gatherLists("all_gather_coalesced", c10d::OpType::ALLGATHER_COALESCED, outputs, inputs, -1,
+                     listsCall(&c10d::Backend::allgather_coalesced, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
@@ -225,99 +270,44 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
 c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                            std::vector<at::Tensor>& inputs,
                                                                            const c10d::AllgatherOptions& opts) {
-  checkTensors("all_gather_into_tensor", inputs);
-  checkTensors("all_gather_into_tensor", outputs);
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "tpu_dist: all_gather_into_tensor: ", outputs.size(),
-                    " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    TORCH_CHECK_VALUE(outputs[i].numel() == getSize() * inputs[i].numel(),
-                      "tpu_dist: all_gather_into_tensor: output tensor size must be equal to world_size times input "
-                      "tensor size (", outputs[i].numel(), " vs ", getSize(), " x ", inputs[i].numel(), ")");
+  checkScaled("all_gather_into_tensor", outputs, inputs, getSize(),
+              "output tensor size must be equal to world_size times input tensor size");
   if (onXla(inputs)) return xla_->allgather(outputs, inputs, c10d::OpType::_ALLGATHER_BASE);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
-  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
-  const size_t n = inputs.size();
-  auto gloo = host_->gloo();
-  auto o = opts;
-  return submit("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, std::move(args), outputs,
-                [gloo, o, n](std::vector<at::Tensor>& m) {
-                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(n));
-                  std::vector<at::Tensor> out(m.begin() + static_cast<long>(n), m.end());
-                  if (n == 1) return gloo->_allgather_base(out[0], in[0], o);
-                  return gloo->allgather_into_tensor_coalesced(out, in, o);
-                },
-                {}, sigOf(c10d::OpType::_ALLGATHER_BASE, inputs, -1));
+  return submitLists("all_gather_into_tensor", c10d::OpType::_ALLGATHER_BASE, inputs, Role::InView, {outputs},
+                     Role::Out, outputs,
+                     [opts](c10d::Backend& g, std::vector<at::Tensor>& in, Lists& out) {
+                       if (in.size() == 1) return g._allgather_base(out[0][0], in[0], opts);
+                       return g.allgather_into_tensor_coalesced(out[0], in, opts);
+                     },
+                     {}, sigOf(c10d::OpType::_ALLGATHER_BASE, inputs, -1));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
-  checkTensors("gather", inputs);
-  checkTensors("gather", flatten(outputs));
-  if (onXla(inputs)) return xla_->allgatherLists(outputs, inputs, c10d::OpType::GATHER, opts.rootRank);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
-  std::vector<size_t> counts;
-  for (const auto& l : outputs) {
-    counts.push_back(l.size());
-    for (const at::Tensor& t : l) args.push_back({t, Role::Out});
-  }
-  const size_t ni = inputs.size();
-  auto gloo = host_->gloo();
-  auto o = opts;
-  return submit("gather", c10d::OpType::GATHER, std::move(args), flatten(outputs),
-                [gloo, o, ni, counts](std::vector<at::Tensor>& m) {
-                  std::vector<at::Tensor> in(m.begin(), m.begin() + static_cast<long>(ni));
-                  std::vector<std::vector<at::Tensor>> out;
-                  size_t k = ni;
-                  for (size_t c : counts) {
-                    out.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
-                    k += c;
-                  }
-                  return gloo->gather(out, in, o);
-                },
-                {}, sigOf(c10d::OpType::GATHER, inputs, opts.rootRank));
+  return gatherLists("gather", c10d::OpType::GATHER, outputs, inputs, opts.rootRank,
+                     listsCall(&c10d::Backend::gather, opts));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outputs,
                                                    std::vector<std::vector<at::Tensor>>& inputs,
                                                    const c10d::ScatterOptions& opts) {
-  checkTensors("scatter", outputs);
-  checkTensors("scatter", flatten(inputs));
+  checkListed("scatter", outputs, inputs);
   if (onXla(outputs)) {
     TORCH_CHECK_VALUE(outputs.size() == 1, "tpu_dist: scatter takes one output tensor");
     std::vector<at::Tensor> ins = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
     return xla_->scatter(outputs[0], ins, opts.rootRank);
   }
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
-  std::vector<size_t> counts;
-  for (const auto& l : inputs) {
-    counts.push_back(l.size());
-    for (const at::Tensor& t : l) args.push_back({t, Role::InView});
-  }
-  const size_t no = outputs.size();
-  auto gloo = host_->gloo();
-  auto o = opts;
-  return submit("scatter", c10d::OpType::SCATTER, std::move(args), outputs,
-                [gloo, o, no, counts](std::vector<at::Tensor>& m) {
-                  std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(no));
-                  std::vector<std::vector<at::Tensor>> in;
-                  size_t k = no;
-                  for (size_t c : counts) {
-                    in.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
-                    k += c;
-                  }
-                  return gloo->scatter(out, in, o);
-                },
-                {}, sigOf(c10d::OpType::SCATTER, outputs, opts.rootRank));
+  return submitLists("scatter", c10d::OpType::SCATTER, outputs, Role::Out, inputs, Role::InView, outputs,
+                     [opts](c10d::Backend& g, std::vector<at::Tensor>& out, Lists& in) {
+                       return g.scatter(out, in, opts);
+                     },
+                     {}, sigOf(c10d::OpType::SCATTER, outputs, opts.rootRank));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                           std::vector<std::vector<at::Tensor>>& inputs,
                                                           const c10d::ReduceScatterOptions& opts) {
-  checkTensors("reduce_scatter", outputs);
-  checkTensors("reduce_scatter", flatten(inputs));
+  checkListed("reduce_scatter", outputs, inputs);
   if (onXla(outputs)) {
     TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1, "tpu_dist: reduce_scatter takes one output and one "
                       "input list");
@@ -334,76 +324,46 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor
     std::vector<at::Tensor> ins{at::cat(flat)};
     return xla_->reduceScatter(outputs, ins, opts.reduceOp, c10d::OpType::REDUCE_SCATTER);
   }
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
-  std::vector<size_t> counts;
-  for (const auto& l : inputs) {
-    counts.push_back(l.size());
-    for (const at::Tensor& t : l) args.push_back({t, Role::In});
-  }
-  const size_t no = outputs.size();
   c10d::ReduceScatterOptions o = opts;
   HostEngine::Hook pre;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
-    size_t total = 0;
-    for (size_t c : counts) total += c;
-    pre = scaleHook(premulFactor(opts.reduceOp), no, total);
+    pre = scaleHook(premulFactor(opts.reduceOp), outputs.size(), flatten(inputs).size());
     o.reduceOp = c10d::ReduceOp::SUM;
   }
-  auto gloo = host_->gloo();
-  return submit("reduce_scatter", c10d::OpType::REDUCE_SCATTER, std::move(args), outputs,
-                [gloo, o, no, counts](std::vector<at::Tensor>& m) {
-                  std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(no));
-                  std::vector<std::vector<at::Tensor>> in;
-                  size_t k = no;
-                  for (size_t c : counts) {
-                    in.emplace_back(m.begin() + static_cast<long>(k), m.begin() + static_cast<long>(k + c));
-                    k += c;
-                  }
-                  return gloo->reduce_scatter(out, in, o);
-                },
-                pre, sigOf(c10d::OpType::REDUCE_SCATTER, outputs, opCode(opts.reduceOp)));
+  return submitLists("reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, Role::Out, inputs, Role::In, outputs,
+                     [o](c10d::Backend& g, std::vector<at::Tensor>& out, Lists& in) {
+                       return g.reduce_scatter(out, in, o);
+                     },
+                     pre, sigOf(c10d::OpType::REDUCE_SCATTER, outputs, opCode(opts.reduceOp)));
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                           std::vector<at::Tensor>& inputs,
+                                                                           const c10d::ReduceScatterOptions& opts) {
+  checkScaled("reduce_scatter_tensor", inputs, outputs, getSize(),
+              "input tensor must be the same size as output size times world size");
+  if (onXla(outputs)) return xla_->reduceScatter(outputs, inputs, opts.reduceOp, c10d::OpType::_REDUCE_SCATTER_BASE);
+  // The mirrors are scaled for PREMUL_SUM, so they must be private then.
+  const bool premul = opts.reduceOp == c10d::ReduceOp::PREMUL_SUM;
+  c10d::ReduceScatterOptions o = opts;
+  HostEngine::Hook pre;
+  if (premul) {
+    pre = scaleHook(premulFactor(opts.reduceOp), outputs.size(), inputs.size());
+    o.reduceOp = c10d::ReduceOp::SUM;
+  }
+  return submitLists("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, outputs, Role::Out, {inputs},
+                     premul ? Role::In : Role::InView, outputs,
+                     [o](c10d::Backend& g, std::vector<at::Tensor>& out, Lists& in) {
+                       if (out.size() == 1) return g._reduce_scatter_base(out[0], in[0][0], o);
+                       return g.reduce_scatter_tensor_coalesced(out, in[0], o);
+                     },
+                     pre, sigOf(c10d::OpType::_REDUCE_SCATTER_BASE, outputs, opCode(opts.reduceOp)));
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                 const c10d::ReduceScatterOptions& opts) {
   std::vector<at::Tensor> outs{output}, ins{input};
   return reduce_scatter_tensor_coalesced(outs, ins, opts);
-}
-
-c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
-                                                                           std::vector<at::Tensor>& inputs,
-                                                                           const c10d::ReduceScatterOptions& opts) {
-  checkTensors("reduce_scatter_tensor", outputs);
-  checkTensors("reduce_scatter_tensor", inputs);
-  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter_tensor: ", outputs.size(),
-                    " outputs for ", inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i)
-    TORCH_CHECK_VALUE(inputs[i].numel() == getSize() * outputs[i].numel(),
-                      "tpu_dist: reduce_scatter_tensor: input tensor must be the same size as output size times "
-                      "world size (", inputs[i].numel(), " vs ", getSize(), " x ", outputs[i].numel(), ")");
-  if (onXla(outputs)) return xla_->reduceScatter(outputs, inputs, opts.reduceOp, c10d::OpType::_REDUCE_SCATTER_BASE);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
-  const bool premul = opts.reduceOp == c10d::ReduceOp::PREMUL_SUM;
-  // The mirrors are scaled for PREMUL_SUM, so they must be private then.
-  for (const at::Tensor& t : inputs) args.push_back({t, premul ? Role::In : Role::InView});
-  const size_t n = outputs.size();
-  c10d::ReduceScatterOptions o = opts;
-  HostEngine::Hook pre;
-  if (premul) {
-    pre = scaleHook(premulFactor(opts.reduceOp), n, n);
-    o.reduceOp = c10d::ReduceOp::SUM;
-  }
-  auto gloo = host_->gloo();
-  return submit("reduce_scatter_tensor", c10d::OpType::_REDUCE_SCATTER_BASE, std::move(args), outputs,
-                [gloo, o, n](std::vector<at::Tensor>& m) {
-                  std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(n));
-                  std::vector<at::Tensor> in(m.begin() + static_cast<long>(n), m.end());
-                  if (n == 1) return gloo->_reduce_scatter_base(out[0], in[0], o);
-                  return gloo->reduce_scatter_tensor_coalesced(out, in, o);
-                },
-                pre, sigOf(c10d::OpType::_REDUCE_SCATTER_BASE, outputs, opCode(opts.reduceOp)));
 }
 
 // ------------------------------------------------------------------------------------------------ all-to-all
@@ -436,17 +396,11 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
   checkTensors("all_to_all", outputs);
   checkTensors("all_to_all", inputs);
   if (onXla(inputs)) return xla_->alltoallList(outputs, inputs);
-  std::vector<HostEngine::Arg> args;
-  for (const at::Tensor& t : outputs) args.push_back({t, Role::Out});
-  for (const at::Tensor& t : inputs) args.push_back({t, Role::InView});
-  const size_t n = outputs.size();
-  auto gloo = host_->gloo();
-  auto o = opts;
-  return submit("all_to_all", c10d::OpType::ALLTOALL, std::move(args), outputs, [gloo, o, n](std::vector<at::Tensor>& m) {
-    std::vector<at::Tensor> out(m.begin(), m.begin() + static_cast<long>(n));
-    std::vector<at::Tensor> in(m.begin() + static_cast<long>(n), m.end());
-    return gloo->alltoall(out, in, o);
-  }, {}, sigOf(c10d::OpType::ALLTOALL, inputs, -1));
+  return submitLists("all_to_all", c10d::OpType::ALLTOALL, outputs, Role::Out, {inputs}, Role::InView, outputs,
+                     [opts](c10d::Backend& g, std::vector<at::Tensor>& out, Lists& in) {
+                       return g.alltoall(out, in[0], opts);
+                     },
+                     {}, sigOf(c10d::OpType::ALLTOALL, inputs, -1));
 }
 
 // ------------------------------------------------------------------------------------------------ barrier, p2p
@@ -475,21 +429,22 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  return receive(tensors, src, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  return receive(tensors, -1, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::receive(std::vector<at::Tensor>& tensors, int src, int tag) {
   checkTensors("recv", tensors);
   TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: recv takes one tensor");
   if (onXla(tensors)) return xla_->recv(tensors[0], src, tag);
   auto gloo = host_->gloo();
-  return submit("recv", c10d::OpType::RECV, {{tensors[0], Role::Out}}, tensors,
-                [gloo, src, tag](std::vector<at::Tensor>& m) { return gloo->recv(m, src, tag); });
-}
-
-c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  checkTensors("recv", tensors);
-  TORCH_CHECK_VALUE(tensors.size() == 1, "tpu_dist: recv takes one tensor");
-  if (onXla(tensors)) return xla_->recv(tensors[0], -1, tag);
-  auto gloo = host_->gloo();
-  return submit("recv", c10d::OpType::RECVANYSOURCE, {{tensors[0], Role::Out}}, tensors,
-                [gloo, tag](std::vector<at::Tensor>& m) { return gloo->recvAnysource(m, tag); });
+  return submit("recv", src < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, {{tensors[0], Role::Out}},
+                tensors, [gloo, src, tag](std::vector<at::Tensor>& m) {
+                  return src < 0 ? gloo->recvAnysource(m, tag) : gloo->recv(m, src, tag);
+                });
 }
 
 }  // namespace torch_tpu::dist

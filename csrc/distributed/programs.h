@@ -1,7 +1,6 @@
-// Small single-device programs used by the transports, compiled once per signature and cached.
+// Small single-device programs used by the transports (compiled and cached by the core's executable cache).
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,7 +14,5 @@ namespace torch_tpu::dist {
 runtime::BufferPtr identity(const runtime::BufferPtr& src, bool donate, const std::vector<int64_t>* dims = nullptr);
 // `src`'s values (row-major) with dimensions `dims` (same element count), in a new buffer.
 runtime::BufferPtr reshapeBuffer(const runtime::BufferPtr& src, const std::vector<int64_t>& dims);
-// The executable compiled from build() under `key` (built and compiled once; thread-safe).
-runtime::ExecutablePtr cachedProgram(const std::string& key, const std::function<runtime::ExecutablePtr()>& build);
 
 }  // namespace torch_tpu::dist

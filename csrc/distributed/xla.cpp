@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "distributed/programs.h"
+#include "core/executables.h"
+#include "core/program.h"
 #include "core/client.h"
 #include "core/config.h"
 #include "core/dtype.h"
@@ -61,12 +63,6 @@ std::shared_ptr<XlaGroup> XlaGroup::join(const std::string& key, int rank, int s
     }
   }
   return g;
-}
-
-std::string XlaGroup::devicesKey() const {
-  std::string s;
-  for (int d : devices_) s += std::to_string(d) + ",";
-  return s;
 }
 
 int XlaGroup::launchId(int64_t seq) const {
@@ -187,7 +183,6 @@ struct Reduction {
   bool avg = false;
   bool premul = false;
   double factor = 1;
-  std::string key;
 };
 
 Reduction reduction(const c10d::ReduceOp& op, shlo::DType t) {
@@ -222,10 +217,6 @@ Reduction reduction(const c10d::ReduceOp& op, shlo::DType t) {
     }
     default: TORCH_CHECK(false, "tpu_dist: unsupported reduce op ", static_cast<int>(op.op_));
   }
-  std::ostringstream os;
-  os << r.combiner << (r.avg ? "/avg" : "");
-  if (r.premul) os << "*" << std::hexfloat << r.factor;
-  r.key = os.str();
   return r;
 }
 
@@ -248,8 +239,6 @@ shlo::ReplicaGroups allOf(int n) {
   return {g};
 }
 
-std::string dimsKey(const at::Tensor& t) { return describe(t); }
-
 shlo::TensorType flatType(const at::Tensor& t) { return {sdtype(t), {t.numel()}}; }
 
 std::vector<int64_t> sizesOf(const at::Tensor& t) { return std::vector<int64_t>(t.sizes().begin(), t.sizes().end()); }
@@ -271,6 +260,18 @@ bool takeOver(const at::Tensor& t, const runtime::BufferPtr& buf) {
   if (!coversStorage(t) || buf->byteSize() < donateMinBytes()) return false;
   const bool held = storageOf(t)->get() == buf;  // (the temporary copy is gone after this statement)
   return held && buf.use_count() == 2;           // the storage and `buf`
+}
+
+std::vector<runtime::BufferPtr> snapshots(const std::vector<at::Tensor>& ts) {
+  std::vector<runtime::BufferPtr> out;
+  for (const at::Tensor& t : ts) out.push_back(snapshot(t));
+  return out;
+}
+
+std::string describeAll(const std::vector<at::Tensor>& ts) {
+  std::string s;
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + describe(ts[i]);
+  return s;
 }
 
 std::string joinInts(const std::vector<int64_t>& v) {
@@ -307,6 +308,24 @@ void XlaEngine::checkDevice(const std::string& what, const at::Tensor& t, std::s
   }
 }
 
+std::string XlaEngine::checkScaled(const std::string& what, const std::vector<at::Tensor>& big,
+                                   const std::string& big_name, const std::vector<at::Tensor>& small) const {
+  const int n = group_->size();
+  TORCH_CHECK(big.size() == small.size(), "tpu_dist: ", what, ": ", big.size(), " ", big_name, "s for ",
+              small.size(), " tensors");
+  std::string problem;
+  for (size_t i = 0; i < big.size(); ++i) {
+    checkDevice(what, big[i], problem);
+    checkDevice(what, small[i], problem);
+    if (problem.empty() && big[i].numel() != n * small[i].numel())
+      problem = what + ": the " + big_name + " has " + std::to_string(big[i].numel()) + " elements, expected " +
+                std::to_string(n) + " x " + std::to_string(small[i].numel());
+    if (problem.empty() && big[i].scalar_type() != small[i].scalar_type())
+      problem = what + ": output and input dtypes differ";
+  }
+  return problem;
+}
+
 std::vector<std::string> XlaEngine::arrive(int64_t seq, const std::string& what, const std::string& sig,
                                            const std::string& problem, const std::string& info) {
   auto infos = group_->arrive(rank_, seq, what, problem.empty() ? sig : "invalid " + what + " call", info, timeout_);
@@ -314,19 +333,42 @@ std::vector<std::string> XlaEngine::arrive(int64_t seq, const std::string& what,
   return infos;
 }
 
-std::vector<runtime::BufferPtr> XlaEngine::launch(const std::string& key, const Build& build,
-                                                  const std::vector<runtime::BufferPtr>& args, int64_t seq,
-                                                  const std::vector<bool>& donate) {
-  const int n = group_->size();
-  auto exe = cachedProgram("dist.xla:" + key + "@" + group_->devicesKey(), [&] {
-    runtime::DeviceAssignment da;
-    da.num_replicas = n;
-    da.devices = group_->devices();
-    return client().compile(build(), da);
-  });
+core::ReplicaGroup::Step XlaEngine::meet(const std::string& what, const std::string& sig, const std::string& info) {
+  int64_t seq = ++seq_;
+  Step step;
+  step.infos = arrive(seq, what, sig, "", info);
+  step.launch_id = group_->launchId(seq);
+  return step;
+}
+
+c10::intrusive_ptr<TpuWork> XlaEngine::collective(const std::string& what, c10d::OpType type,
+                                                  std::vector<at::Tensor> outputs, const std::string& sig,
+                                                  const std::string& problem, const Body& body,
+                                                  const std::string& info) {
+  const int64_t seq = ++seq_;
+  auto work = c10::make_intrusive<TpuWork>(rank_, type, what, std::move(outputs));
+  work->setTimeout(timeout_);
+  try {
+    runtime::LaunchScope label("collective", &what);  // names the launches of this collective for a profiler
+    body(seq, arrive(seq, what, sig, problem, info));
+    work->complete();
+  } catch (const c10::Error&) {
+    throw;  // a mismatch or a missing rank (every rank raises it), an invalid call
+  } catch (...) {
+    work->fail(std::current_exception());
+  }
+  return work;
+}
+
+std::vector<runtime::BufferPtr> XlaEngine::launch(const Build& build, const std::vector<runtime::BufferPtr>& args,
+                                                  int64_t seq, const std::vector<bool>& donate) {
+  runtime::DeviceAssignment da;
+  da.num_replicas = group_->size();
+  da.devices = group_->devices();
+  core::ExecutableLookup ex = core::executableFor(build(), da);
   std::vector<runtime::Buffer*> raw;
   for (const auto& a : args) raw.push_back(a.get());
-  return exe->execute(device_, raw, donate, group_->launchId(seq));
+  return core::launchExecutable(*ex.exe, device_, raw, donate, group_->launchId(seq));
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::allreduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
@@ -340,20 +382,14 @@ c10::intrusive_ptr<TpuWork> XlaEngine::allreduce(std::vector<at::Tensor>& tensor
     if (problem.empty()) reds.push_back(reduction(op, sdtype(t)));
   }
   sig += ")";
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, type, "all_reduce", tensors);
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, "all_reduce", sig, problem);
+  return collective("all_reduce", type, tensors, sig, problem, [&](int64_t seq, const Infos&) {
     std::vector<runtime::BufferPtr> args;
     std::vector<bool> donate;
-    std::string key = "ar";
     for (size_t i = 0; i < tensors.size(); ++i) {
       args.push_back(snapshot(tensors[i]));
       donate.push_back(takeOver(tensors[i], args.back()));
-      key += ":" + reds[i].key + ":" + dimsKey(tensors[i]);
     }
-    auto outs = launch(key, [&] {
+    auto outs = launch([&] {
       shlo::Builder b;
       std::vector<shlo::Value> res;
       for (size_t i = 0; i < tensors.size(); ++i) {
@@ -363,13 +399,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::allreduce(std::vector<at::Tensor>& tensor
       return shlo::finishReplicated(b, res, n);
     }, args, seq, donate);
     for (size_t i = 0; i < tensors.size(); ++i) assign(tensors[i], outs[i]);
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::reduce(at::Tensor& t, int64_t root, const c10d::ReduceOp& op) {
@@ -377,27 +407,18 @@ c10::intrusive_ptr<TpuWork> XlaEngine::reduce(at::Tensor& t, int64_t root, const
   std::string problem;
   checkDevice("reduce", t, problem);
   std::string sig = "reduce(root " + std::to_string(root) + ", " + reduceOpName(op) + ", " + describe(t) + ")";
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::REDUCE, "reduce", std::vector<at::Tensor>{t});
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, "reduce", sig, problem);
+  return collective("reduce", c10d::OpType::REDUCE, {t}, sig, problem,
+                    [&](int64_t seq, const Infos&) {
     Reduction red = reduction(op, sdtype(t));
     runtime::BufferPtr arg = snapshot(t);
     std::vector<bool> donate{rank_ == root && takeOver(t, arg)};
-    auto outs = launch("ar:" + red.key + ":" + dimsKey(t), [&] {
+    auto outs = launch([&] {
       shlo::Builder b;
       shlo::Value x = b.parameter(flatType(t), 0);
       return shlo::finishReplicated(b, {reduceAll(b, x, red, n, 1)}, n);
     }, {arg}, seq, donate);
     if (rank_ == root) assign(t, outs[0]);
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::broadcast(at::Tensor& t, int64_t root) {
@@ -405,14 +426,11 @@ c10::intrusive_ptr<TpuWork> XlaEngine::broadcast(at::Tensor& t, int64_t root) {
   std::string problem;
   checkDevice("broadcast", t, problem);
   std::string sig = "broadcast(root " + std::to_string(root) + ", " + describe(t) + ")";
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::BROADCAST, "broadcast", std::vector<at::Tensor>{t});
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, "broadcast", sig, problem);
+  return collective("broadcast", c10d::OpType::BROADCAST, {t}, sig, problem,
+                    [&](int64_t seq, const Infos&) {
     runtime::BufferPtr arg = snapshot(t);
     std::vector<bool> donate{rank_ != root && takeOver(t, arg)};
-    auto outs = launch("bc:" + std::to_string(root) + ":" + dimsKey(t), [&] {
+    auto outs = launch([&] {
       shlo::Builder b;
       shlo::DType dt = sdtype(t), bits = bitsType(dt);
       shlo::Value x = b.parameter(flatType(t), 0);
@@ -427,44 +445,17 @@ c10::intrusive_ptr<TpuWork> XlaEngine::broadcast(at::Tensor& t, int64_t root) {
       return shlo::finishReplicated(b, {y}, n);
     }, {arg}, seq, donate);
     if (rank_ != root) assign(t, outs[0]);
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::allgather(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                  c10d::OpType type, bool publish) {
   const int n = group_->size();
-  std::string problem, sig = "all_gather(";
-  TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: all_gather: ", outputs.size(), " outputs for ",
-              inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkDevice("all_gather", inputs[i], problem);
-    checkDevice("all_gather", outputs[i], problem);
-    if (problem.empty() && outputs[i].numel() != n * inputs[i].numel())
-      problem = "all_gather: the output has " + std::to_string(outputs[i].numel()) + " elements, expected " +
-                std::to_string(n) + " x " + std::to_string(inputs[i].numel());
-    if (problem.empty() && outputs[i].scalar_type() != inputs[i].scalar_type())
-      problem = "all_gather: output and input dtypes differ";
-    sig += (i ? ", " : "") + describe(inputs[i]);
-  }
-  sig += ")";
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, type, "all_gather", outputs);
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, "all_gather", sig, problem);
-    std::vector<runtime::BufferPtr> args;
-    std::string key = "ag";
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args.push_back(snapshot(inputs[i]));
-      key += ":" + dimsKey(inputs[i]) + "->" + dimsKey(outputs[i]);
-    }
-    auto outs = launch(key, [&] {
+  std::string problem = checkScaled("all_gather", outputs, "output", inputs);
+  std::string sig = "all_gather(" + describeAll(inputs) + ")";
+  return collective("all_gather", type, outputs, sig, problem, [&](int64_t seq, const Infos&) {
+    std::vector<runtime::BufferPtr> args = snapshots(inputs);
+    auto outs = launch([&] {
       shlo::Builder b;
       std::vector<shlo::Value> res;
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -476,13 +467,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::allgather(std::vector<at::Tensor>& output
     }, args, seq);
     if (publish)
       for (size_t i = 0; i < outputs.size(); ++i) assign(outputs[i], outs[i]);
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::allgatherLists(std::vector<std::vector<at::Tensor>>& outputs,
@@ -513,21 +498,12 @@ c10::intrusive_ptr<TpuWork> XlaEngine::allgatherLists(std::vector<std::vector<at
     sig += (i ? ", " : "") + describe(inputs[i]);
   }
   sig += ")";
-  int64_t seq = ++seq_;
   std::vector<at::Tensor> flat_outputs;
   for (auto& l : outputs)
     for (auto& o : l) flat_outputs.push_back(o);
-  auto work = c10::make_intrusive<TpuWork>(rank_, type, what, flat_outputs);
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, what, sig, problem);
-    std::vector<runtime::BufferPtr> args;
-    std::string key = "agl";
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      args.push_back(snapshot(inputs[i]));
-      key += ":" + dimsKey(inputs[i]);
-    }
-    auto outs = launch(key, [&] {
+  return collective(what, type, flat_outputs, sig, problem, [&](int64_t seq, const Infos&) {
+    std::vector<runtime::BufferPtr> args = snapshots(inputs);
+    auto outs = launch([&] {
       shlo::Builder b;
       std::vector<shlo::Value> res;
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -541,13 +517,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::allgatherLists(std::vector<std::vector<at
     if (receives)
       for (size_t i = 0; i < inputs.size(); ++i)
         for (int r = 0; r < n; ++r) assign(outputs[i][static_cast<size_t>(r)], outs[i * static_cast<size_t>(n) + static_cast<size_t>(r)]);
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int64_t root) {
@@ -565,11 +535,8 @@ c10::intrusive_ptr<TpuWork> XlaEngine::scatter(at::Tensor& output, std::vector<a
     }
   }
   std::string sig = "scatter(root " + std::to_string(root) + ", " + describe(output) + ")";
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::SCATTER, "scatter", std::vector<at::Tensor>{output});
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, "scatter", sig, problem);
+  return collective("scatter", c10d::OpType::SCATTER, {output}, sig, problem,
+                    [&](int64_t seq, const Infos&) {
     const int64_t m = output.numel();
     runtime::BufferPtr arg;
     if (rank_ == root) {
@@ -580,7 +547,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::scatter(at::Tensor& output, std::vector<a
     } else {
       arg = client().uninitialized(elementType(output), {n * m}, device_);  // contents unused
     }
-    auto outs = launch("sc:" + std::to_string(root) + ":" + dimsKey(output), [&] {
+    auto outs = launch([&] {
       shlo::Builder b;
       shlo::Value x = b.reshape(b.parameter({sdtype(output), {n * m}}), {n, m});
       shlo::Value y = shlo::allToAll(b, x, 0, 0, allOf(n), 0);
@@ -588,47 +555,23 @@ c10::intrusive_ptr<TpuWork> XlaEngine::scatter(at::Tensor& output, std::vector<a
       return shlo::finishReplicated(b, {mine}, n);
     }, {arg}, seq);
     assign(output, outs[0]);
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::reduceScatter(std::vector<at::Tensor>& outputs,
                                                      std::vector<at::Tensor>& inputs, const c10d::ReduceOp& op,
                                                      c10d::OpType type) {
   const int n = group_->size();
-  std::string problem, sig = "reduce_scatter(" + reduceOpName(op);
-  TORCH_CHECK(outputs.size() == inputs.size(), "tpu_dist: reduce_scatter: ", outputs.size(), " outputs for ",
-              inputs.size(), " inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    checkDevice("reduce_scatter", inputs[i], problem);
-    checkDevice("reduce_scatter", outputs[i], problem);
-    if (problem.empty() && inputs[i].numel() != n * outputs[i].numel())
-      problem = "reduce_scatter: the input has " + std::to_string(inputs[i].numel()) + " elements, expected " +
-                std::to_string(n) + " x " + std::to_string(outputs[i].numel());
-    if (problem.empty() && outputs[i].scalar_type() != inputs[i].scalar_type())
-      problem = "reduce_scatter: output and input dtypes differ";
-    sig += ", " + describe(inputs[i]);
-  }
-  sig += ")";
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, type, "reduce_scatter", outputs);
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, "reduce_scatter", sig, problem);
+  std::string problem = checkScaled("reduce_scatter", inputs, "input", outputs);
+  std::string sig = "reduce_scatter(" + reduceOpName(op) + ", " + describeAll(inputs) + ")";
+  return collective("reduce_scatter", type, outputs, sig, problem, [&](int64_t seq, const Infos&) {
     std::vector<runtime::BufferPtr> args;
     std::vector<Reduction> reds;
-    std::string key = "rs";
     for (size_t i = 0; i < inputs.size(); ++i) {
       args.push_back(snapshot(inputs[i]));
       reds.push_back(reduction(op, sdtype(inputs[i])));
-      key += ":" + reds.back().key + ":" + dimsKey(inputs[i]) + "->" + dimsKey(outputs[i]);
     }
-    auto outs = launch(key, [&] {
+    auto outs = launch([&] {
       shlo::Builder b;
       std::vector<shlo::Value> res;
       for (size_t i = 0; i < inputs.size(); ++i) {
@@ -641,13 +584,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::reduceScatter(std::vector<at::Tensor>& ou
       return shlo::finishReplicated(b, res, n);
     }, args, seq);
     for (size_t i = 0; i < outputs.size(); ++i) assign(outputs[i], outs[i]);
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::alltoall(at::Tensor& output, at::Tensor& input, std::vector<int64_t> out_splits,
@@ -683,16 +620,12 @@ c10::intrusive_ptr<TpuWork> XlaEngine::alltoall(at::Tensor& output, at::Tensor& 
   // Every rank must agree on the largest piece: the rank-specific split sizes travel through the rendezvous.
   std::string sig = "all_to_all(" + std::string(runtime::elementTypeName(elementType(input))) +
                     (even ? ", " + std::to_string(input.numel()) : ", row " + std::to_string(row)) + ")";
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::ALLTOALL_BASE, "all_to_all",
-                                           std::vector<at::Tensor>{output});
-  work->setTimeout(timeout_);
-  try {
-    auto infos = arrive(seq, "all_to_all", sig, problem, joinInts(in_splits));
+  return collective("all_to_all", c10d::OpType::ALLTOALL_BASE, {output}, sig, problem,
+                    [&](int64_t seq, const Infos& infos) {
     c10::DeviceGuard g(input.device());
     if (even) {
       const int64_t m = input.numel() / n;
-      auto outs = launch("a2a:" + dimsKey(input) + "->" + dimsKey(output), [&] {
+      auto outs = launch([&] {
         shlo::Builder b;
         shlo::Value x = b.reshape(b.parameter(flatType(input)), {n, m});
         shlo::Value y = shlo::allToAll(b, x, 0, 0, allOf(n), 0);
@@ -715,9 +648,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::alltoall(at::Tensor& output, at::Tensor& 
         blocks.push_back(at::constant_pad_nd(p, {0, width - s * row}));
       }
       at::Tensor padded = at::stack(blocks);
-      auto outs = launch("a2au:" + std::string(runtime::elementTypeName(elementType(input))) + ":" +
-                             std::to_string(n) + "x" + std::to_string(width),
-                         [&] {
+      auto outs = launch([&] {
                            shlo::Builder b;
                            shlo::Value x = b.parameter({sdtype(input), {n, width}});
                            return shlo::finishReplicated(b, {shlo::allToAll(b, x, 0, 0, allOf(n), 0)}, n);
@@ -730,13 +661,7 @@ c10::intrusive_ptr<TpuWork> XlaEngine::alltoall(at::Tensor& output, at::Tensor& 
       at::Tensor dst = output;
       dst.copy_(res);
     }
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  }, joinInts(in_splits));
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::alltoallList(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs) {
@@ -777,18 +702,8 @@ c10::intrusive_ptr<TpuWork> XlaEngine::alltoallList(std::vector<at::Tensor>& out
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::barrier() {
-  int64_t seq = ++seq_;
-  auto work = c10::make_intrusive<TpuWork>(rank_, c10d::OpType::BARRIER, "barrier", std::vector<at::Tensor>{});
-  work->setTimeout(timeout_);
-  try {
-    arrive(seq, "barrier", "barrier()");
-    work->complete();
-  } catch (const c10::Error&) {
-    throw;
-  } catch (...) {
-    work->fail(std::current_exception());
-  }
-  return work;
+  return collective("barrier", c10d::OpType::BARRIER, {}, "barrier()", "", [](int64_t, const Infos&) {
+  });
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::send(at::Tensor& t, int dst, int64_t tag) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 
+#include "core/replicas.h"
 #include "distributed/common.h"
 
 namespace torch_tpu::dist {
@@ -28,7 +29,6 @@ class XlaGroup {
                                         std::chrono::milliseconds timeout);
   int size() const { return size_; }
   const std::vector<int>& devices() const { return devices_; }
-  std::string devicesKey() const;
   int launchId(int64_t seq) const;
 
   // Rendezvous of collective number `seq`: posts this rank's signature (which must match every other rank's)
@@ -71,10 +71,16 @@ class XlaGroup {
   std::deque<Receiver> receivers_;
 };
 
-class XlaEngine {
+// One rank's side of a group under the XLA transport. As a core::ReplicaGroup it also serves compiled graphs with
+// collectives inside: their meetings take the next collective number, ordered with the group's other collectives.
+class XlaEngine : public core::ReplicaGroup {
  public:
   XlaEngine(std::shared_ptr<XlaGroup> group, int rank, int device, std::chrono::milliseconds timeout);
   int device() const { return device_; }
+  int rank() const override { return rank_; }
+  int size() const override { return group_->size(); }
+  const std::vector<int>& devices() const override { return group_->devices(); }
+  Step meet(const std::string& what, const std::string& sig, const std::string& info) override;
 
   c10::intrusive_ptr<TpuWork> allreduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,
                                         c10d::OpType type);
@@ -98,16 +104,28 @@ class XlaEngine {
 
  private:
   using Build = std::function<std::string()>;
-  // Runs the program `key` (built by `build`) on this rank's device with `args`; returns its outputs.
-  // `donate` (optional, one flag per argument) gives an argument's buffer to the program (its parameter must
-  // alias an output: Builder::parameter(..., donate_to_output)); arguments not donated are copied by XLA.
-  std::vector<runtime::BufferPtr> launch(const std::string& key, const Build& build,
-                                         const std::vector<runtime::BufferPtr>& args, int64_t seq,
+  using Infos = std::vector<std::string>;  // every rank's info, in rank order
+  using Body = std::function<void(int64_t seq, const Infos& infos)>;
+  // The frame of every collective: takes the next collective number, makes the Work (of `outputs`), meets the
+  // other ranks with `sig` and `info` (raising `problem`, when set, on every rank), then runs `body`. Errors of the
+  // rendezvous and c10::Errors are raised; any other error of the body fails the Work.
+  c10::intrusive_ptr<TpuWork> collective(const std::string& what, c10d::OpType type, std::vector<at::Tensor> outputs,
+                                         const std::string& sig, const std::string& problem, const Body& body,
+                                         const std::string& info = "");
+  // Runs the group's program built by `build` (compiled for the group's devices once: the core's executable cache)
+  // on this rank's device with `args` and the launch id of collective `seq`; returns its outputs. `donate`
+  // (optional, one flag per argument) gives an argument's buffer to the program (its parameter must alias an
+  // output: Builder::parameter(..., donate_to_output)); arguments not donated are copied by XLA.
+  std::vector<runtime::BufferPtr> launch(const Build& build, const std::vector<runtime::BufferPtr>& args, int64_t seq,
                                          const std::vector<bool>& donate = {});
   // The rendezvous of the next collective; throws (after arriving) when `problem` is set.
   std::vector<std::string> arrive(int64_t seq, const std::string& what, const std::string& sig,
                                   const std::string& problem = "", const std::string& info = "");
   void checkDevice(const std::string& what, const at::Tensor& t, std::string& problem) const;
+  // all_gather / reduce_scatter: big[i] holds group-size times small[i]'s elements, same dtype, on this rank's
+  // device. Returns the problem ("" if none).
+  std::string checkScaled(const std::string& what, const std::vector<at::Tensor>& big, const std::string& big_name,
+                          const std::vector<at::Tensor>& small) const;
 
   std::shared_ptr<XlaGroup> group_;
   int rank_;

@@ -8,6 +8,7 @@
 
 #include "core/checks.h"
 #include "core/client.h"
+#include "core/memory.h"
 #include "core/rng.h"
 #include "eager/device.h"
 #include "eager/fused.h"
@@ -125,6 +126,8 @@ void setAcceleratorReported(bool reported) { g_accelerator_reported.store(report
 void registerHooks() {
   static bool done = [] {
     at::RegisterPrivateUse1HooksInterface(new TpuHooks());
+    // What the recorded fused-eager ops allocate counts in torch.accelerator's memory statistics.
+    core::setBeforeMemoryQuery([](int device) { fused::flush(device); });
     return true;
   }();
   (void)done;

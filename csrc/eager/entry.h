@@ -33,6 +33,7 @@ struct EagerProgram {
     std::string text;                       // "func.func private @e<id>(...) -> (...) {...}"
     std::vector<std::string> arg_types;     // per parameter
     std::vector<std::string> result_types;  // per output
+    std::string top;                        // top-level functions @main calls (foreign kernels); may be shared
   };
   const Function& function();
 

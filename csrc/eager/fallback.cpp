@@ -9,6 +9,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/client.h"
+
 namespace torch_tpu {
 
 namespace {
@@ -42,6 +44,8 @@ void noteLoweringFallback(const std::string& op, const std::string& reason) {
 }
 
 void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  // In a child forked after the runtime started, the copies to the host cannot run: the fork error, not a fallback.
+  if (C10_UNLIKELY(inBadFork())) TORCH_CHECK(false, runtime::kForkedMessage);
   std::string name = opName(op);
   std::string reason;
   bool first = false;

@@ -159,9 +159,10 @@ class Compiler {
   }
   void shutdown() {
     std::unique_lock<std::mutex> lk(mu_);
-    if (!thread_ || owner_ != ::getpid()) return;
-    stopped_ = true;
-    q_.clear();  // a compile not started is not worth delaying exit
+    stopped_ = true;  // no compile is queued from now on
+    q_.clear();       // a compile not started is not worth delaying exit
+    if (!thread_ || joined_ || owner_ != ::getpid()) return;
+    joined_ = true;
     cv_.notify_all();
     lk.unlock();
     thread_->join();
@@ -183,7 +184,7 @@ class Compiler {
   std::mutex mu_;
   std::condition_variable cv_, idle_;
   std::deque<CompileJob> q_;
-  bool busy_ = false, stopped_ = false;
+  bool busy_ = false, stopped_ = false, joined_ = false;
   std::thread* thread_ = nullptr;
   pid_t owner_ = 0;
 };
@@ -242,8 +243,13 @@ std::string fusedText(const std::vector<int>& outputs) {
   const Trace& t = g_trace;
   std::string s = "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
   std::unordered_set<uint64_t> emitted;
+  std::unordered_set<std::string> tops;  // a foreign kernel's functions, once even when several programs call it
   for (const OpRec& op : t.ops)
-    if (emitted.insert(op.p->id).second) s += op.p->function().text;
+    if (emitted.insert(op.p->id).second) {
+      const EagerProgram::Function& fn = op.p->function();
+      s += fn.text;
+      if (!fn.top.empty() && tops.insert(fn.top).second) s += fn.top;
+    }
   std::vector<int> ext_index(t.vals.size(), -1);
   for (size_t i = 0; i < t.externals.size(); ++i) ext_index[t.externals[i]] = static_cast<int>(i);
   auto ref = [&](int v) {
@@ -326,6 +332,8 @@ std::vector<runtime::BufferPtr> replay(const Trace& t) {
     for (int v : op.in) raw.push_back(bufs[v].get());
     std::vector<runtime::BufferPtr> outs;
     try {
+      static const std::string kReplayed = "recorded in fused eager mode, run op by op";
+      runtime::LaunchScope label("eager", &op.p->op, &kReplayed);
       outs = op.p->executable()->execute(t.device, raw);
     } catch (c10::Error& e) {
       e.add_context("tpu: in " + op.p->op + " (recorded in fused eager mode)");
@@ -375,13 +383,9 @@ void abandonTrace() {
   t = Trace();
 }
 
-void flushLocked(bool at_limit) {
-  Trace& t = g_trace;
-  if (t.ops.empty()) {
-    abandonTrace();
-    return;
-  }
-  // 1. The values to keep: the current values of storages still alive.
+// The values a launch keeps: the current values of storages still alive, and the device-side check flags.
+std::vector<int> liveValues() {
+  const Trace& t = g_trace;
   std::vector<int> live;
   {
     std::lock_guard<std::mutex> g(g_live_mu);
@@ -396,6 +400,17 @@ void flushLocked(bool at_limit) {
     for (const auto& c : t.checks) live.push_back(c.first);
     std::sort(live.begin(), live.end());
   }
+  return live;
+}
+
+void flushLocked(bool at_limit) {
+  Trace& t = g_trace;
+  if (t.ops.empty()) {
+    abandonTrace();
+    return;
+  }
+  // 1. The values to keep.
+  std::vector<int> live = liveValues();
 
   // 2. The program: a cached one covering the live values, or (first sighting) one from the disk cache. Otherwise
   //    the trace runs op by op, and from its second sighting on a program is compiled in the background.
@@ -462,6 +477,12 @@ void flushLocked(bool at_limit) {
       raw.reserve(t.externals.size());
       for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
       try {
+        std::string name, ops;
+        if (runtime::launchTraceActive()) {  // what a profiler names the program
+          name = std::to_string(t.ops.size()) + " ops";
+          ops = opList(t, 64);
+        }
+        runtime::LaunchScope label("fused", &name, &ops);
         out_bufs = fp->exe->execute(t.device, raw);
         outputs = fp->outputs;  // values that died meanwhile are dropped by finishTrace
       } catch (const std::exception&) {
@@ -670,6 +691,17 @@ void flush(int device) {
   flushLocked(false);
 }
 
+std::string pendingText() {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  if (g_trace.ops.empty()) return "";
+  return fusedText(liveValues());
+}
+
+size_t pendingOps() {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  return g_trace.ops.size();
+}
+
 Stats stats() {
   std::lock_guard<std::mutex> g(g_stats_mu);
   Stats s = g_stats;
@@ -685,5 +717,7 @@ void clearCache() {
 }
 
 void waitForCompiles() { Compiler::get().wait(); }
+
+void shutdown() { Compiler::get().shutdown(); }
 
 }  // namespace torch_tpu::fused

@@ -56,6 +56,12 @@ std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Sig
 // Launches everything recorded (a synchronization point). `device` < 0: any device.
 void flush(int device = -1);
 
+// The StableHLO text of the program the recorded ops would launch now (outputs: the values of the storages still
+// alive), without launching it; "" when nothing is recorded. For inspection (torch_tpu._internal.sync).
+std::string pendingText();
+// Ops recorded and not launched yet.
+size_t pendingOps();
+
 struct Stats {
   int64_t ops = 0;            // ops recorded
   int64_t flushes = 0;        // traces launched
@@ -72,5 +78,8 @@ Stats stats();
 void clearCache();
 // Waits for the fused programs being compiled in the background (tests, benchmarks).
 void waitForCompiles();
+// Process exit: drops the compiles not started, waits for the one running and stops the compile thread (a compile
+// must never run while the plugin's static destructors do). Later traces run op by op. Idempotent.
+void shutdown();
 
 }  // namespace torch_tpu::fused

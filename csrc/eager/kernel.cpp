@@ -587,10 +587,15 @@ const EagerProgram::Function& EagerProgram::function() {
     size_t f = text.find(head);
     size_t arrow = text.find(") -> (", f);
     size_t open = text.find(") {\n", arrow);
-    size_t end = text.rfind("  }\n}");
+    // @main's closing brace (its body is indented deeper), then the module's: functions between them are what
+    // @main calls (a foreign kernel's module, tpu::stablehlo_call).
+    size_t main_end = open == std::string::npos ? std::string::npos : text.find("\n  }\n", open);
+    size_t module_end = text.rfind("\n}");
     TORCH_INTERNAL_ASSERT(f != std::string::npos && arrow != std::string::npos && open != std::string::npos &&
-                              end != std::string::npos && end > open,
+                              main_end != std::string::npos && module_end != std::string::npos &&
+                              module_end >= main_end + 4,
                           "tpu: unexpected program text for ", op);
+    const size_t end = main_end + 1;
     Function fn;
     // Arguments: "%arg0: TYPE {attrs}, %arg1: TYPE".
     std::string args = text.substr(f + head.size(), arrow - f - head.size());
@@ -618,6 +623,7 @@ const EagerProgram::Function& EagerProgram::function() {
     }
     fn.text = "  func.func private @e" + std::to_string(id) + "(" + clean_args + ") -> (" + results + ") {\n" +
               text.substr(open + 3, end - open - 3) + "  }\n";
+    fn.top = text.substr(main_end + 5, module_end + 1 - std::min(module_end + 1, main_end + 5));
     fn_ = std::move(fn);
   });
   return fn_;
@@ -648,7 +654,13 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
     c10::Scalar x = v.isTensor() ? v.toTensor().item() : v.toScalar();
     return scalarBuffer(x, prm.dtype, c.sig.device);
   };
-  std::vector<at::Tensor> fresh = record ? fused::record(ep, c.sig, host, gen) : p.prog.launch(c.sig, host, gen);
+  std::vector<at::Tensor> fresh;
+  if (record) {
+    fresh = fused::record(ep, c.sig, host, gen);
+  } else {
+    runtime::LaunchScope label("eager", &p.op);  // what a profiler names the program
+    fresh = p.prog.launch(c.sig, host, gen);
+  }
   c10::SmallVector<at::Tensor, 4> by_flat(p.num_flat);
   for (size_t j = 0; j < fresh.size(); ++j) by_flat[p.fresh_flat[j]] = std::move(fresh[j]);
   c10::SmallVector<c10::IValue, 4> rets;
@@ -674,6 +686,9 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
 // ---------------------------------------------------------------------------------------------------------------
 
 void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  // A child forked after the runtime started cannot use the device: the op that touches it raises the fork error
+  // itself (never a compile failure, a fallback to the CPU or a warning first).
+  if (C10_UNLIKELY(inBadFork())) TORCH_CHECK(false, runtime::kForkedMessage);
   const OpInfo& info = infoFor(op);
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();

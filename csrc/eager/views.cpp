@@ -74,6 +74,8 @@ runtime::BufferPtr resizedBuffer(const runtime::BufferPtr& old, int64_t n, int d
   shlo::Value out = n >= m ? b.pad(flat, b.zeros(shlo::TensorType{t, {}}), {0}, {n - m}, {0})
                            : b.slice(flat, {0}, {n}, {1});
   runtime::ExecutablePtr exe = core::executableFor(b.finish({out}), core::ExecutableCaches{true, false}).exe;
+  static const std::string kName = "grow storage";
+  runtime::LaunchScope label("eager", &kName);
   return exe->execute(device, {old.get()})[0];
 }
 

@@ -7,6 +7,7 @@
 #include "core/client.h"
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/replicas.h"
 #include "core/storage.h"
 
 #include "python/bindings.h"
@@ -18,6 +19,12 @@ namespace torch_tpu {
 void bindDistributed(py::module_& m) {
   using namespace torch_tpu::dist;
   py::module_ d = m.def_submodule("_dist", "the c10d backend tpu_dist");
+  installReplicaGroupResolver();
+  // Whether a c10d group (by name) can run compiled graphs with its collectives inside (XLA transport).
+  d.def("_replica_group_size", [](const std::string& name) {
+    auto g = core::resolveReplicaGroup(name);
+    return g ? g->size() : 0;
+  });
   py::class_<TpuBackend, c10d::Backend, c10::intrusive_ptr<TpuBackend>>(d, "TpuBackend")
       .def(py::init([](int rank, int size, double timeout_s, const c10::intrusive_ptr<c10d::Backend>& gloo,
                        const std::string& transport, const std::string& group_key, int device) {

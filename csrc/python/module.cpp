@@ -8,6 +8,7 @@
 
 #include "compile/plan.h"
 #include "core/checks.h"
+#include "core/config.h"
 #include "core/client.h"
 #include "core/executables.h"
 #include "core/lru.h"
@@ -21,7 +22,9 @@
 #include "eager/fallback.h"
 #include "eager/fused.h"
 #include "eager/kernel.h"
+#include "eager/profiler.h"
 #include "python/bindings.h"
+#include "runtime/shutdown.h"
 
 namespace py = pybind11;
 
@@ -99,14 +102,38 @@ void afterForkInChild() {
   if (runtime::Client::initialized()) torch::utils::set_requires_device_init(at::kPrivateUse1, true);
 }
 
+// Process exit. Runs once the interpreter has finalized (Py_AtExit), before exit() runs any static destructor:
+// the plugin's static destructors tear down LLVM's and XLA's global state (command-line options, registries), so
+// nothing may run on the plugin by then (a background compile crashed, or printed "LLVM ERROR", there), and nothing
+// may call it afterwards (the static caches of programs and buffers are destroyed after the plugin's statics: they
+// destroyed executables and buffers in a torn-down plugin). So: no more background compiles (the running one
+// finishes), the queued disk-cache writes finish, copies and executions in flight are awaited, then the runtime
+// closes (runtime::shutdown): objects destroyed later leave their PJRT objects to the OS.
+void shutdownAtExit() {
+  try {
+    fused::shutdown();
+    core::shutdownDiskCache();
+    if (runtime::Client::initialized() && !runtime::Client::inForkedChild() && !runtime::isShutDown())
+      for (int d = 0; d < runtime::Client::get().deviceCount(); ++d) {
+        try {
+          awaitPendingCopies(d);
+        } catch (...) {
+        }
+      }
+  } catch (...) {
+  }
+  runtime::shutdown();
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
-  static const bool atfork = [] {
+  static const bool once = [] {
     ::pthread_atfork(nullptr, nullptr, &afterForkInChild);
+    Py_AtExit(&shutdownAtExit);
     return true;
   }();
-  (void)atfork;
+  (void)once;
   registerHooks();
   registerLoweringKernels();
   bindCompile(m);
@@ -140,8 +167,11 @@ PYBIND11_MODULE(_C, m) {
     d["attributes"] = attrs;
     d["preloaded"] = p.preloaded;
     d["preload_failed"] = p.preload_failed;
+    d["extensions"] = p.extensions;
     return d;
   });
+  // Whether torch.profiler shows device activity (csrc/eager/profiler.h).
+  m.def("_kineto_plugin_built", &kinetoPluginBuilt);
   m.def("_set_accelerator_reported", &setAcceleratorReported);
   m.def("_device_count", []() { return deviceCount(); });
   m.def("_is_in_bad_fork", []() { return inBadFork(); });
@@ -174,6 +204,7 @@ PYBIND11_MODULE(_C, m) {
     r["from_plugin"] = mi.from_plugin;
     return r;
   });
+  m.def("_launch_count", [](int d) { return client().launchCount(checkDevice(d)); });
   m.def("_reset_peak_memory_stats", [](int d) { client().resetPeak(checkDevice(d)); });
   m.def("_empty_cache", []() {
     clearScalarCache();
@@ -237,6 +268,11 @@ PYBIND11_MODULE(_C, m) {
     r["fused"] = fu;
     return r;
   });
+  // What process exit does (tests): afterwards every tpu use raises.
+  m.def("_shutdown", []() {
+    py::gil_scoped_release nogil;
+    shutdownAtExit();
+  });
   m.def("_flush_disk_cache", []() {
     py::gil_scoped_release nogil;
     core::flushDiskCache();
@@ -257,6 +293,11 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release nogil;
     fused::flush(-1);
   });
+  m.def("_plugin_load_tried", []() { return pluginLoadTried(); });
+  m.def("_fused_pending_text", []() { return fused::pendingText(); });
+  m.def("_fused_pending_ops", []() { return static_cast<int64_t>(fused::pendingOps()); });
+  m.def("_set_launch_blocking", [](bool on) { setLaunchBlocking(on); });
+  m.def("_launch_blocking", []() { return launchBlocking(); });
   m.def("_clear_fused_cache", []() {
     py::gil_scoped_release nogil;
     fused::clearCache();

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include "runtime/pjrt_util.h"
 
 namespace torch_tpu {
@@ -40,11 +42,13 @@ class Reaper {
   static Reaper& get() {
     static Reaper* r = [] {
       auto* p = new Reaper();  // leaked on purpose: it outlives every buffer
-      std::atexit([] { Reaper::get().drain(); });
+      g_reaper.store(p, std::memory_order_release);
       return p;
     }();
     return *r;
   }
+  // The reaper if one was started (runtime::shutdown drains it; it must not start one).
+  static Reaper* existing() { return g_reaper.load(std::memory_order_acquire); }
 
   void push(PJRT_Buffer* raw) {
     std::unique_lock<std::mutex> lk(mu_);
@@ -61,18 +65,21 @@ class Reaper {
     if (wake) cv_.notify_one();
   }
 
-  // At exit: no more deferral; what is queued is destroyed before the plugin's own teardown.
+  // At exit (runtime::shutdown): no more deferral; what is queued is destroyed now, before the runtime closes.
+  // In a forked child the thread does not exist (and the plugin cannot be called): nothing to do.
   void drain() {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      stopped_ = true;
-    }
+    std::unique_lock<std::mutex> lk(mu_);
+    if (joined_ || owner_ != ::getpid()) return;
+    stopped_ = true;
+    joined_ = true;
+    lk.unlock();
     cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
+    thread_.join();
   }
 
  private:
-  Reaper() : thread_([this] { run(); }) {}
+  Reaper() : owner_(::getpid()), thread_([this] { run(); }) {}
+  static std::atomic<Reaper*> g_reaper;
 
   void run() {
     std::vector<PJRT_Buffer*> batch;
@@ -96,9 +103,12 @@ class Reaper {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<PJRT_Buffer*> queue_;
-  bool stopped_ = false;
+  bool stopped_ = false, joined_ = false;
+  pid_t owner_;
   std::thread thread_;
 };
+
+std::atomic<Reaper*> Reaper::g_reaper{nullptr};
 
 // Whether this plugin's PJRT_Buffer_Destroy waits for pending readers (the CPU plugin); TPU and GPU plugins free a
 // buffer once its readers are done by themselves, and deferring there would only hold device memory longer.
@@ -111,12 +121,19 @@ bool destroyWaits() {
 
 Buffer::~Buffer() {
   releaseAccounting();
-  if (raw_ == nullptr || detail::g_api == nullptr || detail::g_forked) return;  // a forked child: the plugin is gone
+  // A forked child (the plugin's threads are gone) or a closed runtime (exit): the buffer is left to the OS.
+  if (raw_ == nullptr || detail::g_api == nullptr || detail::g_forked || detail::closed()) return;
   if (destroyWaits())
     Reaper::get().push(raw_);
   else
     destroyRaw(raw_);
 }
+
+namespace detail {
+void drainDeferredDestroys() {
+  if (Reaper* r = Reaper::existing()) r->drain();
+}
+}  // namespace detail
 
 void Buffer::releaseAccounting() {
   // Only called from the destructor and from the execute() that donates this buffer (never concurrently with

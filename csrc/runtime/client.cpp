@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <condition_variable>
 #include <cstdlib>
 #include <mutex>
 #include <set>
 
 #include "runtime/pjrt_util.h"
+#include "runtime/shutdown.h"
 
 namespace torch_tpu {
 namespace runtime {
@@ -109,6 +111,22 @@ const std::string& portableCompileOptions() {
   return bytes;
 }
 
+std::string extensionName(int type) {
+  switch (type) {
+    case PJRT_Extension_Type_Gpu_Custom_Call: return "gpu_custom_call";
+    case PJRT_Extension_Type_Profiler: return "profiler";
+    case PJRT_Extension_Type_Custom_Partitioner: return "custom_partitioner";
+    case PJRT_Extension_Type_Stream: return "stream";
+    case PJRT_Extension_Type_Layouts: return "layouts";
+    case PJRT_Extension_Type_FFI: return "ffi";
+    case PJRT_Extension_Type_MemoryDescriptions: return "memory_descriptions";
+    case PJRT_Extension_Type_Triton: return "triton";
+    case PJRT_Extension_Type_RawBuffer: return "raw_buffer";
+    case PJRT_Extension_Type_PhaseCompile: return "phase_compile";
+    default: return "type " + std::to_string(type);
+  }
+}
+
 PJRT_DeviceDescription* describe(PJRT_Device* d) {
   detail::Args<PJRT_Device_GetDescription_Args> a;
   a->device = d;
@@ -176,6 +194,64 @@ Client::~Client() = default;  // never runs: the process-wide client is leaked o
 bool Client::initialized() { return g_client.load(std::memory_order_acquire) != nullptr; }
 
 bool Client::inForkedChild() { return detail::g_forked; }
+
+bool isShutDown() { return detail::closed(); }
+
+namespace detail {
+namespace {
+struct Compiles {
+  std::mutex mu;
+  std::condition_variable idle;
+  int running = 0;
+  bool stopped = false;
+};
+Compiles& compiles() {
+  static Compiles* c = new Compiles();  // leaked: used until the very end
+  return *c;
+}
+}  // namespace
+
+CompileScope::CompileScope(const char* fn) {
+  Compiles& c = compiles();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (c.stopped) throwClosed(fn);
+  ++c.running;
+}
+
+CompileScope::~CompileScope() {
+  Compiles& c = compiles();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (--c.running == 0) c.idle.notify_all();
+}
+
+void stopCompiles() {
+  Compiles& c = compiles();
+  std::unique_lock<std::mutex> lock(c.mu);
+  c.stopped = true;
+  c.idle.wait(lock, [&] { return c.running == 0; });
+}
+}  // namespace detail
+
+void shutdown() {
+  static std::mutex mu;  // leaked objects only below: safe to call from any exit path
+  std::lock_guard<std::mutex> lock(mu);
+  if (detail::closed()) return;
+  Client* c = g_client.load(std::memory_order_acquire);
+  if (c != nullptr && !detail::g_forked) {
+    // A compile may still run on a thread nobody joined (a daemon thread): it finishes first.
+    detail::stopCompiles();
+    // Executions still running read buffers and run on the plugin's threads: wait for them (whatever they report;
+    // nobody is left to read it).
+    for (int d = 0; d < c->deviceCount(); ++d) {
+      try {
+        c->synchronize(d);
+      } catch (...) {
+      }
+    }
+    detail::drainDeferredDestroys();
+  }
+  detail::g_closed.store(true, std::memory_order_relaxed);
+}
 
 namespace {
 void markForkedChild() { detail::g_forked = true; }
@@ -278,6 +354,11 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
       }
     }
 
+    // The extensions the plugin offers (its PJRT_Api's extension chain), by name.
+    for (const PJRT_Extension_Base* e = api->extension_start; e != nullptr && im.info.extensions.size() < 64;
+         e = e->next)
+      im.info.extensions.push_back(extensionName(static_cast<int>(e->type)));
+
     // --- PJRT_Client_Create. PJRT_NamedValue travels in an array, so it uses its exact size.
     std::vector<PJRT_NamedValue> nvs(options.size());
     for (size_t i = 0; i < options.size(); ++i) {
@@ -360,11 +441,14 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
 
   Client* c = client;  // leaked on purpose
   g_client.store(c, std::memory_order_release);
-  static const bool atfork = [] {
+  static const bool registered = [] {
     ::pthread_atfork(nullptr, nullptr, &markForkedChild);
+    // For programs without the Python extension (which shuts down earlier, once the interpreter has finalized).
+    // Registered after the plugin was loaded, so it runs before the static destructors the plugin registered then.
+    std::atexit([] { shutdown(); });
     return true;
   }();
-  (void)atfork;
+  (void)registered;
   return *c;
 }
 
@@ -441,6 +525,7 @@ ExecutablePtr Client::compile(const std::string& stablehlo_text, int num_devices
   prog->format = kFormat;
   prog->format_size = sizeof(kFormat) - 1;
   const std::string& opts = portableCompileOptions();
+  detail::CompileScope scope("PJRT_Client_Compile");
   detail::Args<PJRT_Client_Compile_Args> a;
   a->client = impl_->client;
   a->program = prog.get();
@@ -451,6 +536,7 @@ ExecutablePtr Client::compile(const std::string& stablehlo_text, int num_devices
 }
 
 ExecutablePtr Client::deserialize(const std::string& bytes) {
+  detail::CompileScope scope("PJRT_Executable_DeserializeAndLoad");
   detail::Args<PJRT_Executable_DeserializeAndLoad_Args> a;
   a->client = impl_->client;
   a->serialized_executable = bytes.data();
@@ -510,6 +596,11 @@ int64_t Client::liveBytes(int device) const {
 int64_t Client::peakLiveBytes(int device) const {
   impl_->device(device);
   return impl_->state[device].peak.load(std::memory_order_relaxed);
+}
+
+int64_t Client::launchCount(int device) const {
+  impl_->device(device);
+  return impl_->state[device].launches.load(std::memory_order_relaxed);
 }
 
 void Client::resetPeak(int device) {

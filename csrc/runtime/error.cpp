@@ -2,6 +2,7 @@
 #include <string>
 
 #include "runtime/pjrt_util.h"
+#include "runtime/shutdown.h"
 
 namespace torch_tpu {
 namespace runtime {
@@ -66,9 +67,14 @@ namespace detail {
 const PJRT_Api* g_api = nullptr;
 bool g_padded = true;
 bool g_forked = false;
+std::atomic<bool> g_closed{false};
 
 void throwForked(const char* /*fn*/) {
   throw Error(kForkedMessage, kErrorFailedPrecondition);
+}
+
+void throwClosed(const char* fn) {
+  throw Error(std::string(fn) + ": " + kClosedMessage, kErrorFailedPrecondition);
 }
 
 // Error_Destroy / Error_Message / Error_GetCode are slots 0-2, present in every PJRT_Api.
@@ -130,7 +136,7 @@ void throwTooOld(const char* fn) {
 }
 
 void destroyEvent(PJRT_Event* ev) noexcept {
-  if (ev == nullptr || g_api == nullptr) return;
+  if (ev == nullptr || g_api == nullptr || g_forked || closed()) return;
   try {
     Args<PJRT_Event_Destroy_Args> a;
     a->event = ev;

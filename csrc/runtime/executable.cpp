@@ -26,6 +26,7 @@ struct UnloadedExe {
 };
 
 void destroyLoaded(PJRT_LoadedExecutable* exe) noexcept {
+  if (detail::g_forked || detail::closed()) return;  // left to the OS (see runtime::shutdown)
   try {
     detail::Args<PJRT_LoadedExecutable_Destroy_Args> a;
     a->executable = exe;
@@ -129,14 +130,23 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
   a->output_lists = &out_list;
   a->device_complete_events = &done;
   a->execute_device = dev;
-  detail::checkAlloc(TPU_PJRT_FN(PJRT_LoadedExecutable_Execute)(a.get()), "PJRT_LoadedExecutable_Execute", out_bytes_,
-                     device);
+  detail::TracedLaunch* traced =
+      detail::g_tracing.load(std::memory_order_relaxed) ? detail::beginTracedLaunch(device) : nullptr;
+  try {
+    detail::checkAlloc(TPU_PJRT_FN(PJRT_LoadedExecutable_Execute)(a.get()), "PJRT_LoadedExecutable_Execute",
+                       out_bytes_, device);
+  } catch (...) {
+    if (traced) detail::abandonTracedLaunch(traced);
+    throw;
+  }
+  if (traced) detail::endTracedLaunch(traced, done);
 
   std::vector<BufferPtr> outs;
   outs.reserve(num_outputs_);
   for (size_t i = 0; i < num_outputs_; ++i)
     outs.push_back(std::make_shared<Buffer>(out_bufs[i], out_types_[i], out_dims_[i], device));
   if (done != nullptr) im.trackExecution(device, done);
+  im.state[device].launches.fetch_add(1, std::memory_order_relaxed);
 
   if (any_donated) {
     // Only inputs the program really aliases are consumed; account for those now.

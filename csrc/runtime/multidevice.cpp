@@ -110,6 +110,7 @@ ExecutablePtr Client::compile(const std::string& stablehlo_text, const DeviceAss
   prog->format = kFormat;
   prog->format_size = sizeof(kFormat) - 1;
   const std::string opts = compileOptions(da.num_replicas, da.num_partitions, da.spmd, ids);
+  detail::CompileScope scope("PJRT_Client_Compile");
   detail::Args<PJRT_Client_Compile_Args> a;
   a->client = impl_->client;
   a->program = prog.get();

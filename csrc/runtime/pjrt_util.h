@@ -32,6 +32,12 @@ extern bool g_padded;  // struct_size = sizeof(Args<T>) (true) or sizeof(T) (fal
 // so every PJRT call would hang or abort there; slot() refuses them all instead.
 extern bool g_forked;
 [[noreturn]] void throwForked(const char* fn);
+// Set by runtime::shutdown() at process exit, once nothing runs on the plugin any more: from then on no PJRT call is
+// made (the plugin's own static destructors are about to run); objects still alive are left to the OS and every
+// use throws.
+extern std::atomic<bool> g_closed;
+[[noreturn]] void throwClosed(const char* fn);
+inline bool closed() { return g_closed.load(std::memory_order_relaxed); }
 
 constexpr size_t kArgsPad = 256;
 
@@ -64,6 +70,7 @@ inline F* slot(size_t offset, const char* name) {
   const PJRT_Api* api = g_api;
   if (api == nullptr) throw Error(std::string(name) + ": PJRT plugin not loaded", kErrorFailedPrecondition);
   if (g_forked) throwForked(name);
+  if (closed()) throwClosed(name);
   if (offset + sizeof(void*) > api->struct_size) throwTooOld(name);
   F* f = *reinterpret_cast<F* const*>(reinterpret_cast<const char*>(api) + offset);
   if (f == nullptr) throwTooOld(name);
@@ -80,10 +87,34 @@ inline bool hasSlot(size_t offset) {
 #define TPU_PJRT(NAME, ARGS) ::torch_tpu::runtime::detail::check(TPU_PJRT_FN(NAME)(ARGS), #NAME)
 #define TPU_PJRT_HAS(NAME) (::torch_tpu::runtime::detail::hasSlot(offsetof(PJRT_Api, NAME)))
 
+// Held around every compile (and deserialization): runtime::shutdown refuses new ones and waits for those running,
+// whichever thread runs them (a daemon thread, a rank thread), before the runtime closes.
+class CompileScope {
+ public:
+  explicit CompileScope(const char* fn);
+  ~CompileScope();
+  CompileScope(const CompileScope&) = delete;
+  CompileScope& operator=(const CompileScope&) = delete;
+};
+// Refuses new compiles and waits for the running ones (runtime::shutdown).
+void stopCompiles();
+
+// Destroys the buffers whose destruction was deferred (on the CPU plugin) and stops that thread (runtime::shutdown).
+void drainDeferredDestroys();
+
 // Destroys an event, ignoring errors (used in destructors).
 void destroyEvent(PJRT_Event* ev) noexcept;
 // Awaits `ev` and throws its error, if any (does not destroy it).
 void awaitEvent(PJRT_Event* ev, const char* what);
+
+// Launch tracing (runtime.h; trace.cpp). A traced launch is begun before PJRT_LoadedExecutable_Execute (nullptr
+// when tracing stopped meanwhile), ended with the execution's completion event (null: complete now) or abandoned
+// when the execution could not be launched.
+extern std::atomic<bool> g_tracing;
+struct TracedLaunch;
+TracedLaunch* beginTracedLaunch(int device);
+void endTracedLaunch(TracedLaunch* t, PJRT_Event* done);
+void abandonTracedLaunch(TracedLaunch* t) noexcept;
 
 }  // namespace detail
 
@@ -98,6 +129,7 @@ struct Client::Impl {
     std::atomic<int64_t> live{0};
     std::atomic<int64_t> peak{0};
     std::atomic<int64_t> reserved{0};  // part of `live`: Client::reserve
+    std::atomic<int64_t> launches{0};  // programs executed on this device (Executable::execute)
     std::mutex mu;                     // guards pending
     std::vector<PJRT_Event*> pending;  // completion events of executions launched on this device
     size_t prune_at = 64;              // sweep completed events when pending reaches this size (amortized)

@@ -92,6 +92,8 @@ struct PluginInfo {
   // How args structs are sized: true when every args struct claims sizeof(T) + padding (zeroed), false when the
   // plugin rejected that and exact sizes are used.
   bool padded_structs = true;
+  // The PJRT extensions the plugin offers ("profiler", "layouts", "ffi", ...; unknown ones as "type N").
+  std::vector<std::string> extensions;
   // Libraries loaded before the plugin (setPreloadLibraries), and those that failed ("name: dlerror").
   std::vector<std::string> preloaded, preload_failed;
 };
@@ -240,6 +242,50 @@ class PendingBuffer {
 };
 using PendingBufferPtr = std::shared_ptr<PendingBuffer>;
 
+// ---- Launch tracing (profilers) ----
+//
+// While a trace is active every Executable::execute is recorded: which device, what the launch came from (the
+// calling thread's LaunchScope), when it was called, when it returned (the program is queued) and when its
+// completion event became ready (PJRT_Event_OnReady). Off, a launch pays one relaxed atomic load.
+//
+// What a launch came from, set by the layers above around their launches (kind: "eager", "fused", "compiled",
+// ...; name: the op or graph; detail: more, e.g. the ops of a fused program). The strings must outlive the scope.
+struct LaunchLabel {
+  const char* kind = nullptr;
+  const std::string* name = nullptr;
+  const std::string* detail = nullptr;
+};
+class LaunchScope {
+ public:
+  LaunchScope(const char* kind, const std::string* name, const std::string* detail = nullptr);
+  ~LaunchScope();
+  LaunchScope(const LaunchScope&) = delete;
+  LaunchScope& operator=(const LaunchScope&) = delete;
+
+ private:
+  LaunchLabel prev_;
+};
+
+struct LaunchRecord {
+  uint64_t seq = 0;          // launch order within the trace
+  int device = 0;
+  std::string kind, name, detail;  // the label at launch ("" when none was set)
+  uint64_t correlation = 0;  // the trace's correlation source at launch, on the launching thread (0: none)
+  uint64_t thread = 0;       // the launching thread (system thread id)
+  int64_t launch_ns = 0;     // system clock, nanoseconds since the epoch: execute() called
+  int64_t queued_ns = 0;     // execute() returned: the program is queued on the device
+  int64_t done_ns = 0;       // the completion event became ready
+  bool failed = false;       // the execution reported an error
+};
+// Called on the launching thread while a trace is active: the id the profiler above gives the current host op.
+using CorrelationSource = uint64_t (*)();
+// Starts a trace (a running one is restarted, its records dropped).
+void startLaunchTrace(CorrelationSource correlation = nullptr);
+// Stops the trace and returns its records in launch order, after waiting (at most `wait_ms`) for traced launches
+// still running on a device; those that do not finish in time are left out.
+std::vector<LaunchRecord> stopLaunchTrace(int64_t wait_ms = 60000);
+bool launchTraceActive();
+
 class Client {
  public:
   // Loads the plugin at `plugin_path` (dlopen, dlsym GetPjrtApi, check the major version, PJRT_Plugin_Initialize
@@ -293,6 +339,8 @@ class Client {
   int64_t liveBytes(int device) const;
   int64_t peakLiveBytes(int device) const;
   void resetPeak(int device);
+  // Programs launched on `device` so far (every Executable::execute on it, of any program).
+  int64_t launchCount(int device) const;
 
   struct Impl;
   Impl& impl() const { return *impl_; }

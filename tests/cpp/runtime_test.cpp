@@ -1,5 +1,6 @@
 // Tests for the runtime layer against the PJRT plugin named by $TORCH_TPU_PJRT_PLUGIN (the CPU plugin in CI).
 // Self-contained (no gtest). Prints plugin facts and launch latencies.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -138,6 +139,14 @@ int main() {
     std::printf("  plugin: %s\n  PJRT C API %d.%d (header %d.%d), platform '%s' version '%s', padded structs: %s\n",
                 p.path.c_str(), p.api_major, p.api_minor, PJRT_API_MAJOR, PJRT_API_MINOR, p.platform_name.c_str(),
                 p.platform_version.c_str(), p.padded_structs ? "accepted" : "REJECTED (exact sizes used)");
+    std::string ext;
+    for (const auto& e : p.extensions) ext += (ext.empty() ? "" : ", ") + e;
+    std::printf("  extensions: %s\n", ext.c_str());
+    for (const auto& e : p.extensions) CHECK(!e.empty());
+    if (p.platform_name == "cpu") {  // xla-cpu-pjrt: layouts among its extensions, no profiler
+      CHECK(std::find(p.extensions.begin(), p.extensions.end(), "layouts") != p.extensions.end());
+      CHECK(std::find(p.extensions.begin(), p.extensions.end(), "profiler") == p.extensions.end());
+    }
     for (auto& kv : p.attributes) std::printf("  attribute %s = %s\n", kv.first.c_str(), kv.second.c_str());
     CHECK(c.deviceCount() == 2);
     for (int d = 0; d < c.deviceCount(); ++d)
@@ -482,6 +491,56 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
     CHECK(c.peakLiveBytes(0) >= live + (1 << 20));
     c.reserve(0, -(1 << 20));
     CHECK(c.liveBytes(0) == live);
+  });
+
+  // --- 7b2. launch tracing (profilers): every launch while a trace is active, with its label and times
+  run("launch trace: records labelled launches with completion times, nothing outside a trace", [&] {
+    Client& c = *cp;
+    ExecutablePtr e = c.compile(addProgram(1 << 16));
+    std::vector<float> v(1 << 16, 1.0f);
+    BufferPtr x = c.fromHost(v.data(), ElementType::F32, {1 << 16}, 0);
+    BufferPtr y = c.fromHost(v.data(), ElementType::F32, {1 << 16}, 1);
+    CHECK(!launchTraceActive());
+    e->execute(0, {x.get(), x.get()});
+    static std::atomic<uint64_t> corr{100};
+    startLaunchTrace([]() -> uint64_t { return corr++; });
+    CHECK(launchTraceActive());
+    const std::string op = "aten::add.Tensor", graph = "graph_0", ops = "a, b";
+    {
+      LaunchScope s("eager", &op);
+      for (int i = 0; i < 3; ++i) e->execute(0, {x.get(), x.get()});
+      {
+        LaunchScope inner("fused", &graph, &ops);
+        e->execute(1, {y.get(), y.get()});
+      }
+      e->execute(0, {x.get(), x.get()});  // the outer label again
+    }
+    e->execute(0, {x.get(), x.get()});  // no label
+    std::vector<LaunchRecord> r = stopLaunchTrace();
+    CHECK(!launchTraceActive());
+    e->execute(0, {x.get(), x.get()});  // after the trace: not recorded
+    c.synchronize(0);
+    CHECK(r.size() == 6);
+    if (r.size() != 6) return;
+    for (size_t i = 0; i < r.size(); ++i) {
+      CHECK(r[i].seq == i);
+      CHECK(r[i].correlation == 100 + i);
+      CHECK(r[i].launch_ns > 0 && r[i].launch_ns <= r[i].queued_ns && r[i].queued_ns <= r[i].done_ns);
+      CHECK(!r[i].failed);
+      CHECK(r[i].thread != 0);
+      if (i) CHECK(r[i].launch_ns >= r[i - 1].launch_ns);
+    }
+    CHECK(r[0].kind == "eager" && r[0].name == op && r[0].detail.empty() && r[0].device == 0);
+    CHECK(r[3].kind == "fused" && r[3].name == graph && r[3].detail == ops && r[3].device == 1);
+    CHECK(r[4].kind == "eager" && r[4].name == op);
+    CHECK(r[5].kind.empty() && r[5].name.empty());
+    std::printf("  traced 65536-float add: %.1f us launch -> done\n", (r[0].done_ns - r[0].launch_ns) / 1e3);
+    // A new trace starts empty; a launch that fails to start is not recorded.
+    startLaunchTrace();
+    CHECK(throwsError([&] { e->execute(0, {x.get()}); }));
+    e->execute(0, {x.get(), x.get()});
+    r = stopLaunchTrace();
+    CHECK(r.size() == 1 && r[0].correlation == 0);
   });
 
   // --- 7c. a child forked after the client started cannot use the plugin: every call throws, nothing hangs

@@ -265,7 +265,8 @@ def compile_job(rank: int, world: int) -> Dict[str, Any]:
         for xi in (x, x + 1):
             diffs.append((f(xi, w).cpu() - cf(xi, w).cpu()).abs().max().item())
     after = torch_tpu.compile_stats()
-    return {"diffs": diffs, "collective_nodes": after["collective_nodes"] - before.get("collective_nodes", 0),
+    return {"diffs": diffs, "collective_nodes": after["collective_nodes"] - before["collective_nodes"],
+            "program_collectives": after["program_collectives"] - before["program_collectives"],
             "fallback_nodes": after["fallback_nodes"] - before["fallback_nodes"]}
 
 
@@ -294,3 +295,223 @@ def ddp_features_job(rank: int, world: int) -> Dict[str, Any]:
     dist.all_gather(gathered, synced)
     equal_after = all(torch.equal(gathered[0].cpu(), g.cpu()) for g in gathered[1:])
     return {"plain": plain, "hooked": hooked, "differ_in_no_sync": differ_in_no_sync, "equal_after": equal_after}
+
+
+# ---------------------------------------------------------------------------------------------------- compiled TP
+
+
+class _CopyToTP(torch.autograd.Function):
+    """Megatron's f: identity forward, all_reduce of the gradient backward (functional collectives)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        import torch.distributed._functional_collectives as funcol
+
+        return funcol.all_reduce(g, "sum", dist.group.WORLD)
+
+
+class _ReduceFromTP(torch.autograd.Function):
+    """Megatron's g: all_reduce forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        import torch.distributed._functional_collectives as funcol
+
+        return funcol.all_reduce(x, "sum", dist.group.WORLD)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class TPMLP(nn.Module):
+    """A replicated input projection, a tensor-parallel MLP (up split by rows, down by columns, Megatron style with
+    functional collectives) and a replicated head: an all_reduce in the forward and one in the backward."""
+
+    def __init__(self, d: int = 16, h: int = 32, rank: int = 0, world: int = 1) -> None:
+        super().__init__()
+        self.inp = nn.Linear(d, d)
+        full_up, full_down = nn.Linear(d, h), nn.Linear(h, d)
+        self.head = nn.Linear(d, 4)
+        k = h // world
+        self.up_w = nn.Parameter(full_up.weight.detach()[rank * k:(rank + 1) * k].clone())
+        self.up_b = nn.Parameter(full_up.bias.detach()[rank * k:(rank + 1) * k].clone())
+        self.down_w = nn.Parameter(full_down.weight.detach()[:, rank * k:(rank + 1) * k].clone())
+        self.down_b = nn.Parameter(full_down.bias.detach().clone())
+        self.world = world
+
+    def forward(self, x):
+        x = self.inp(x)
+        h = _CopyToTP.apply(x) if self.world > 1 else x
+        y = F.gelu(h @ self.up_w.T + self.up_b) @ self.down_w.T
+        if self.world > 1:
+            y = _ReduceFromTP.apply(y)
+        return self.head(x + y + self.down_b)
+
+
+def _launches() -> int:
+    import torch_tpu
+
+    torch.tpu.synchronize()
+    return torch_tpu.launch_count()
+
+
+def _mlp_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.mse_loss(model(x), y)
+
+
+def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any]:
+    """A compiled tensor-parallel MLP training step (fullgraph): launches of its forward and of its backward per
+    step, and its losses and final weights next to the same training on one device."""
+
+    import torch_tpu
+
+    g = torch.Generator().manual_seed(1)
+    data = [(torch.randn(8, 16, generator=g), torch.randn(8, 4, generator=g)) for _ in range(steps)]
+    model = _build(TPMLP, 16, 32, rank, world).to(_device())
+    step_fn = torch.compile(_mlp_loss, backend="tpu", fullgraph=True)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = dict(torch_tpu.compile_stats())
+    seed = torch.ones((), device=_device())
+    losses, fw_launches, bw_launches = [], [], []
+    for x, y in data:
+        x, y = x.to(_device()), y.to(_device())
+        opt.zero_grad()
+        n0 = _launches()
+        loss = step_fn(model, x, y)
+        n1 = _launches()
+        loss.backward(seed)
+        n2 = _launches()
+        opt.step()
+        fw_launches.append(n1 - n0)
+        bw_launches.append(n2 - n1)
+        losses.append(loss.item())
+    after = torch_tpu.compile_stats()
+    weights = {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith(("up_", "down_w"))}
+    res: Dict[str, Any] = {
+        "losses": losses, "fw_launches": fw_launches, "bw_launches": bw_launches, "weights": weights,
+        "program_collectives": after["program_collectives"] - before["program_collectives"],
+        "collective_nodes": after["collective_nodes"] - before["collective_nodes"],
+    }
+    if rank == 0:
+        ref = _build(TPMLP, 16, 32, 0, 1).to(_device())
+        ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+        ref_losses = []
+        for x, y in data:
+            ref_opt.zero_grad()
+            loss = _mlp_loss(ref, x.to(_device()), y.to(_device()))
+            loss.backward()
+            ref_opt.step()
+            ref_losses.append(loss.item())
+        res["ref_losses"] = ref_losses
+        res["ref_weights"] = {k: v.detach().cpu() for k, v in ref.state_dict().items()
+                              if not k.startswith(("up_", "down_w"))}
+    return res
+
+
+class TPDecoder(nn.Module):
+    """A small decoder for one-token decode steps: embedding, layers of attention over a fixed-size KV cache and an
+    MLP, a replicated head; with world > 1 tensor-parallel (q/k/v/up split by heads/rows, o/down by columns, an
+    all_reduce after each)."""
+
+    def __init__(self, vocab: int = 32, d: int = 16, heads: int = 4, h: int = 32, layers: int = 2,
+                 cache: int = 8, rank: int = 0, world: int = 1) -> None:
+        super().__init__()
+        self.world = world
+        self.heads, self.hd, self.cache_len = heads, d // heads, cache
+        self.embed = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList()
+        for _ in range(layers):
+            layer = nn.Module()
+            layer.norm1, layer.norm2 = RMSNorm(d), RMSNorm(d)
+            layer.q, layer.k, layer.v, layer.o = (nn.Linear(d, d, bias=False) for _ in range(4))
+            layer.up, layer.down = nn.Linear(d, h), nn.Linear(h, d)
+            self.layers.append(layer)
+        self.norm = RMSNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+        if world > 1:  # Megatron-style shards: q/k/v/up by output rows (heads), o/down by input columns
+            with torch.no_grad():
+                for layer in self.layers:
+                    for n in ("q", "k", "v", "up"):
+                        lin = getattr(layer, n)
+                        k = lin.out_features // world
+                        lin.weight = nn.Parameter(lin.weight[rank * k:(rank + 1) * k].clone())
+                        if lin.bias is not None:
+                            lin.bias = nn.Parameter(lin.bias[rank * k:(rank + 1) * k].clone())
+                    for n in ("o", "down"):
+                        lin = getattr(layer, n)
+                        k = lin.in_features // world
+                        lin.weight = nn.Parameter(lin.weight[:, rank * k:(rank + 1) * k].clone())
+
+    def _reduce(self, y):
+        return _ReduceFromTP.apply(y) if self.world > 1 else y
+
+    def forward(self, tok, pos, k_cache, v_cache):
+        # tok [B], pos [cache] one-hot float mask of the current position, caches [layers, B, cache, d_local]
+        x = self.embed(tok)
+        new_k, new_v = [], []
+        for i, layer in enumerate(self.layers):
+            h = layer.norm1(x)
+            q, k, v = layer.q(h), layer.k(h), layer.v(h)
+            heads = q.shape[-1] // self.hd  # this rank's heads
+            kc = k_cache[i] * (1 - pos)[None, :, None] + k[:, None, :] * pos[None, :, None]
+            vc = v_cache[i] * (1 - pos)[None, :, None] + v[:, None, :] * pos[None, :, None]
+            new_k.append(kc)
+            new_v.append(vc)
+            qh = q.view(q.shape[0], heads, 1, self.hd)
+            kh = kc.view(kc.shape[0], self.cache_len, heads, self.hd).transpose(1, 2)
+            vh = vc.view(vc.shape[0], self.cache_len, heads, self.hd).transpose(1, 2)
+            valid = torch.cumsum(pos.flip(0), 0).flip(0)  # positions up to the current one
+            scores = (qh @ kh.transpose(-1, -2)) / self.hd ** 0.5 + (valid - 1)[None, None, None, :] * 1e9
+            att = (scores.softmax(-1) @ vh).reshape(q.shape[0], heads * self.hd)
+            x = x + self._reduce(layer.o(att))
+            x = x + self._reduce(F.linear(F.gelu(layer.up(layer.norm2(x))), layer.down.weight)) + layer.down.bias
+        return self.head(self.norm(x)), torch.stack(new_k), torch.stack(new_v)
+
+
+def _decode(step, tok: torch.Tensor, model: TPDecoder, d_local: int, steps: int, count: bool):
+    dev = tok.device
+    layers = len(model.layers)
+    k = torch.zeros(layers, tok.shape[0], model.cache_len, d_local, device=dev)
+    v = torch.zeros_like(k)
+    toks, launches = [], []
+    for p in range(steps):
+        pos = torch.zeros(model.cache_len, device=dev)
+        pos[p] = 1.0
+        n0 = _launches() if count else 0
+        logits, k, v = step(tok, pos, k, v)
+        if count:
+            launches.append(_launches() - n0)
+        tok = logits.argmax(-1)
+        toks.append(tok.cpu().tolist())
+    return toks, launches, logits.detach().cpu()
+
+
+def compiled_tp_decode_job(rank: int, world: int, steps: int = 5) -> Dict[str, Any]:
+    """Greedy decode steps of a tensor-parallel decoder compiled with fullgraph: launches per step, tokens and
+    last logits next to the same model on one device."""
+
+    import torch_tpu
+
+    model = _build(TPDecoder, 32, 16, 4, 32, 2, 8, rank, world).to(_device())
+    d = model.embed.embedding_dim
+    tok = torch.tensor([1, 7], device=_device())
+    before = dict(torch_tpu.compile_stats())
+    with torch.no_grad():
+        step = torch.compile(model, backend="tpu", fullgraph=True)
+        toks, launches, logits = _decode(step, tok, model, d // world, steps, count=True)
+    after = torch_tpu.compile_stats()
+    res: Dict[str, Any] = {
+        "tokens": toks, "launches": launches, "logits": logits,
+        "program_collectives": after["program_collectives"] - before["program_collectives"],
+        "collective_nodes": after["collective_nodes"] - before["collective_nodes"],
+    }
+    if rank == 0:
+        ref = _build(TPDecoder).to(_device())
+        with torch.no_grad():
+            res["ref_tokens"], _, res["ref_logits"] = _decode(ref, tok, ref, d, steps, count=False)
+    return res

@@ -175,10 +175,69 @@ def test_missing_rank_message_xla_transport():
 
 
 def test_functional_collectives_in_compiled_graphs():
+    # XLA transport: the collectives are compiled inside the graph's program.
     res = run_ranks_as_threads(dist_jobs.compile_job, 2)
     for r in res:
         assert max(r["diffs"]) == 0.0, r
-        assert r["collective_nodes"] > 0 and r["fallback_nodes"] == 0, r
+        assert r["program_collectives"] > 0 and r["collective_nodes"] == 0 and r["fallback_nodes"] == 0, r
+
+
+def test_functional_collectives_split_compiled_graphs_host_transport(monkeypatch):
+    # Host transport (here between threads): the graph is split at its collectives, which run through the group.
+    monkeypatch.setenv("TORCH_TPU_DIST_TRANSPORT", "host")
+    res = run_ranks_as_threads(dist_jobs.compile_job, 2)
+    for r in res:
+        assert max(r["diffs"]) == 0.0, r
+        assert r["collective_nodes"] > 0 and r["program_collectives"] == 0 and r["fallback_nodes"] == 0, r
+
+
+def _close(a, b, tol=1e-5):
+    return (a - b).abs().max().item() <= tol * max(1.0, b.abs().max().item())
+
+
+def _run_job(job: str, world: int, run_python, tmp_path):
+    """dist_jobs.<job> on `world` ranks as threads: in this process for 2 ranks (the session's two devices), in a
+    fresh interpreter with `world` virtual devices otherwise."""
+    if world == 2:
+        return run_ranks_as_threads(getattr(dist_jobs, job), world)
+    out = tmp_path / "result.pt"
+    run_python(
+        f"""
+        import sys
+        sys.path.insert(0, "tests/python")
+        import torch, dist_jobs
+        from torch_tpu.distributed import run_ranks_as_threads
+        torch.save(run_ranks_as_threads(dist_jobs.{job}, {world}), {str(out)!r})
+        """,
+        env={"TORCH_TPU_NUM_DEVICES": str(world)},
+    )
+    return torch.load(out)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_compiled_tp_training_step_is_one_program_per_graph(world, run_python, tmp_path):
+    # Forward and backward of a compiled (fullgraph) tensor-parallel step each launch exactly ONE program per rank,
+    # their all_reduces inside, and the training equals one device.
+    res = _run_job("compiled_tp_training_job", world, run_python, tmp_path)
+    for rank, r in enumerate(res):
+        assert r["fw_launches"] == [1, 1, 1] and r["bw_launches"] == [1, 1, 1], (rank, r)
+        assert r["program_collectives"] >= 2 and r["collective_nodes"] == 0, (rank, r)
+        assert max(abs(a - b) for a, b in zip(r["losses"], res[0]["ref_losses"])) <= 1e-5, (rank, r["losses"])
+        for k, w in res[0]["ref_weights"].items():
+            assert _close(r["weights"][k], w), (rank, k)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_compiled_tp_decode_step_is_one_program(world, run_python, tmp_path):
+    # Each greedy decode step of a compiled (fullgraph) tensor-parallel decoder (attention over a KV cache, MLP)
+    # launches exactly ONE program per rank, with the tokens and logits of one device.
+    res = _run_job("compiled_tp_decode_job", world, run_python, tmp_path)
+    for rank, r in enumerate(res):
+        # (the first step also makes the weights' transposed copies for the CPU plugin, once: core/packed.h)
+        assert r["launches"][1:] == [1] * 4, (rank, r["launches"])
+        assert r["program_collectives"] >= 4 and r["collective_nodes"] == 0, (rank, r)
+        assert r["tokens"] == res[0]["ref_tokens"], (rank, r["tokens"], res[0]["ref_tokens"])
+        assert _close(r["logits"], res[0]["ref_logits"]), rank
 
 
 # ---------------------------------------------------------------------------------------------------- hf

@@ -161,3 +161,42 @@ def test_spawn_dataloader_batches_go_to_tpu_in_parent(tmp_path):
             print("SPAWN OK")
         """, tmp_path))
     assert "SPAWN OK" in out, out
+
+
+
+def test_fork_error_is_raised_by_the_op_never_a_fallback():
+    # Before: the op in the child first failed to compile, was sent to the CPU fallback with a warning carrying a long
+    # C++ stack trace ("compile failed: ... Exception raised from ..."), and the fork error came from the fallback's
+    # copies. Now the op that touches the device raises the short message itself, in strict and fused mode, for ops
+    # with and without a lowering, and nothing is counted as a fallback.
+    out = _ok(_run("""
+        import os, warnings, torch, torch_tpu
+        torch.library.define("forktest::cube", "(Tensor x) -> Tensor")
+        torch.library.impl("forktest::cube", "cpu")(lambda x: x * x * x)  # no lowering: the CPU fallback serves tpu
+        x = torch.arange(4.0, device="tpu")
+        (x * 2).sum().item()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            res = []
+            calls = (("strict", lambda: x + 1), ("strict", lambda: torch.sin(x) * 3), ("fused", lambda: (x - 1).exp()),
+                     ("strict", lambda: torch.ops.forktest.cube(x)))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                for mode, fn in calls:
+                    torch_tpu.set_eager_mode(mode)
+                    try:
+                        fn()
+                        res.append("no error")
+                    except RuntimeError as e:
+                        res.append("SHORT" if str(e) == torch_tpu._C._bad_fork_message() else "LONG " + str(e)[:300])
+            res.append("warnings " + repr([str(c.message)[:200] for c in caught]))
+            res.append("fallbacks " + repr(torch_tpu._C._fallback_counts()))
+            os.write(w, "|".join(res).encode())
+            os._exit(0)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        print("CHILD", os.read(r, 65536).decode(), "EXIT", os.waitstatus_to_exitcode(status))
+        """))
+    assert "CHILD SHORT|SHORT|SHORT|SHORT|warnings []|fallbacks {} EXIT 0" in out, out

@@ -83,3 +83,88 @@ def test_hf_suite_subset(tmp_path):
         cells = [c.strip() for c in row.strip("|").split("|")]
         cpu_pass, tpu_pass = int(cells[2].split(" / ")[0]), int(cells[3].split(" / ")[0])
         assert cpu_pass >= 3 and tpu_pass >= cpu_pass, row
+
+
+# ---- Diffusers' suite (tools/hf_suite.py --suite diffusers) ----------------------------------------------------------
+
+
+def _junit(path, cases):
+    """A JUnit file of (module, class, test, outcome, message) cases, as pytest writes them."""
+    from xml.sax.saxutils import quoteattr
+
+    body = []
+    for module, cls, name, outcome, message in cases:
+        inner = {"passed": "", "failed": f"<failure message={quoteattr(message)}>trace</failure>",
+                 "skipped": f"<skipped message={quoteattr(message)}/>"}[outcome]
+        body.append(f'<testcase classname="tests.models.{module}.{cls}" name="{name}">{inner}</testcase>')
+    path.write_text('<?xml version="1.0"?><testsuites><testsuite>' + "".join(body) + "</testsuite></testsuites>")
+
+
+def test_diffusers_suite_report(tmp_path):
+    """The table of a Diffusers run: families found by their test file, cpu-passing tests that pass on tpu, known
+    categories, and the accelerator-only tests (skipped on cpu) counted and listed separately."""
+    sys.path.insert(0, str(REPO_ROOT / "tools"))
+    try:
+        import hf_suite
+    finally:
+        sys.path.pop(0)
+    flux = "transformers.test_models_transformer_flux"
+    vae = "autoencoders.test_models_autoencoder_kl"
+    _junit(tmp_path / "flux.cpu.xml", [
+        (flux, "TestFluxTransformer", "test_output", "passed", ""),
+        (flux, "TestFluxTransformer", "test_rope", "passed", ""),
+        (flux, "TestFluxTransformerMemory", "test_group_offloading", "skipped", "test requires accelerator"),
+        (flux, "TestFluxTransformerCompile", "test_compile", "skipped", "test requires accelerator"),
+    ])
+    _junit(tmp_path / "flux.tpu.xml", [
+        (flux, "TestFluxTransformer", "test_output", "passed", ""),
+        (flux, "TestFluxTransformer", "test_rope", "failed", "RuntimeError: view_as_complex has no implementation"),
+        (flux, "TestFluxTransformerMemory", "test_group_offloading", "passed", ""),
+        (flux, "TestFluxTransformerCompile", "test_compile", "failed", "AssertionError: boom"),
+    ])
+    _junit(tmp_path / "autoencoder_kl.cpu.xml", [(vae, "TestAutoencoderKL", "test_output", "passed", "")])
+    _junit(tmp_path / "autoencoder_kl.tpu.xml", [(vae, "TestAutoencoderKL", "test_output", "failed", "mismatch")])
+    text, ok = hf_suite.report(str(tmp_path), ["flux", "autoencoder_kl"], "diffusers")
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("| ") and not line.startswith("| family")}
+    assert rows["flux"][2:] == ["2 / 0 / 2", "2 / 2 / 0", "1 / 2", "50.0", "100.0", "1 / 1"], text
+    assert rows["autoencoder_kl"][4:6] == ["0 / 1", "0.0"], text
+    assert "[complex]" in text and "`flux` `TestFluxTransformerCompile::test_compile`: AssertionError: boom" in text
+    assert not ok  # the VAE's failure is in no known category
+    text, ok = hf_suite.report(str(tmp_path), ["flux"], "diffusers")
+    assert ok, text  # flux's only lost test is complex64 (known); accelerator-only failures never fail --check
+
+
+def test_diffusers_suite_needs_the_upstream_tests(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_TPU_DIFFUSERS_TESTS"}
+    env["TORCH_TPU_BUILD_DIR"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "hf_suite.py"), "--suite", "diffusers"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and "--upstream DIR" in proc.stderr, proc.stderr
+    (tmp_path / "not-diffusers").mkdir()
+    proc = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "hf_suite.py"), "--suite", "diffusers",
+                           "--upstream", str(tmp_path / "not-diffusers")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0 and "not a diffusers checkout" in proc.stderr, proc.stderr
+
+
+if os.environ.get("TORCH_TPU_DIFFUSERS_TESTS"):
+    # Diffusers' test files are not part of this repository (its sdist ships none): the subset runs where a
+    # checkout of github.com/huggingface/diffusers at v0.42.1 is given.
+
+    def test_diffusers_suite_subset(tmp_path):
+        """A few of Diffusers' model tests (Flux, AutoencoderKL, accelerator-only group offloading among them) pass
+        on tpu wherever they pass on cpu."""
+        report = tmp_path / "report.md"
+        cmd = [sys.executable, str(REPO_ROOT / "tools" / "hf_suite.py"), "--suite", "diffusers", "--subset",
+               "--check", "--timeout", "600", "--results", str(tmp_path / "results"), "--report", str(report)]
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=1500)
+        text = report.read_text() if report.exists() else ""
+        assert proc.returncode == 0, f"{proc.stdout}\n{proc.stderr[-4000:]}"
+        assert "Accelerator-only tests (skipped on cpu) that fail on tpu" not in text, text
+        rows = [line for line in text.splitlines()
+                if line.startswith("| ") and " / " in line and "**all**" not in line and not line.startswith("| family ")]
+        assert len(rows) == 2, text
+        for row in rows:
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            assert int(cells[2].split(" / ")[0]) >= 2 and int(cells[7].split(" / ")[0]) >= 1, row

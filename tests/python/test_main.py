@@ -41,6 +41,8 @@ def test_json_report(run_python):
     assert p["api_version"].startswith("0.") and p["platform_name"] == "cpu"
     assert p["stablehlo_current_version"] and p["stablehlo_minimum_version"]
     assert p["options"] == {"cpu_device_count": 2} and p["accelerator"] is False
+    assert "layouts" in p["extensions"] and "profiler" not in p["extensions"]  # the CPU plugin's PJRT extensions
+    assert p["device_profiler"] == "torch.profiler (Kineto)"
     assert [d["index"] for d in r["devices"]] == [0, 1]
     assert all(d["memory_total"] > 0 for d in r["devices"])
     assert r["cache"]["directory"] and r["cache"]["compile_stats"]["graphs"] >= 1

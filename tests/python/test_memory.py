@@ -93,3 +93,81 @@ def test_memory_limit_oom_contract(run_python):
         """,
         env={"TORCH_TPU_MEMORY_LIMIT": "64M"},
     )
+
+
+def test_torch_accelerator_memory_api_matches_torch_tpu(run_python):
+    # PyTorch's device-generic memory API reaches the registered allocator through c10::getDeviceAllocator. Before:
+    # "INTERNAL ASSERT FAILED ... Allocator for tpu is not a DeviceAllocator" from every call. tpu is torch's
+    # accelerator on TPU and GPU plugins; on the CPU plugin TORCH_TPU_ACCELERATOR=1 makes it so.
+    run_python(
+        """
+        import gc, torch, torch_tpu
+        acc = torch.accelerator
+        MiB = 1 << 20
+        assert acc.current_accelerator() == torch.device("tpu"), acc.current_accelerator()
+        acc.empty_cache()
+
+        def same(where):
+            gc.collect()
+            for dev in (None, 0, "tpu:0", torch.device("tpu", 0)):
+                a, t = acc.memory_allocated(dev), torch.tpu.memory_allocated(0)
+                assert a == t, (where, dev, a, t)
+                assert acc.max_memory_allocated(dev) == torch.tpu.max_memory_allocated(0), where
+                assert acc.memory_reserved(dev) == torch.tpu.memory_reserved(0), where
+                assert acc.max_memory_reserved(dev) == torch.tpu.max_memory_reserved(0), where
+            return acc.memory_allocated()
+
+        base = same("start")
+        x = torch.empty(4 * MiB, dtype=torch.uint8, device="tpu")  # counted at allocation
+        assert same("empty") == base + 4 * MiB
+        y = torch.ones(MiB, device="tpu") * 3  # a launch's result
+        assert same("launch") >= base + 8 * MiB
+        peak = acc.max_memory_allocated()
+        assert peak >= base + 8 * MiB
+        del x, y
+        assert same("freed") == base
+        assert acc.max_memory_allocated() == peak  # the peak stays until reset
+        acc.reset_peak_memory_stats()
+        assert acc.max_memory_allocated() == acc.memory_allocated() == torch.tpu.max_memory_allocated() == base
+        z = torch.zeros(MiB, dtype=torch.uint8, device="tpu")
+        torch.tpu.reset_peak_memory_stats()  # one set of peaks behind both APIs
+        assert acc.max_memory_allocated() == base + MiB
+        del z
+
+        s = acc.memory_stats("tpu:1")  # per device
+        assert s["allocated_bytes.all.current"] == torch.tpu.memory_allocated(1)
+        s = acc.memory_stats()
+        for key in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",
+                    "active_bytes.all.current", "allocation.all.current", "num_ooms"):
+            assert key in s, key
+        made = s["allocation.all.allocated"]
+        w = [torch.empty(16, device="tpu") for _ in range(3)]
+        s2 = acc.memory_stats()
+        assert s2["allocation.all.allocated"] == made + 3
+        assert s2["allocation.all.current"] == s["allocation.all.current"] + 3
+        assert s2["allocated_bytes.all.allocated"] == s["allocated_bytes.all.allocated"] + 3 * 64
+        del w
+        acc.reset_accumulated_memory_stats()
+        assert acc.memory_stats()["allocation.all.allocated"] == 0
+
+        # The limit and torch.OutOfMemoryError are the same as torch.tpu's.
+        free, total = acc.get_memory_info()
+        assert (free, total) == torch.tpu.mem_get_info() and total == 64 * MiB, (free, total)
+        try:
+            torch.empty(80 * MiB, dtype=torch.uint8, device="tpu")
+        except torch.OutOfMemoryError:
+            pass
+        assert acc.memory_stats()["num_ooms"] == 1
+
+        # Fused eager: what the recorded ops will allocate counts when the statistics are read.
+        torch_tpu.set_eager_mode("fused")
+        v = torch.ones(MiB, device="tpu") + 1
+        assert same("fused") >= base + 4 * MiB
+        torch_tpu.set_eager_mode("strict")
+        del v
+        acc.empty_cache()
+        assert same("empty_cache") == base
+        print("OK")
+        """,
+        env={"TORCH_TPU_ACCELERATOR": "1", "TORCH_TPU_MEMORY_LIMIT": "64M"},
+    )
