@@ -216,18 +216,18 @@ def _schema_args(node: torch.fx.Node) -> List[Tuple[Any, Any]]:
 
 
 def _node_supported(node: torch.fx.Node) -> Optional[str]:
-    """None if the node can be part of a compiled graph, else the name to report."""
+    """None if the node can be part of a compiled graph, else why not (the lowering layer's one wording)."""
     if node.op != "call_function":
         return None
     if node.target is operator.getitem:
         return None
     name = _op_name(node.target)
     if name is None:
-        return getattr(node.target, "__name__", str(node.target))
+        return _C._no_lowering(getattr(node.target, "__name__", str(node.target)), "not an ATen operator")
     if name in _NOOP_OPS or name == "aten::copy_":
         return None
     if not _C._compile_has_rule(name):
-        return name
+        return _C._no_lowering(name)
     return None
 
 
@@ -455,10 +455,8 @@ def _make_graph(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequen
 
 
 def _fail_message(name: str, bad: Dict[torch.fx.Node, str]) -> str:
-    names = sorted({(_op_name(n.target) or str(n.target)) for n in bad})
-    details = "; ".join(sorted({f"{_op_name(n.target) or n.target}: {m}" for n, m in bad.items()}))
-    return (f"torch_tpu: graph {name} has ops without a tpu lowering (fullgraph=True): {', '.join(names)} "
-            f"({details})")
+    # Each message is the lowering layer's "no lowering for <op> (<reason>)".
+    return f"torch_tpu: graph {name} cannot be one program (fullgraph=True): " + "; ".join(sorted(set(bad.values())))
 
 
 def _is_symbolic(v: Any) -> bool:

@@ -18,7 +18,7 @@ std::string baseName(const std::string& op) {
 }
 
 [[noreturn]] void fail(const NodeDesc& n, const std::string& why) {
-  throw lowering::LoweringError(n.op + ": " + why);
+  throw lowering::LoweringError(n.op, why);
 }
 
 const ArgDesc& arg(const NodeDesc& n, const char* name) {

@@ -163,13 +163,13 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
     if (isCollectiveOp(n.op)) {
       std::vector<Value> results;
       try {
-        if (coll == nullptr) throw lowering::LoweringError(n.op + ": a collective outside a group of the XLA transport");
+        if (coll == nullptr) throw lowering::LoweringError(n.op, "a collective outside a group of the XLA transport");
         results = lowerCollective(b, n, vals, *coll);
       } catch (const lowering::LoweringError& e) {
         record(e.what());
         continue;
       } catch (const shlo::BuildError& e) {
-        record(n.op + ": " + e.what());
+        record(lowering::noLowering(n.op, e.what()));
         continue;
       }
       gp->ops++;
@@ -179,7 +179,7 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
     }
     const lowering::Rule* rule = core::ruleFor(n.op).rule;
     if (!rule) {
-      record("no lowering rule for " + n.op);
+      record(lowering::noLowering(n.op));
       continue;
     }
     std::vector<Value> results;
@@ -193,10 +193,10 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
       record(e.what());
       continue;
     } catch (const shlo::BuildError& e) {
-      record(n.op + ": " + e.what());
+      record(lowering::noLowering(n.op, e.what()));
       continue;
     } catch (const c10::Error& e) {
-      record(n.op + ": " + e.what_without_backtrace());
+      record(lowering::noLowering(n.op, e.what_without_backtrace()));
       continue;
     }
     gp->ops++;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_set>
 
+#include "core/ops.h"
 #include "core/packed.h"
 
 namespace torch_tpu::compile {
@@ -83,16 +83,17 @@ GraphPlan planGraph(const GraphDesc& g) {
     if (v >= 0 && static_cast<size_t>(v) < nv) is_output[v] = true;
   for (const auto& m : g.mutations) mutated[m.first] = true;
 
-  // Transcendentals read by several consumers, or by one at least twice as large (a broadcast), are materialized.
-  static const std::unordered_set<std::string> kTranscendental = {
-      "aten::sin", "aten::cos", "aten::tan", "aten::sinh", "aten::cosh", "aten::asin", "aten::acos", "aten::atan",
-      "aten::atan2", "aten::exp", "aten::exp2", "aten::expm1", "aten::log", "aten::log2", "aten::log10",
-      "aten::log1p", "aten::pow", "aten::erf", "aten::erfc", "aten::erfinv", "aten::lgamma", "aten::digamma"};
+  // Results of transcendental rules (Rule::transcendental) read by several consumers, or by one at least twice as
+  // large (a broadcast), are materialized.
+  auto transcendental = [](const std::string& op) {
+    core::OpRule r = core::ruleFor(op);
+    return r.rule && r.variant == core::Variant::Own && r.rule->transcendental;
+  };
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const NodeDesc& n = g.nodes[k];
     if (n.results.size() != 1 || n.result_values.size() != 1 || n.result_values[0] < 0 || !n.results[0].defined)
       continue;
-    if (!kTranscendental.count(n.op.substr(0, n.op.find('.')))) continue;
+    if (!transcendental(n.op)) continue;
     const auto& u = uses[n.result_values[0]];
     int64_t own = numelOf(n.results[0]), widest = 0;
     for (const auto& use : u)
@@ -102,9 +103,9 @@ GraphPlan planGraph(const GraphDesc& g) {
   }
 
   // Inputs worth packing: floating weights of an inference graph, neither written nor returned, read only through
-  // a transpose of their last two dimensions that feeds products as their right operand: 2-D weights of mm's and
-  // addmm's mat2 (nn.Linear after AOTAutograd), 3-D expert weights of _grouped_mm's mat_b (mixture-of-experts
-  // layers).
+  // a transpose of their last two dimensions that feeds products as the operand their rule reads packed
+  // (Rule::packed_operand): mm's and addmm's mat2 (nn.Linear after AOTAutograd), _grouped_mm's mat_b (the expert
+  // weights of mixture-of-experts layers).
   if (!g.inference || !packWeightsEnabled()) return p;
   for (int i = 0; i < nin; ++i) {
     const TensorMeta& m = g.inputs[i];
@@ -120,10 +121,8 @@ GraphPlan planGraph(const GraphDesc& g) {
         break;
       }
       for (const auto& mm : uses[tv]) {
-        const std::string& op = g.nodes[mm.first].op;
-        bool product = rank == 2 ? (op == "aten::mm" && mm.second == 1) || (op == "aten::addmm" && mm.second == 2)
-                                 : op == "aten::_grouped_mm" && mm.second == 1;
-        if (!product) ok = false;
+        core::OpRule r = core::ruleFor(g.nodes[mm.first].op);
+        if (!r.rule || r.variant != core::Variant::Own || r.rule->packed_operand != mm.second) ok = false;
       }
       if (!ok) break;
     }

@@ -238,9 +238,24 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
   return cpu.item();
 }
 
+// clone: a tensor of a dtype no device program handles (core/dtype.h) is copied through the host, every other
+// through the `aten::clone` rule.
+void cloneKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - op.schema().arguments().size();
+  const c10::IValue& self = (*stack)[base];
+  if (self.isTensor() && !supportedDType(self.toTensor().scalar_type())) {
+    at::Tensor out = hostClone(self.toTensor());
+    stack->erase(stack->begin() + static_cast<std::ptrdiff_t>(base), stack->end());
+    stack->push_back(std::move(out));
+    return;
+  }
+  loweringKernel(op, ks, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("clone", torch::CppFunction::makeFromBoxedFunction<&cloneKernel>());
   m.impl("copy_", TORCH_FN(copy_));
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "core/client.h"
+#include "lowering/lowering.h"
 
 namespace torch_tpu {
 
@@ -60,13 +61,12 @@ void cpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       std::lock_guard<std::mutex> g(g_mu);
       if (--g_counts[name] == 0) g_counts.erase(name);
     }
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", name, " has no lowering on the tpu device",
-                                reason.empty() ? "" : " (" + reason + ")",
-                                " and TORCH_TPU_FALLBACK_STRICT=1 forbids the CPU fallback");
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", lowering::noLowering(name, reason),
+                                "; TORCH_TPU_FALLBACK_STRICT=1 forbids the CPU fallback");
   }
   if (first) {
-    TORCH_WARN("tpu: ", name, " runs on the CPU (no lowering",
-               reason.empty() ? "" : ": " + reason, "); this costs two host round trips per call");
+    TORCH_WARN("tpu: ", lowering::noLowering(name, reason),
+               ": it runs on the CPU, which costs two host round trips per call");
   }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true, c10::DispatchKey::CPU);
 }

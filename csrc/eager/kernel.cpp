@@ -65,7 +65,6 @@ struct OpInfo {
   int generator_arg = -1;
   bool returns_ok = true;              // every return is a Tensor or Tensor[]
   bool void_returns = false;           // returns nothing: results go to mutated_args, in order
-  bool is_clone = false;
   int packable_arg = -1;  // the product's right operand, read through its packed copy when it qualifies (core/packed.h)
 };
 
@@ -114,9 +113,7 @@ const OpInfo& buildInfo(const c10::OperatorHandle& op) {
     }
     info->return_alias.push_back(alias);
   }
-  info->is_clone = info->name == "aten::clone";
-  if (info->name == "aten::mm" || info->name == "aten::_grouped_mm") info->packable_arg = 1;
-  if (info->name == "aten::addmm") info->packable_arg = 2;
+  if (info->op.variant == core::Variant::Own) info->packable_arg = info->op.rule->packed_operand;
   const OpInfo& out = *info;
   g_infos.emplace(&schema, std::move(info));
   return out;
@@ -530,9 +527,9 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
     prog->error_on_cpu = true;  // the CPU kernel raises PyTorch's error
     return prog;
   } catch (const lowering::LoweringError& e) {
-    return fallback(e.what());
+    return fallback(e.reason());
   } catch (const shlo::BuildError& e) {
-    return fallback(info.name + ": " + e.what());
+    return fallback(e.what());
   }
 
   // 3. Writes into argument storages, then fresh results.
@@ -693,13 +690,6 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
-  if (info.is_clone && (*stack)[base].isTensor() &&
-      !supportedDType((*stack)[base].toTensor().scalar_type())) {
-    at::Tensor out = hostClone((*stack)[base].toTensor());
-    stack->erase(stack->begin() + base, stack->end());
-    stack->push_back(std::move(out));
-    return;
-  }
   const bool recording = fused::active();
   bool counted = false;
   CallScope scope;
@@ -781,23 +771,9 @@ void clearKernelCache() {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Registration: every op a rule serves (core/ops.h), except those eager mode implements natively.
-
-namespace {
-
-// Ops the eager layer implements natively (views, copies, storage); their rules serve torch.compile, and the native
-// kernels may still call loweringKernel with them (copy_ does).
-const std::unordered_set<std::string>& nativeOps() {
-  static const std::unordered_set<std::string> s = {
-      "aten::copy_", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::empty.memory_format",
-      "aten::empty_strided", "aten::as_strided", "aten::view", "aten::_reshape_alias", "aten::resize_",
-      "aten::set_.source_Storage", "aten::set_.source_Storage_storage_offset", "aten::set_.source_Tensor",
-      "aten::set_", "aten::_local_scalar_dense", "aten::unfold", "aten::alias", "aten::_unsafe_view",
-      "aten::_to_copy", "aten::native_batch_norm"};
-  return s;
-}
-
-}  // namespace
+// Registration: every op a rule serves (core/ops.h), except graph-only rows and the ops the eager layer implements
+// with kernels of its own (views, copies, storage: registered for PrivateUse1 when the library loads; they may
+// still run a rule through loweringKernel, as copy_ and clone do).
 
 std::vector<std::string> registerLoweringKernels() {
   // Each call registers the ops defined since the previous one (an op of a rule defined from Python after import);
@@ -811,11 +787,13 @@ std::vector<std::string> registerLoweringKernels() {
     auto& disp = c10::Dispatcher::singleton();
     for (const auto& [full, op] : core::opRules()) {
       if (done.count(full)) continue;
-      if (!op.rule->eager || op.variant == core::Variant::FunctionalOf || nativeOps().count(full)) continue;
+      if (!op.rule->eager || op.variant == core::Variant::FunctionalOf) continue;
       auto dot = full.find('.');
       auto h = disp.findOp(dot == std::string::npos ? c10::OperatorName(full, "")
                                                     : c10::OperatorName(full.substr(0, dot), full.substr(dot + 1)));
-      if (!h || h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) continue;
+      if (!h || h->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+          h->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1))
+        continue;
       bool tensor_returns = true;
       for (const auto& ret : h->schema().returns()) {
         bool tensor_list = ret.type()->kind() == c10::TypeKind::ListType &&

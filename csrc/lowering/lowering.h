@@ -127,17 +127,22 @@ class Context {
   // A static number (listed in Rule::static_args) or a compile-time constant.
   double staticDouble(size_t i) const;
 
-  // Raises LoweringError(op + ": " + msg).
+  // Raises LoweringError(op, msg).
   [[noreturn]] void fail(const std::string& msg) const;
 
  private:
   std::string op_;
 };
 
-// A rule cannot lower this call. Eager mode reports it with the op name; the message should say why.
+// A rule cannot lower this call: what() is noLowering(op, reason). Eager mode falls back to the CPU (or raises in
+// strict mode) and a compiled graph leaves the node to eager, both reporting the same words.
 class LoweringError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  LoweringError(const std::string& op, const std::string& reason);
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string reason_;
 };
 
 // The call is invalid: PyTorch's CPU kernel rejects it where its meta kernel does not (operands of different
@@ -174,6 +179,12 @@ struct Rule {
   // storage in eager mode, while in a functionalized graph it is just a value).
   bool eager = true;
   unsigned dtypes = 0;                   // DTypeClass bits: the restricted dtypes this rule lowers
+  // The operand (schema argument index) a product may read through its packed copy: a transposed weight kept
+  // row-major once (core/packed.h, compile/plan.h); -1: none.
+  int packed_operand = -1;
+  // Costly per element (exp, log, trigonometric, erf, ...): a compiled graph computes a result read by several
+  // consumers, or broadcast to a larger one, once into its own buffer instead of letting XLA recompute it per use.
+  bool transcendental = false;
 };
 
 // The row of one registered rule, returned by Registry::add. Typed modifiers set the rule's optional parts and
@@ -183,6 +194,10 @@ struct Rule {
 //   r.add("aten::neg", unarySame(negate)).accepts(elementwiseAccepts);  // a predicate made for the row's op
 //   r.add("aten::view", reshapeToOut).graphOnly();
 //   r.add("aten::mul.Tensor", binary(mul)).accepts(elementwiseAccepts).complex();
+//   r.add("aten::mm", mmRule).accepts(matmulAccepts).packedOperand(1);
+//   r.add("aten::exp", unaryFloat(exp)).accepts(elementwiseAccepts).transcendental();
+// Eager mode registers a kernel running the rule for every op a rule serves (core/ops.h), except graph-only rows
+// and ops the eager layer implements with a kernel of its own (views, copies, storage; csrc/eager).
 class RuleRow {
  public:
   explicit RuleRow(Rule& rule) : rule_(rule) {}
@@ -193,6 +208,8 @@ class RuleRow {
   RuleRow& graphOnly();  // Rule::eager = false
   RuleRow& dtypes(unsigned classes);  // restricted dtype classes (DTypeClass) the rule lowers, like PyTorch's CPU
   RuleRow& complex() { return dtypes(kComplex); }  // the rule computes complex64/complex128 as well
+  RuleRow& packedOperand(int arg);  // Rule::packed_operand
+  RuleRow& transcendental();        // Rule::transcendental
   const Rule& rule() const { return rule_; }
 
  private:
@@ -217,10 +234,13 @@ const Registry& registry();
 // complex lowering", "no float8 lowering", ...), else its accepts predicate declining ("the rule declines this
 // call"). Eager mode and compiled graphs report this reason for the CPU fallback / the node run eagerly.
 std::string declineReason(const Rule& rule, const Context& ctx);
+// The one wording of an op that does not lower: "no lowering for aten::X" plus " (reason)" when one is given.
+// Eager mode's fallback, compiled graphs and the dynamo backend all report it.
+std::string noLowering(const std::string& op, const std::string& reason = "");
 inline bool accepts(const Rule& rule, const Context& ctx) { return declineReason(rule, ctx).empty(); }
 
 // Lowers one call: runs the rule and checks/converts its results against ctx.outputs (dtype converted, shape must
-// match). Throws LoweringError for a missing rule ("no lowering for aten::X") or a failing rule.
+// match). Throws LoweringError when the rule fails.
 std::vector<Value> lower(const Rule& rule, Context& ctx);
 
 }  // namespace torch_tpu::lowering

@@ -58,7 +58,7 @@ AcceptsFn elementwiseAccepts(const std::string& op) {
   return [no_bool, no_int, div_mode, same_dtypes](const Context& ctx) {
     // Complex calls reach this only for rows listing kComplex (lowering.h: declineReason).
     DType promoted = promotedOf(ctx);
-    if (no_int && !isFloat(promoted)) return false;
+    if (no_int && !isFloat(promoted) && !shlo::isComplex(promoted)) return false;
     if (boolAlphaMismatch(ctx, promoted)) return false;
     if (same_dtypes && ctx.has(1) && ctx.args[1].kind == Arg::Kind::Tensor &&
         ctx.tensor(0).dtype() != ctx.tensor(1).dtype())

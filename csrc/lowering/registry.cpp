@@ -55,7 +55,14 @@ double Context::staticDouble(size_t i) const {
   fail("argument " + std::to_string(i) + " ('" + a.name + "') has no static value (list it in static_args)");
 }
 
-void Context::fail(const std::string& msg) const { throw LoweringError(op_ + ": " + msg); }
+void Context::fail(const std::string& msg) const { throw LoweringError(op_, msg); }
+
+std::string noLowering(const std::string& op, const std::string& reason) {
+  return "no lowering for " + op + (reason.empty() ? std::string() : " (" + reason + ")");
+}
+
+LoweringError::LoweringError(const std::string& op, const std::string& reason)
+    : std::runtime_error(noLowering(op, reason)), reason_(reason) {}
 
 RuleRow Registry::add(const std::string& op, RuleFn fn) {
   auto [it, inserted] = rules_.try_emplace(op);
@@ -84,6 +91,16 @@ RuleRow& RuleRow::graphOnly() {
 
 RuleRow& RuleRow::dtypes(unsigned classes) {
   rule_.dtypes |= classes;
+  return *this;
+}
+
+RuleRow& RuleRow::packedOperand(int arg) {
+  rule_.packed_operand = arg;
+  return *this;
+}
+
+RuleRow& RuleRow::transcendental() {
+  rule_.transcendental = true;
   return *this;
 }
 
@@ -178,7 +195,7 @@ std::vector<Value> lower(const Rule& rule, Context& ctx) {
   try {
     results = rule.fn(ctx);
   } catch (const shlo::BuildError& e) {
-    throw LoweringError(rule.op + ": " + e.what());
+    throw LoweringError(rule.op, e.what());
   }
   if (results.size() != ctx.outputs.size())
     ctx.fail("rule returned " + std::to_string(results.size()) + " results, schema has " +

@@ -23,6 +23,7 @@
 #include "eager/fused.h"
 #include "eager/kernel.h"
 #include "eager/profiler.h"
+#include "lowering/lowering.h"
 #include "python/bindings.h"
 #include "runtime/shutdown.h"
 
@@ -317,6 +318,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_fallback_strict", &setFallbackStrict);
   m.def("_fallback_strict", &fallbackStrict);
   m.def("_lowered_ops", []() { return registerLoweringKernels(); });
+  m.def("_no_lowering", &lowering::noLowering, py::arg("op"), py::arg("reason") = "");
   m.def("_storage_buffer_dims", [](const at::Tensor& t) -> py::object {
     auto b = storageOf(t)->get();
     if (!b) return py::none();

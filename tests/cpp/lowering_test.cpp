@@ -387,7 +387,7 @@ static Result run(const std::string& op, const std::vector<In>& ins, const std::
     try {
       vals = rule->fn(ctx);
     } catch (const shlo::BuildError& e) {
-      throw LoweringError(op + ": " + e.what());
+      throw LoweringError(op, e.what());
     }
   } else {
     vals = lower(*rule, ctx);
@@ -885,6 +885,11 @@ static void coverageCases() {
        {T(DType::F8E4M3FN, {2, 3}, {0x38, 0x40, 0xb8, 0x30, 0x00, 0x48}), T(DType::F8E4M3FN, {3, 2}, {0x38, 0x38, 0x38, 0x40, 0x38, 0x30}),
         T(f32, {}, {0.5}), T(f32, {}, {2.0}), N(), N(), Dt(DType::BF16), B(false)},
        {{DType::BF16, {2, 2}}}},
+      {"aten::_scaled_mm_v2",
+       {T(DType::F8E4M3FN, {2, 3}, {0x38, 0x40, 0xb8, 0x30, 0x00, 0x48}), T(DType::F8E4M3FN, {3, 2}, {0x38, 0x38, 0x38, 0x40, 0x38, 0x30}),
+        TL({T(f32, {2, 1}, {0.5, 1.0})}), L({1}), L({0}), TL({T(f32, {1, 2}, {2.0, 4.0})}), L({1}), L({0}), N(), Dt(f32),
+        L({}), B(false)},
+       {{f32, {2, 2}}}},
       {"aten::conj_physical", {T(DType::C64, {2, 3})}, {{DType::C64, {2, 3}}}},
       {"aten::polar", {T(f32, {2, 3}), T(f32, {2, 3})}, {{DType::C64, {2, 3}}}},
       {"aten::complex", {T(f32, {2, 3}), T(f32, {2, 3})}, {{DType::C64, {2, 3}}}},

@@ -1,6 +1,7 @@
 """OpInfo sweep: PyTorch's own op database run on `tpu` and compared with CPU.
 
-For every OpInfo and dtype (float32, bfloat16, int64, bool, complex64 where the OpInfo supports them) the sample inputs run
+For every OpInfo and dtype (float32, bfloat16, int64, bool, complex64, float8_e4m3fn, float8_e5m2 where the OpInfo
+supports them) the sample inputs run
 on CPU and on `tpu`; results are compared (forward, and backward where the OpInfo supports gradients). A case
 counts as passing on device only if no op fell back to CPU while it ran; a case that was right only because of the
 fallback is reported separately. Error inputs must raise the same exception type as on CPU.
@@ -44,7 +45,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 import torch_tpu
 
-DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64)
+# float8: PyTorch's OpInfos list float8 for very few ops (_scaled_mm, eye); casts of every float8 type are checked
+# bit for bit in tests/python/test_dtypes_f8_uint.py.
+FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+DTYPES = (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64) + FLOAT8
 
 # Outcome of one (op, dtype, sample, direction) case.
 PASS = "pass"                  # correct and ran on device
@@ -201,7 +205,7 @@ def _tol(dtype):
         return dict(rtol=1e-4, atol=3e-4)
     if dtype in (torch.float64, torch.complex128):
         return dict(rtol=1e-7, atol=1e-7)
-    return dict(rtol=0, atol=0)
+    return dict(rtol=0, atol=0)  # integers, bool, float8 (bit for bit)
 
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
@@ -235,6 +239,11 @@ def _to(x, device):
                 r = b.as_strided(t.size(), t.stride(), t.storage_offset())
             except RuntimeError:  # the view outgrew its base (a resized out=): copy it alone
                 r = t.detach().to(device)
+            # as_strided keeps the base's conjugate and negative bits: the view's own are set again
+            if r.is_conj() != t.is_conj():
+                r = r.conj()
+            if r.is_neg() != t.is_neg():
+                r = torch._neg_view(r)
         if t.requires_grad:
             r = r.detach().requires_grad_(True)
             if t is base:
@@ -644,7 +653,7 @@ def _grad_inputs(args) -> List[torch.Tensor]:
 def grad_dtype(op, dtype) -> bool:
     """Whether the sweep checks gradients of `op` for `dtype`: floating dtypes, and complex ones where the OpInfo
     supports complex autograd (gradients follow PyTorch's conjugate Wirtinger convention on both devices)."""
-    if not op.supports_autograd:
+    if not op.supports_autograd or dtype in FLOAT8:
         return False
     if dtype.is_complex:
         return dtype in op.supported_backward_dtypes("cpu")

@@ -57,7 +57,7 @@ void populateActivation(Registry& r) {
     return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return geluF(ctx.b, v, approx); })};
   }).accepts(elementwiseAccepts);
   r.add("aten::silu", unarySame([](Builder& b, Value x) { return b.div(x, b.add(cst(b, 1, x), b.exp(b.neg(x)))); }))
-      .accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).complex();
   r.add("aten::mish", unarySame([](Builder& b, Value x) { return b.mul(x, b.tanh(b.log1p(b.exp(x)))); }))
       .accepts(elementwiseAccepts);
   r.add("aten::hardsigmoid", unarySame([](Builder& b, Value x) {

@@ -205,9 +205,9 @@ void populateElementwise(Registry& r) {
     if (x.dtype() == DType::Pred) return b.convert(powOp(b, b.convert(x, DType::S64), b.convert(y, DType::S64)), DType::Pred);
     return powOp(b, x, y);
   };
-  r.add("aten::pow.Tensor_Tensor", binary(pow)).accepts(elementwiseAccepts).complex();
-  r.add("aten::pow.Tensor_Scalar", binary(pow)).accepts(elementwiseAccepts).complex();
-  r.add("aten::pow.Scalar", binary(pow)).accepts(elementwiseAccepts).complex();
+  r.add("aten::pow.Tensor_Tensor", binary(pow)).accepts(elementwiseAccepts).complex().transcendental();
+  r.add("aten::pow.Tensor_Scalar", binary(pow)).accepts(elementwiseAccepts).complex().transcendental();
+  r.add("aten::pow.Scalar", binary(pow)).accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::maximum", binary([](Builder& b, Value x, Value y) { return nanMax(b, x, y); }))
       .accepts(elementwiseAccepts);
   r.add("aten::minimum", binary([](Builder& b, Value x, Value y) { return nanMin(b, x, y); }))
@@ -223,7 +223,7 @@ void populateElementwise(Registry& r) {
     return b.select(isNan(b, x), y, b.select(isNan(b, y), x, m));
   })).accepts(elementwiseAccepts);
   r.add("aten::atan2", binary([](Builder& b, Value x, Value y) { return b.atan2(x, y); }, true))
-      .accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).transcendental();
   r.add("aten::hypot", binary([](Builder& b, Value x, Value y) { return b.sqrt(b.add(b.mul(x, x), b.mul(y, y))); }))
       .accepts(elementwiseAccepts);
   r.add("aten::copysign.Tensor", binary([](Builder& b, Value x, Value y) {
@@ -527,23 +527,31 @@ void populateElementwise(Registry& r) {
   }).accepts([](const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); });
 
   // ---- unary, floating result ----
-  r.add("aten::exp", unaryFloat([](Builder& b, Value x) { return b.exp(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::exp", unaryFloat([](Builder& b, Value x) { return b.exp(x); }))
+      .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::exp2", unaryFloat([](Builder& b, Value x) { return b.pow(cst(b, 2, x), x); }))
-      .accepts(elementwiseAccepts);
-  r.add("aten::expm1", unaryFloat([](Builder& b, Value x) { return b.expm1(x); })).accepts(elementwiseAccepts).complex();
-  r.add("aten::log", unaryFloat([](Builder& b, Value x) { return b.log(x); })).accepts(elementwiseAccepts).complex();
+      .accepts(elementwiseAccepts).transcendental();
+  r.add("aten::expm1", unaryFloat([](Builder& b, Value x) { return b.expm1(x); }))
+      .accepts(elementwiseAccepts).complex().transcendental();
+  r.add("aten::log", unaryFloat([](Builder& b, Value x) { return b.log(x); }))
+      .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::log2", unaryFloat([](Builder& b, Value x) { return b.div(b.log(x), cst(b, M_LN2, x)); }))
-      .accepts(elementwiseAccepts).complex();
+      .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::log10", unaryFloat([](Builder& b, Value x) { return b.div(b.log(x), cst(b, M_LN10, x)); }))
-      .accepts(elementwiseAccepts).complex();
-  r.add("aten::log1p", unaryFloat([](Builder& b, Value x) { return b.log1p(x); })).accepts(elementwiseAccepts).complex();
+      .accepts(elementwiseAccepts).complex().transcendental();
+  r.add("aten::log1p", unaryFloat([](Builder& b, Value x) { return b.log1p(x); }))
+      .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::sqrt", unaryFloat([](Builder& b, Value x) { return b.sqrt(x); })).accepts(elementwiseAccepts).complex();
-  r.add("aten::rsqrt", unaryFloat([](Builder& b, Value x) { return b.rsqrt(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::rsqrt", unaryFloat([](Builder& b, Value x) { return b.rsqrt(x); }))
+      .accepts(elementwiseAccepts).complex();
   r.add("aten::reciprocal", unaryFloat([](Builder& b, Value x) { return b.div(cst(b, 1, x), x); }))
       .accepts(elementwiseAccepts).complex();
-  r.add("aten::sin", unaryFloat([](Builder& b, Value x) { return b.sin(x); })).accepts(elementwiseAccepts).complex();
-  r.add("aten::cos", unaryFloat([](Builder& b, Value x) { return b.cos(x); })).accepts(elementwiseAccepts).complex();
-  r.add("aten::tan", unaryFloat([](Builder& b, Value x) { return b.tan(x); })).accepts(elementwiseAccepts).complex();
+  r.add("aten::sin", unaryFloat([](Builder& b, Value x) { return b.sin(x); }))
+      .accepts(elementwiseAccepts).complex().transcendental();
+  r.add("aten::cos", unaryFloat([](Builder& b, Value x) { return b.cos(x); }))
+      .accepts(elementwiseAccepts).complex().transcendental();
+  r.add("aten::tan", unaryFloat([](Builder& b, Value x) { return b.tan(x); }))
+      .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::tanh", unaryFloat([](Builder& b, Value x) { return b.tanh(x); })).accepts(elementwiseAccepts).complex();
   r.add("aten::sigmoid", unaryFloat(sigmoidF)).accepts(elementwiseAccepts).complex();
   r.add("aten::deg2rad", unaryFloat([](Builder& b, Value x) { return b.mul(x, cst(b, M_PI / 180.0, x)); }))
@@ -557,14 +565,15 @@ void populateElementwise(Registry& r) {
   // digamma(0) is -inf in PyTorch (CHLO gives NaN at every pole)
   r.add("aten::digamma", unaryFloat([](Builder& b, Value x) {
     return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, -INFINITY, x), b.chlo("digamma", x));
-  })).accepts(elementwiseAccepts);
+  })).accepts(elementwiseAccepts).transcendental();
   for (const char* name : {"erf", "erfc", "lgamma", "asin", "acos", "atan", "sinh", "cosh", "asinh",
                            "acosh", "atanh"}) {
     std::string n = name;
-    r.add("aten::" + n, unaryFloat([n](Builder& b, Value x) { return b.chlo(n, x); })).accepts(elementwiseAccepts);
+    r.add("aten::" + n, unaryFloat([n](Builder& b, Value x) { return b.chlo(n, x); }))
+        .accepts(elementwiseAccepts).transcendental();
   }
   r.add("aten::erfinv", unaryFloat([](Builder& b, Value x) { return b.chlo("erf_inv", x); }))
-      .accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).transcendental();
   r.add("aten::logit", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     DType out = toFloat(x.dtype());
@@ -592,12 +601,14 @@ void populateElementwise(Registry& r) {
     Value out = b.orOp(b.compare(x, lo, Cmp::LT), b.compare(x, hi, Cmp::GT));
     return b.select(out, b.zerosLike(g), res);
   })).accepts(elementwiseAccepts);
+  // Complex: the gradient times the conjugate of the derivative (PyTorch's conjugate Wirtinger convention).
   r.add("aten::tanh_backward", gradOp(0, 1, [](Context& ctx, DType, Value g, Value y) {
-    return ctx.b.mul(g, ctx.b.sub(cst(ctx.b, 1, y), ctx.b.mul(y, y)));
-  })).accepts(elementwiseAccepts);
+    return ctx.b.mul(g, ctx.b.conj(ctx.b.sub(cst(ctx.b, 1, y), ctx.b.mul(y, y))));
+  })).accepts(elementwiseAccepts).complex();
   r.add("aten::sigmoid_backward", gradOp(0, 1, [](Context& ctx, DType, Value g, Value y) {
-    return ctx.b.mul(ctx.b.mul(g, ctx.b.sub(cst(ctx.b, 1, y), y)), y);
-  })).accepts(elementwiseAccepts);
+    Builder& b = ctx.b;
+    return b.mul(b.mul(g, b.conj(b.sub(cst(b, 1, y), y))), b.conj(y));
+  })).accepts(elementwiseAccepts).complex();
 
   // ---- ternary ----
   auto addcRule = [](bool divide) {

@@ -109,7 +109,9 @@ double staticOr(const Context& ctx, size_t i, double dflt) {
 // goes to the CPU kernel and raises PyTorch's error there. Floating self only, or any non-bool self for `integers`.
 AcceptsFn randomAccepts(std::function<bool(const Context&)> valid, bool integers = false) {
   return [valid, integers](const Context& ctx) {
-    bool dtype_ok = floatSelf(ctx) || (integers && realDTypes(ctx) && ctx.tensor(0).dtype() != DType::Pred);
+    // (complex calls reach this only for rows listing kComplex: normal_)
+    bool dtype_ok = floatSelf(ctx) || shlo::isComplex(ctx.tensor(0).dtype()) ||
+                    (integers && realDTypes(ctx) && ctx.tensor(0).dtype() != DType::Pred);
     return dtype_ok && valid(ctx);
   };
 }
@@ -122,12 +124,15 @@ void populateFactory(Registry& r) {
   r.add("aten::zero", [](Context& ctx) -> std::vector<Value> { return {ctx.b.zerosLike(ctx.tensor(0))}; })
       .dtypes(kRestricted);
   r.add("aten::clone", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).dtypes(kRestricted);
-  r.add("aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; }).dtypes(kRestricted);
+  // Graph-only: in eager mode alias is a view (PyTorch's kernel), and _to_copy also crosses devices (PyTorch's
+  // kernel: an empty tensor and copy_).
+  r.add("aten::alias", [](Context& ctx) -> std::vector<Value> { return {ctx.tensor(0)}; })
+      .graphOnly().dtypes(kRestricted);
   r.add("aten::_to_copy", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     DType to = ctx.has(1) && ctx.arg(1).kind == Arg::Kind::ScalarType ? ctx.arg(1).dtype : x.dtype();
     return {ctx.b.convert(x, to)};
-  }).dtypes(kRestricted);
+  }).graphOnly().dtypes(kRestricted);
   // full/zeros/ones/... : the value broadcast to the expected result type.
   r.add("aten::full", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).dtypes(kRestricted);
   r.add("aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).dtypes(kRestricted);
@@ -176,7 +181,7 @@ void populateFactory(Registry& r) {
       if (t.rank() != 2) ctx.fail("expected a 2-d result");
       Value diag = b.compare(b.iota({DType::S64, t.shape}, 0), b.iota({DType::S64, t.shape}, 1), Cmp::EQ);
       return {b.convert(diag, t.dtype)};
-    }).accepts(realDTypes);
+    }).accepts(realDTypes).dtypes(kFloat8 | kComplex);
   // linspace / logspace (start, end, steps[, base]): PyTorch's two-sided formula (the first half counts up from
   // start, the second half down from end). Integer results compute in f64 and truncate, as PyTorch CPU.
   auto spaced = [](bool log) {
@@ -184,7 +189,7 @@ void populateFactory(Registry& r) {
       Builder& b = ctx.b;
       const TensorType& t = outType(ctx);
       int64_t steps = ctx.toInt(2);
-      DType c = isFloat(t.dtype) ? accType(t.dtype) : DType::F64;
+      DType c = isFloat(t.dtype) ? accType(t.dtype) : shlo::isComplex(t.dtype) ? t.dtype : DType::F64;
       if (steps == 0) return {b.zeros(t)};
       Value start = b.broadcastTo(scalarArg(ctx, 0, c), t.shape);
       Value end = b.broadcastTo(scalarArg(ctx, 1, c), t.shape);
@@ -209,7 +214,7 @@ void populateFactory(Registry& r) {
     };
   };
   for (const char* ov : {"", ".Tensor_Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
-    r.add(std::string("aten::linspace") + ov, spaced(false)).accepts(realDTypes);
+    r.add(std::string("aten::linspace") + ov, spaced(false)).accepts(realDTypes).complex();
     r.add(std::string("aten::logspace") + ov, spaced(true)).accepts(realDTypes);
   }
   // tril_indices / triu_indices(row, col, offset): every number is static; the indices are a constant.
@@ -249,12 +254,27 @@ void populateFactory(Registry& r) {
   r.add("aten::normal_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
-    DType c = drawType(self.dtype());
-    Value z = standardNormal(ctx, self.shape(), c);
-    Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(z);
-    Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(z);
-    return {b.convert(b.add(mean, b.mul(z, stdv)), self.dtype())};
-  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; }));
+    // Complex, as PyTorch: the real and imaginary parts are independent normals of standard deviation std / sqrt(2)
+    // (the modulus has variance std^2), both shifted by the mean.
+    const bool cplx = shlo::isComplex(self.dtype());
+    DType c = cplx ? (self.dtype() == DType::C128 ? DType::F64 : DType::F32) : drawType(self.dtype());
+    Shape shape = self.shape();
+    if (cplx) shape.push_back(2);
+    Value z = standardNormal(ctx, shape, c);
+    Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), shape) : b.zerosLike(z);
+    Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), shape) : b.onesLike(z);
+    if (cplx) stdv = b.mul(stdv, b.constantF(M_SQRT1_2, c, shape));
+    Value v = b.add(mean, b.mul(z, stdv));
+    if (!cplx) return {b.convert(v, self.dtype())};
+    std::vector<int64_t> lo(shape.size(), 0), hi = shape, st(shape.size(), 1);
+    hi.back() = 1;
+    Value re = b.reshape(b.slice(v, lo, hi, st), self.shape());
+    lo.back() = 1;
+    hi.back() = 2;
+    Value im = b.reshape(b.slice(v, lo, hi, st), self.shape());
+    return {b.complex(re, im)};
+  }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; }))
+      .complex();
   // normal.Tensor_float(mean, float std=1): mean + std * z. (The forms with a std tensor stay on the CPU kernel:
   // PyTorch checks std >= 0 element by element, which needs the values on the host.)
   r.add("aten::normal.Tensor_float", [](Context& ctx) -> std::vector<Value> {

@@ -381,7 +381,7 @@ bool moeAccepts(const Context& ctx) {
 }  // namespace
 
 void populateGrouped(Registry& r) {
-  r.add("aten::_grouped_mm", groupedMM).accepts(groupedAccepts);
+  r.add("aten::_grouped_mm", groupedMM).accepts(groupedAccepts).packedOperand(1);
   r.add("tpu::moe_experts", moeExperts).accepts(moeAccepts);
 }
 

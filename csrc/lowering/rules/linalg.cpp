@@ -55,10 +55,10 @@ Value epilogue(Context& ctx, Value prod, size_t self_i, size_t beta_i, size_t al
 void sameDTypes(const Context& ctx, std::initializer_list<size_t> operands, int self_i = -1) {
   DType t = ctx.tensor(*operands.begin()).dtype();
   for (size_t i : operands)
-    if (ctx.tensor(i).dtype() != t) throw InvalidCall(ctx.op() + ": operands of different dtypes");
+    if (ctx.tensor(i).dtype() != t) throw InvalidCall(ctx.op(), "operands of different dtypes");
   if (self_i >= 0 && ctx.arg(size_t(self_i)).kind == Arg::Kind::Tensor && !ctx.arg(size_t(self_i)).wrapped_number &&
       ctx.tensor(size_t(self_i)).dtype() != t)
-    throw InvalidCall(ctx.op() + ": operands of different dtypes");
+    throw InvalidCall(ctx.op(), "operands of different dtypes");
 }
 
 std::vector<Value> mmLike(Context& ctx, size_t lhs_i, size_t rhs_i, int64_t nbatch, int64_t lc, int64_t rc,
@@ -317,42 +317,64 @@ bool floatOrSameOut(const Context& ctx) {
 // _scaled_mm(self, mat2, scale_a, scale_b, bias?, scale_result?, out_dtype?, use_fast_accum): float8 operands
 // widened to float32 (exactly) and scaled (a tensor-wise scale, or row-wise [M, 1] and [1, N] scales), one float32
 // product, plus bias, divided by scale_result for a float8 result, rounded once to out_dtype: PyTorch CPU's steps.
-std::vector<Value> scaledMm(Context& ctx) {
+// _scaled_mm_v2 names the same two recipes per operand (TensorWise, RowWise; no swizzle): the same product.
+std::vector<Value> scaledProduct(Context& ctx, Value sa, Value sb, int bias, int scale_result) {
   Builder& b = ctx.b;
   Value x = b.convert(ctx.tensor(0), DType::F32), y = b.convert(ctx.tensor(1), DType::F32);
   const int64_t M = x.shape()[0], N = y.shape()[1];
-  auto scaled = [&](Value v, size_t i, bool rows) {
-    Value s = b.convert(ctx.tensor(i), DType::F32);
+  auto scaled = [&](Value v, Value scale, bool rows) {
+    Value s = b.convert(scale, DType::F32);
     if (s.type.numel() == 1) return b.mul(v, b.broadcastInDim(b.reshape(s, {}), v.shape(), {}));
     if (rows) return b.mul(v, b.broadcastInDim(b.reshape(s, {M}), v.shape(), {0}));
     return b.mul(v, b.broadcastInDim(b.reshape(s, {N}), v.shape(), {1}));
   };
-  const bool tensorwise = ctx.tensor(2).type.numel() == 1 && ctx.tensor(3).type.numel() == 1;
+  const bool tensorwise = sa.type.numel() == 1 && sb.type.numel() == 1;
   Value p;
   if (tensorwise) {
-    p = b.dotGeneral(scaled(x, 2, true), scaled(y, 3, false), {}, {}, {1}, {0}, DType::F32);
+    p = b.dotGeneral(scaled(x, sa, true), scaled(y, sb, false), {}, {}, {1}, {0}, DType::F32);
   } else {  // row-wise: the scales multiply the product's rows and columns
-    p = scaled(scaled(b.dotGeneral(x, y, {}, {}, {1}, {0}, DType::F32), 2, true), 3, false);
+    p = scaled(scaled(b.dotGeneral(x, y, {}, {}, {1}, {0}, DType::F32), sa, true), sb, false);
   }
-  if (ctx.has(4)) p = b.add(p, b.broadcastTo(b.convert(ctx.tensor(4), DType::F32), p.shape()));
+  if (bias >= 0 && ctx.has(bias)) p = b.add(p, b.broadcastTo(b.convert(ctx.tensor(bias), DType::F32), p.shape()));
   const DType out = ctx.outputs.at(0).dtype;
-  if (ctx.has(5) && (out == DType::F8E4M3FN || out == DType::F8E5M2)) {
-    Value inv = b.div(b.constant(1.0, DType::F32), b.reshape(b.convert(ctx.tensor(5), DType::F32), {}));
+  if (scale_result >= 0 && ctx.has(scale_result) && (out == DType::F8E4M3FN || out == DType::F8E5M2)) {
+    Value inv = b.div(b.constant(1.0, DType::F32), b.reshape(b.convert(ctx.tensor(scale_result), DType::F32), {}));
     p = b.mul(p, b.broadcastInDim(inv, p.shape(), {}));
   }
   return {b.convert(p, out)};
 }
 
-bool scaledMmAccepts(const Context& ctx) {
+// Float8 (not e8m0) matrices, float32 scales, tensor-wise (one element each) or row-wise ([M, 1] and [1, N]).
+bool scaledOperandsOk(const Context& ctx, Value sa, Value sb) {
   const Value x = ctx.tensor(0), y = ctx.tensor(1);
   if (!shlo::isFloat8(x.dtype()) || x.dtype() == DType::F8E8M0FNU || !shlo::isFloat8(y.dtype()) ||
       y.dtype() == DType::F8E8M0FNU || x.rank() != 2 || y.rank() != 2)
     return false;
-  const Value sa = ctx.tensor(2), sb = ctx.tensor(3);
   if (sa.dtype() != DType::F32 || sb.dtype() != DType::F32) return false;
   const bool tensorwise = sa.type.numel() == 1 && sb.type.numel() == 1;
   const bool rowwise = sa.shape() == Shape{x.shape()[0], 1} && sb.shape() == Shape{1, y.shape()[1]};
   return tensorwise || rowwise;
+}
+
+// _scaled_mm_v2's per-operand scale list, recipe and swizzle: one scale, TensorWise (0) or RowWise (1), no swizzle.
+constexpr int64_t kTensorWise = 0, kRowWise = 1;
+bool v2ScaleOk(const Context& ctx, size_t scales, int64_t* recipe) {
+  const Arg& s = ctx.args.at(scales);
+  if (s.kind != Arg::Kind::TensorList || s.tensors.size() != 1 || !s.tensors[0].valid()) return false;
+  const auto& r = ctx.toInts(scales + 1);
+  const auto& sw = ctx.toInts(scales + 2);
+  if (r.size() != 1 || (r[0] != kTensorWise && r[0] != kRowWise)) return false;
+  for (int64_t v : sw)
+    if (v != 0) return false;
+  *recipe = r[0];
+  return true;
+}
+
+bool scaledMmV2Accepts(const Context& ctx) {
+  int64_t ra = -1, rb = -1;
+  if (!v2ScaleOk(ctx, 2, &ra) || !v2ScaleOk(ctx, 5, &rb) || ra != rb) return false;
+  if (ctx.has(10) && !ctx.toInts(10).empty()) return false;  // contraction_dim: the default layout only
+  return scaledOperandsOk(ctx, ctx.args[2].tensors[0], ctx.args[5].tensors[0]);
 }
 
 }  // namespace
@@ -367,8 +389,14 @@ void populateLinalg(Registry& r) {
   r.add("aten::_int_mm", intMm).accepts([](const Context& ctx) {
     return ctx.tensor(0).dtype() == DType::S8 && ctx.tensor(1).dtype() == DType::S8;
   });
-  r.add("aten::_scaled_mm", scaledMm).accepts(scaledMmAccepts).dtypes(kFloat8);
-  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts).dtypes(kFloat8 | kComplex);
+  r.add("aten::_scaled_mm", [](Context& ctx) { return scaledProduct(ctx, ctx.tensor(2), ctx.tensor(3), 4, 5); })
+      .accepts([](const Context& ctx) { return scaledOperandsOk(ctx, ctx.tensor(2), ctx.tensor(3)); })
+      .dtypes(kFloat8);
+  r.add("aten::_scaled_mm_v2", [](Context& ctx) {
+    return scaledProduct(ctx, ctx.args[2].tensors[0], ctx.args[5].tensors[0], 8, -1);
+  }).accepts(scaledMmV2Accepts).dtypes(kFloat8);
+  r.add("aten::mm", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); })
+      .accepts(matmulAccepts).dtypes(kFloat8 | kComplex).packedOperand(1);
   r.add("aten::bmm", [](Context& ctx) { return mmLike(ctx, 0, 1, 1, 2, 1); }).accepts(matmulAccepts).complex();
   r.add("aten::mv", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 1, 0); }).accepts(matmulAccepts).complex();
   r.add("aten::dot", [](Context& ctx) { return mmLike(ctx, 0, 1, 0, 0, 0); }).accepts(matmulAccepts).complex();
@@ -378,7 +406,8 @@ void populateLinalg(Registry& r) {
     return mmLike(ctx, 0, 1, 0, 0, 0);
   }).accepts(matmulAccepts).complex();
   // addmm(self, mat1, mat2, *, beta=1, alpha=1)
-  r.add("aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts).complex();
+  r.add("aten::addmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); })
+      .accepts(matmulAccepts).complex().packedOperand(2);
   r.add("aten::baddbmm", [](Context& ctx) { return mmLike(ctx, 1, 2, 1, 2, 1, 0, 3, 4); }).accepts(matmulAccepts).complex();
   r.add("aten::addmv", [](Context& ctx) { return mmLike(ctx, 1, 2, 0, 1, 0, 0, 3, 4); }).accepts(matmulAccepts).complex();
   // addbmm(self, batch1, batch2, beta, alpha): sum over the batch of batch1[i] @ batch2[i]

@@ -153,7 +153,8 @@ void populateMovement(Registry& r) {
         }
         return {x};
         // PyTorch CPU has no bool reflection padding: declined, and its kernel raises
-      }).accepts([reflect](const Context& ctx) { return realDTypes(ctx) && !(reflect && ctx.tensor(0).dtype() == DType::Pred); });
+      }).accepts([reflect](const Context& ctx) { return realDTypes(ctx) && !(reflect && ctx.tensor(0).dtype() == DType::Pred); })
+          .complex();
       r.add(base + "_backward", [reflect, nd](Context& ctx) -> std::vector<Value> {
         Builder& b = ctx.b;
         Value g = ctx.tensor(0);
@@ -164,7 +165,7 @@ void populateMovement(Registry& r) {
           g = scatterAddAlong(b, g, d, padIndex(in[d], pad[2 * i], pad[2 * i + 1], reflect), in[d]);
         }
         return {g};
-      }).accepts(realDTypes);
+      }).accepts(realDTypes).complex();
     }
   r.add("aten::flip", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -200,7 +201,7 @@ void populateMovement(Registry& r) {
       if (x.rank() < 2) ctx.fail("expected a tensor with at least 2 dimensions");
       int64_t diag = ctx.has(1) ? ctx.toInt(1) : 0;
       return {b.select(triMask(b, x.shape(), diag, lower), x, b.zerosLike(x))};
-    }).accepts(realDTypes);
+    }).accepts(realDTypes).complex();
   }
   // repeat(self, repeats)
   r.add("aten::repeat", [](Context& ctx) -> std::vector<Value> {
@@ -321,8 +322,10 @@ void populateMovement(Registry& r) {
     return {ctx.b.reshape(ctx.tensor(0), ctx.outputs.at(0).shape)};
   };
   for (const char* op : {"aten::view_copy", "aten::_reshape_copy", "aten::unsqueeze_copy", "aten::squeeze_copy",
-                         "aten::squeeze_copy.dim", "aten::squeeze_copy.dims", "aten::_unsafe_view"})
+                         "aten::squeeze_copy.dim", "aten::squeeze_copy.dims"})
     r.add(op, reshapeToOut).accepts(realDTypes).dtypes(kRestricted);
+  // In eager mode _unsafe_view is a view (PyTorch's kernel).
+  r.add("aten::_unsafe_view", reshapeToOut).accepts(realDTypes).graphOnly().dtypes(kRestricted);
   r.add("aten::expand_copy", [](Context& ctx) -> std::vector<Value> {
     return {ctx.b.broadcastTo(ctx.tensor(0), ctx.outputs.at(0).shape)};
   }).dtypes(kRestricted);

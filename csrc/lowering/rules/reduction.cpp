@@ -658,7 +658,8 @@ void populateReduction(Registry& r) {
     val = b.convert(val, x0.dtype());
     return {keepDims(b, val, x0.shape(), {d}, keep), keepDims(b, idx, x0.shape(), {d}, keep)};
   }).accepts(realDTypes);
-  r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); }).accepts(cumAccepts).dtypes(kWideUnsigned);
+  r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); })
+      .accepts(cumAccepts).dtypes(kWideUnsigned | kComplex);
   r.add("aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); }).accepts(cumAccepts);
   r.add("aten::trace", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
