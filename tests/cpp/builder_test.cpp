@@ -240,7 +240,8 @@ static void textTests() {
                       "#stablehlo<comparison_type FLOAT>"));
     CHECK(contains(t, "#stablehlo<comparison_type UNSIGNED>"));
     CHECK(contains(t, "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions "
-                      "= [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>} : "
+                      "= [0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>, "
+                      "precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]} : "
                       "(tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>"));
     CHECK(contains(t, "{dimensions = array<i64: 0, 2>} : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<3xf32>"));
     CHECK(contains(t, "\"stablehlo.return\""));
