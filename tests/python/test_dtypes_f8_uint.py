@@ -488,3 +488,55 @@ def test_diffusers_layerwise_casting_matches_cpu(storage):
         got = dev(**{k: v.to("tpu") for k, v in inputs.items()}).sample
     assert sum(p.dtype == storage for p in dev.parameters()) == len(stored)  # cast back after the forward
     torch.testing.assert_close(got.cpu(), want, atol=1e-4, rtol=1e-4)
+
+
+# ---------------------------------------------------------------- Transformers: fine-grained FP8 checkpoints
+
+
+def test_transformers_fp8_checkpoint_loads_and_runs_on_tpu(tmp_path):
+    """A block-wise FP8 checkpoint (float8_e4m3fn weights and their float32 weight_scale_inv, quant_method "fp8")
+    loads with device_map="tpu": Transformers dequantizes it where the weights are (no GPU: dequantize=True), the
+    weights equal CPU's bit for bit, and the forward equals CPU's, with no CPU fallback."""
+    import json
+    import os
+
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    LlamaForCausalLM(cfg).save_pretrained(tmp_path)
+    block = 32
+    state = {}
+    for k, v in load_file(os.path.join(tmp_path, "model.safetensors")).items():
+        if k.endswith(".weight") and v.dim() == 2 and "embed" not in k and "lm_head" not in k:
+            rows, cols = v.shape
+            blocks = v.float().reshape(rows // block, block, cols // block, block)
+            scale = blocks.abs().amax(dim=(1, 3)).clamp(min=1e-12) / 448.0
+            state[k] = (blocks / scale[:, None, :, None]).to(torch.float8_e4m3fn).reshape(rows, cols)
+            state[k.replace(".weight", ".weight_scale_inv")] = scale
+        else:
+            state[k] = v
+    save_file(state, os.path.join(tmp_path, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(tmp_path, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [block, block],
+                                     "activation_scheme": "dynamic"}
+    with open(os.path.join(tmp_path, "config.json"), "w") as f:
+        json.dump(config, f)
+
+    cpu = AutoModelForCausalLM.from_pretrained(tmp_path, device_map="cpu").eval()
+    with strict():
+        dev = AutoModelForCausalLM.from_pretrained(tmp_path, device_map="tpu").eval()
+    quantized = [k for k in state if k.endswith(".weight_scale_inv")]
+    assert len(quantized) == 14
+    for (n, p), (_, q) in zip(cpu.named_parameters(), dev.named_parameters()):
+        assert q.device.type == "tpu"
+        same_bits(q, p)
+    ids = torch.randint(0, 128, (2, 8))
+    with torch.no_grad(), strict():
+        got = dev(ids.to("tpu")).logits
+    with torch.no_grad():
+        want = cpu(ids).logits
+    torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
