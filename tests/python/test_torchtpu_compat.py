@@ -207,6 +207,18 @@ def test_precision_context_is_pytorchs_matmul_precision():
         return torch.get_float32_matmul_precision()
 
     assert inner() == "high" and torch.get_float32_matmul_precision() == "highest"
+
+    # The emitted products follow it: an f32 matmul inside the context carries HIGH.
+    x = torch.randn(8, 16, device="tpu")
+    torch_tpu._C._record_program_texts(True)
+    try:
+        with torch.tpu.precision(torch.tpu.Precision.HIGH):
+            (x @ x.T).cpu()
+        texts = torch_tpu._C._recorded_program_texts()
+    finally:
+        torch_tpu._C._record_program_texts(False)
+    dots = [line for t in texts for line in t.splitlines() if "stablehlo.dot_general" in line]
+    assert dots and all("#stablehlo<precision HIGH>" in d for d in dots), texts
     with pytest.raises(ValueError, match="torch.tpu.Precision"):
         torch.tpu.precision(3)
     a = torch.randn(16, 16)
