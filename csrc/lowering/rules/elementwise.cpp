@@ -333,14 +333,14 @@ void populateElementwise(Registry& r) {
   r.add("aten::bitwise_not", [](Context& ctx) -> std::vector<Value> { return {ctx.b.notOp(ctx.tensor(0))}; })
       .accepts([](const Context& ctx) { return realDTypes(ctx) && !isFloat(ctx.tensor(0).dtype()); });
   r.add("aten::logical_and", logical([](Builder& b, Value x, Value y) { return b.andOp(x, y); }))
-      .accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).complex();
   r.add("aten::logical_or", logical([](Builder& b, Value x, Value y) { return b.orOp(x, y); }))
-      .accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).complex();
   r.add("aten::logical_xor", logical([](Builder& b, Value x, Value y) { return b.xorOp(x, y); }))
-      .accepts(elementwiseAccepts);
+      .accepts(elementwiseAccepts).complex();
   r.add("aten::logical_not", unaryPred([](Builder& b, Value x) {
     return x.dtype() == DType::Pred ? b.notOp(x) : b.compare(x, b.zerosLike(x), Cmp::EQ);
-  })).accepts(elementwiseAccepts);
+  })).accepts(elementwiseAccepts).complex();
 
   // ---- comparisons ----
   const std::pair<const char*, Cmp> cmps[] = {{"eq", Cmp::EQ}, {"ne", Cmp::NE}, {"lt", Cmp::LT},
@@ -355,9 +355,11 @@ void populateElementwise(Registry& r) {
       .accepts(elementwiseAccepts)
       .dtypes(kRestricted);
   r.add("aten::isinf", unaryPred([](Builder& b, Value x) {
+    auto inf = [&](Value v) { return b.compare(b.abs(v), cst(b, INFINITY, v), Cmp::EQ); };
+    if (shlo::isComplex(x.dtype())) return b.orOp(inf(b.realPart(x)), inf(b.imagPart(x)));
     if (!isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
-    return b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ);
-  })).accepts(elementwiseAccepts);
+    return inf(x);
+  })).accepts(elementwiseAccepts).complex();
   r.add("aten::isposinf", unaryPred([](Builder& b, Value x) {
     if (!isFloat(x.dtype())) return b.constantF(0, DType::Pred, x.shape());
     return b.compare(x, cst(b, INFINITY, x), Cmp::EQ);
@@ -530,7 +532,7 @@ void populateElementwise(Registry& r) {
   r.add("aten::exp", unaryFloat([](Builder& b, Value x) { return b.exp(x); }))
       .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::exp2", unaryFloat([](Builder& b, Value x) { return b.pow(cst(b, 2, x), x); }))
-      .accepts(elementwiseAccepts).transcendental();
+      .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::expm1", unaryFloat([](Builder& b, Value x) { return b.expm1(x); }))
       .accepts(elementwiseAccepts).complex().transcendental();
   r.add("aten::log", unaryFloat([](Builder& b, Value x) { return b.log(x); }))
@@ -561,16 +563,20 @@ void populateElementwise(Registry& r) {
   r.add("aten::sinc", unaryFloat([](Builder& b, Value x) {
     Value px = b.mul(x, cst(b, M_PI, x));
     return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, 1, x), b.div(b.sin(px), px));
-  })).accepts(elementwiseAccepts);
+  })).accepts(elementwiseAccepts).complex();
   // digamma(0) is -inf in PyTorch (CHLO gives NaN at every pole)
   r.add("aten::digamma", unaryFloat([](Builder& b, Value x) {
     return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, -INFINITY, x), b.chlo("digamma", x));
   })).accepts(elementwiseAccepts).transcendental();
-  for (const char* name : {"erf", "erfc", "lgamma", "asin", "acos", "atan", "sinh", "cosh", "asinh",
-                           "acosh", "atanh"}) {
+  for (const char* name : {"erf", "erfc", "lgamma"}) {
     std::string n = name;
     r.add("aten::" + n, unaryFloat([n](Builder& b, Value x) { return b.chlo(n, x); }))
         .accepts(elementwiseAccepts).transcendental();
+  }
+  for (const char* name : {"asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"}) {
+    std::string n = name;
+    r.add("aten::" + n, unaryFloat([n](Builder& b, Value x) { return b.chlo(n, x); }))
+        .accepts(elementwiseAccepts).complex().transcendental();
   }
   r.add("aten::erfinv", unaryFloat([](Builder& b, Value x) { return b.chlo("erf_inv", x); }))
       .accepts(elementwiseAccepts).transcendental();
@@ -622,8 +628,8 @@ void populateElementwise(Registry& r) {
       return {b.convert(b.add(v[0], b.mul(value, prod)), t)};
     };
   };
-  r.add("aten::addcmul", addcRule(false)).accepts(elementwiseAccepts);
-  r.add("aten::addcdiv", addcRule(true)).accepts(elementwiseAccepts);
+  r.add("aten::addcmul", addcRule(false)).accepts(elementwiseAccepts).complex();
+  r.add("aten::addcdiv", addcRule(true)).accepts(elementwiseAccepts).complex();
   auto lerpRule = [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = resultTypeOf(ctx, {0, 1});
@@ -631,13 +637,14 @@ void populateElementwise(Registry& r) {
     auto v = operands(ctx, {0, 1, 2}, c);
     Value self = v[0], end = v[1], w = v[2];
     Value diff = b.sub(end, self);
-    Value small = b.compare(b.abs(w), cst(b, 0.5, w), Cmp::LT);
+    Value aw = b.abs(w);  // (the modulus of a complex weight)
+    Value small = b.compare(aw, cst(b, 0.5, aw), Cmp::LT);
     Value lo = b.add(self, b.mul(w, diff));
     Value hi = b.sub(end, b.mul(diff, b.sub(cst(b, 1, w), w)));
     return {b.convert(b.select(small, lo, hi), t)};
   };
-  r.add("aten::lerp.Scalar", lerpRule).accepts(elementwiseAccepts);
-  r.add("aten::lerp.Tensor", lerpRule).accepts(elementwiseAccepts);
+  r.add("aten::lerp.Scalar", lerpRule).accepts(elementwiseAccepts).complex();
+  r.add("aten::lerp.Tensor", lerpRule).accepts(elementwiseAccepts).complex();
 }
 
 }  // namespace torch_tpu::lowering

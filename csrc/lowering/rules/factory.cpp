@@ -31,6 +31,18 @@ Value uniform01(Context& ctx, const Shape& shape, DType want) {
 
 DType drawType(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
+// Complex numbers of `shape` from real draws of shape + [2] (real part, imaginary part).
+Value complexOfPairs(Builder& b, Value v, const Shape& shape) {
+  const Shape& s = v.shape();
+  std::vector<int64_t> lo(s.size(), 0), hi = s, st(s.size(), 1);
+  hi.back() = 1;
+  Value re = b.reshape(b.slice(v, lo, hi, st), shape);
+  lo.back() = 1;
+  hi.back() = 2;
+  Value im = b.reshape(b.slice(v, lo, hi, st), shape);
+  return b.complex(re, im);
+}
+
 // Number of mantissa digits of a float dtype (std::numeric_limits<T>::digits).
 int digits(DType t) {
   switch (t) {
@@ -215,7 +227,7 @@ void populateFactory(Registry& r) {
   };
   for (const char* ov : {"", ".Tensor_Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
     r.add(std::string("aten::linspace") + ov, spaced(false)).accepts(realDTypes).complex();
-    r.add(std::string("aten::logspace") + ov, spaced(true)).accepts(realDTypes);
+    r.add(std::string("aten::logspace") + ov, spaced(true)).accepts(realDTypes).complex();
   }
   // tril_indices / triu_indices(row, col, offset): every number is static; the indices are a constant.
   for (bool lower : {true, false})
@@ -241,15 +253,21 @@ void populateFactory(Registry& r) {
   r.add("aten::uniform_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
-    DType c = drawType(self.dtype());
-    Value u = uniform01(ctx, self.shape(), c);
-    Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), self.shape()) : b.zerosLike(u);
-    Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), self.shape()) : b.onesLike(u);
-    return {b.convert(b.add(from, b.mul(u, b.sub(to, from))), self.dtype())};
+    // complex, as PyTorch: the real and imaginary parts each drawn from [from, to)
+    const bool cplx = shlo::isComplex(self.dtype());
+    DType c = cplx ? (self.dtype() == DType::C128 ? DType::F64 : DType::F32) : drawType(self.dtype());
+    Shape shape = self.shape();
+    if (cplx) shape.push_back(2);
+    Value u = uniform01(ctx, shape, c);
+    Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), shape) : b.zerosLike(u);
+    Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), shape) : b.onesLike(u);
+    Value v = b.add(from, b.mul(u, b.sub(to, from)));
+    if (!cplx) return {b.convert(v, self.dtype())};
+    return {complexOfPairs(b, v, self.shape())};
   }).staticArgs({"from", "to"}).accepts(randomAccepts([](const Context& ctx) {
     double from = staticOr(ctx, 1, 0.0), to = staticOr(ctx, 2, 1.0);
     return from <= to && std::isfinite(to - from);
-  }));
+  })).complex();
   // normal_(self, float mean=0, float std=1, *, generator); PyTorch requires std >= 0
   r.add("aten::normal_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -266,13 +284,7 @@ void populateFactory(Registry& r) {
     if (cplx) stdv = b.mul(stdv, b.constantF(M_SQRT1_2, c, shape));
     Value v = b.add(mean, b.mul(z, stdv));
     if (!cplx) return {b.convert(v, self.dtype())};
-    std::vector<int64_t> lo(shape.size(), 0), hi = shape, st(shape.size(), 1);
-    hi.back() = 1;
-    Value re = b.reshape(b.slice(v, lo, hi, st), self.shape());
-    lo.back() = 1;
-    hi.back() = 2;
-    Value im = b.reshape(b.slice(v, lo, hi, st), self.shape());
-    return {b.complex(re, im)};
+    return {complexOfPairs(b, v, self.shape())};
   }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; }))
       .complex();
   // normal.Tensor_float(mean, float std=1): mean + std * z. (The forms with a std tensor stay on the CPU kernel:

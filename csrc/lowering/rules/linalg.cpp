@@ -442,7 +442,7 @@ void populateLinalg(Registry& r) {
     }
     Value p = b.dotGeneral(l, b.convert(rr, l.dtype()), {}, {}, {0, 2}, {0, 1}, acc);
     return {b.convert(epilogue(ctx, p, 0, 3, 4), out)};
-  }).accepts(matmulAccepts);
+  }).accepts(matmulAccepts).complex();
   // linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info): info is 1 + the first row whose
   // factor is not finite (the input is not positive-definite there), else 0.
   r.add("aten::linalg_cholesky_ex", [](Context& ctx) -> std::vector<Value> {
@@ -536,7 +536,7 @@ void populateLinalg(Registry& r) {
     Value scaled = R(b.mul(b.broadcastTo(beta, shape), sf));
     Value res = b.convert(b.add(scaled, prod), t);
     return {b.select(b.compare(beta, b.constant(0, c), Cmp::EQ), b.convert(prod, t), res)};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
   // ---- LU family ----
   // linalg_lu_factor_ex(A, *, pivot=True, check_errors=False) -> (LU, pivots, info)
   r.add("aten::linalg_lu_factor_ex", [](Context& ctx) -> std::vector<Value> {

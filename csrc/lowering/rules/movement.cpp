@@ -237,7 +237,7 @@ void populateMovement(Registry& r) {
       std::vector<int64_t> perm = {0, 2, 1};
       for (int64_t k = 3; k < int64_t(split.size()); ++k) perm.push_back(k);
       return {b.reshape(b.transpose(b.reshape(x, split), perm), s)};
-    }).accepts(realDTypes);
+    }).accepts(realDTypes).complex();
 
   // ---- backward of slicing / scatter into slices ----
   // slice_backward(grad_output, input_sizes, dim, start, end, step)
@@ -315,7 +315,7 @@ void populateMovement(Registry& r) {
     for (int64_t k = 0; k < rk; ++k) sd.inserted_window_dims.push_back(k), sd.scatter_dims_to_operand_dims.push_back(k);
     sd.index_vector_dim = rk + 1;
     return {b.scatter(zeros, b.concatenate(parts, rk + 1), g, sd, ReduceKind::Sum)};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
 
   // ---- functional copies of views (compiled graphs); the result type comes from ctx.outputs ----
   auto reshapeToOut = [](Context& ctx) -> std::vector<Value> {

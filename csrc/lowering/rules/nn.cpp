@@ -140,8 +140,9 @@ void populateNN(Registry& r) {
     Value xc = b.broadcastTo(b.convert(x, c), shape), gc = b.broadcastTo(b.convert(g, c), shape);
     return {b.convert(b.mul(gc, b.logistic(b.neg(xc))), x.dtype())};
   }).accepts(realDTypes);
-  r.add("aten::pixel_shuffle", [](Context& ctx) { return pixelShuffleRule(ctx, false); }).accepts(realDTypes);
-  r.add("aten::pixel_unshuffle", [](Context& ctx) { return pixelShuffleRule(ctx, true); }).accepts(realDTypes);
+  r.add("aten::pixel_shuffle", [](Context& ctx) { return pixelShuffleRule(ctx, false); }).accepts(realDTypes).complex();
+  r.add("aten::pixel_unshuffle", [](Context& ctx) { return pixelShuffleRule(ctx, true); })
+      .accepts(realDTypes).complex();
   // native_dropout(input, float p, bool? train) -> (output, mask)
   r.add("aten::native_dropout", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;

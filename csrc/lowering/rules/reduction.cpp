@@ -46,6 +46,8 @@ std::vector<Value> sumRule(Context& ctx, bool full, ReduceKind kind, bool mean) 
 }
 
 bool floatInput(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); }
+// (complex calls reach a predicate only for rows listing kComplex)
+bool floatOrComplexInput(const Context& ctx) { return floatInput(ctx) || shlo::isComplex(ctx.tensor(0).dtype()); }
 
 // mean of integers raises in PyTorch; let CPU say so. A float dtype argument makes it legal.
 AcceptsFn meanAccepts(bool full) {
@@ -153,13 +155,16 @@ std::vector<Value> varRule(Context& ctx, bool take_sqrt) {
   Value sum = dims.empty() ? xc : b.reduce(xc, dims, ReduceKind::Sum);
   Value mean = b.div(sum, b.constantF(n, c, sum.shape()));
   Value d = b.sub(xc, expandReduced(b, mean, x.shape(), dims));
-  Value ss = b.mul(d, d);
+  // complex: |d|^2 = re^2 + im^2, and the variance is real
+  Value ss = shlo::isComplex(c) ? b.add(b.mul(b.realPart(d), b.realPart(d)), b.mul(b.imagPart(d), b.imagPart(d)))
+                                : b.mul(d, d);
+  const DType rc = ss.dtype();
   if (!dims.empty()) ss = b.reduce(ss, dims, ReduceKind::Sum);
-  Value corr = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(1, c);
-  Value denom = b.max(b.sub(b.constant(n, c), corr), b.constant(0, c));
+  Value corr = ctx.has(2) ? scalarArg(ctx, 2, rc) : b.constant(1, rc);
+  Value denom = b.max(b.sub(b.constant(n, rc), corr), b.constant(0, rc));
   Value var = b.div(ss, b.broadcastTo(denom, ss.shape()));
   if (take_sqrt) var = b.sqrt(var);
-  return {keepDims(b, b.convert(var, out), x.shape(), dims, keep),
+  return {keepDims(b, b.convert(var, ctx.outputs.at(0).dtype), x.shape(), dims, keep),
           keepDims(b, b.convert(mean, out), x.shape(), dims, keep)};
 }
 
@@ -372,9 +377,9 @@ void populateReduction(Registry& r) {
   r.add("aten::any", [](Context& ctx) { return anyAllRule(ctx, true, 0); }).accepts(realDTypes).dtypes(kRestricted);
   r.add("aten::any.dim", [](Context& ctx) { return anyAllRule(ctx, true, 1); }).accepts(realDTypes).dtypes(kRestricted);
   r.add("aten::any.dims", [](Context& ctx) { return anyAllRule(ctx, true, 2); }).accepts(realDTypes).dtypes(kRestricted);
-  r.add("aten::all", [](Context& ctx) { return anyAllRule(ctx, false, 0); }).accepts(realDTypes);
-  r.add("aten::all.dim", [](Context& ctx) { return anyAllRule(ctx, false, 1); }).accepts(realDTypes);
-  r.add("aten::all.dims", [](Context& ctx) { return anyAllRule(ctx, false, 2); }).accepts(realDTypes);
+  r.add("aten::all", [](Context& ctx) { return anyAllRule(ctx, false, 0); }).accepts(realDTypes).complex();
+  r.add("aten::all.dim", [](Context& ctx) { return anyAllRule(ctx, false, 1); }).accepts(realDTypes).complex();
+  r.add("aten::all.dims", [](Context& ctx) { return anyAllRule(ctx, false, 2); }).accepts(realDTypes).complex();
   // aminmax(self, *, dim=None, keepdim=False) -> (min, max)
   r.add("aten::aminmax", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
@@ -466,10 +471,10 @@ void populateReduction(Registry& r) {
     std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
     Value nz = b.convert(x.dtype() == DType::Pred ? x : b.compare(x, b.zerosLike(x), Cmp::NE), DType::S64);
     return {dims.empty() ? nz : b.reduce(nz, dims, ReduceKind::Sum)};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
 
   auto addFloat = [&](const std::string& op, RuleFn fn, std::vector<std::string> statics = {}) {
-    r.add(op, std::move(fn)).staticArgs(std::move(statics)).accepts(floatInput);
+    r.add(op, std::move(fn)).staticArgs(std::move(statics)).accepts(floatOrComplexInput).complex();
   };
   addFloat("aten::var.correction", [](Context& ctx) -> std::vector<Value> { return {varRule(ctx, false)[0]}; });
   addFloat("aten::std.correction", [](Context& ctx) -> std::vector<Value> { return {varRule(ctx, true)[0]}; });
@@ -481,18 +486,20 @@ void populateReduction(Registry& r) {
     Value x = ctx.tensor(0);
     double ord = ctx.has(1) ? ctx.staticDouble(1) : 2.0;
     std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
-    DType out = ctx.has(4) ? ctx.arg(4).dtype : toFloat(x.dtype());
-    Value r = vectorNorm(ctx.b, x, ord, dims, out);
+    // the norm of complex numbers is the norm of their moduli (a real result)
+    Value v = shlo::isComplex(x.dtype()) ? ctx.b.abs(x) : x;
+    Value r = vectorNorm(ctx.b, v, ord, dims, ctx.outputs.at(0).dtype);
     return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
-  }).staticArgs({"ord"}).accepts(floatInput);
+  }).staticArgs({"ord"}).accepts(floatOrComplexInput).complex();
   // norm.ScalarOpt_dim(self, Scalar? p, int[1] dim, bool keepdim=False)
   r.add("aten::norm.ScalarOpt_dim", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     double ord = ctx.has(1) ? ctx.staticDouble(1) : 2.0;
     std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
-    Value r = vectorNorm(ctx.b, x, ord, dims, x.dtype());
+    Value v = shlo::isComplex(x.dtype()) ? ctx.b.abs(x) : x;
+    Value r = vectorNorm(ctx.b, v, ord, dims, ctx.outputs.at(0).dtype);
     return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
-  }).staticArgs({"p"}).accepts(floatInput);
+  }).staticArgs({"p"}).accepts(floatOrComplexInput).complex();
   r.add("aten::logsumexp", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
@@ -660,7 +667,7 @@ void populateReduction(Registry& r) {
   }).accepts(realDTypes);
   r.add("aten::cumsum", [](Context& ctx) { return cumRule(ctx, ReduceKind::Sum); })
       .accepts(cumAccepts).dtypes(kWideUnsigned | kComplex);
-  r.add("aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); }).accepts(cumAccepts);
+  r.add("aten::cumprod", [](Context& ctx) { return cumRule(ctx, ReduceKind::Prod); }).accepts(cumAccepts).complex();
   r.add("aten::trace", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
@@ -670,7 +677,7 @@ void populateReduction(Registry& r) {
     Value v = b.convert(x, accType(out) == DType::Pred ? DType::S64 : accType(out));
     v = b.select(eye, v, b.zerosLike(v));
     return {b.convert(b.reduce(v, {0, 1}, ReduceKind::Sum), out)};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
 }
 
 }  // namespace torch_tpu::lowering
