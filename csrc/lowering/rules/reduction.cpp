@@ -503,17 +503,20 @@ void populateReduction(Registry& r) {
   r.add("aten::logsumexp", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
-    DType out = toFloat(x.dtype());
+    DType out = ctx.outputs.at(0).dtype;
     Value xc = b.convert(x, accType(out));
     std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
     if (dims.empty()) return {b.convert(xc, out)};
-    Value m = reduceNan(b, xc, dims, ReduceKind::Max);
+    // complex numbers shift by the largest real part (PyTorch's choice)
+    const bool cplx = shlo::isComplex(xc.dtype());
+    Value m = reduceNan(b, cplx ? b.realPart(xc) : xc, dims, ReduceKind::Max);
     // an infinite max would give inf - inf = NaN: shift by 0 instead (PyTorch does the same)
     m = b.select(b.compare(b.abs(m), cst(b, INFINITY, m), Cmp::EQ), b.zerosLike(m), m);
-    Value s = b.reduce(b.exp(b.sub(xc, expandReduced(b, m, x.shape(), dims))), dims, ReduceKind::Sum);
-    Value res = b.add(b.log(s), m);
+    Value mc = cplx ? b.complex(m, b.zerosLike(m)) : m;
+    Value s = b.reduce(b.exp(b.sub(xc, expandReduced(b, mc, x.shape(), dims))), dims, ReduceKind::Sum);
+    Value res = b.add(b.log(s), mc);
     return {keepDims(b, b.convert(res, out), x.shape(), dims, optBool(ctx, 2))};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
   // ---- cumulative extremes, logcumsumexp, order statistics ----
   r.add("aten::cummax", [](Context& ctx) {
     Value x = ctx.tensor(0);
