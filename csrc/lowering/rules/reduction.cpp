@@ -455,16 +455,22 @@ void populateReduction(Registry& r) {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
     DType t = x.dtype(), c = accType(t);
+    const bool cplx = shlo::isComplex(t);
     int64_t d = normDim(ctx, ctx.toInt(2), x.rank());
     std::vector<int64_t> dims;
     for (int64_t k = 0; k < x.rank(); ++k)
       if (k != d) dims.push_back(k);
-    Value nrm = vectorNorm(b, x, ctx.staticDouble(1), dims, c);
-    Value maxnorm = b.broadcastTo(scalarArg(ctx, 3, c), nrm.shape());
+    // complex: the norms of the moduli, a real factor scaling both parts
+    Value xa = cplx ? b.abs(b.convert(x, c)) : x;
+    DType rc = cplx ? xa.dtype() : c;
+    Value nrm = vectorNorm(b, xa, ctx.staticDouble(1), dims, rc);
+    Value maxnorm = b.broadcastTo(scalarArg(ctx, 3, rc), nrm.shape());
     Value factor = b.select(b.compare(nrm, maxnorm, Cmp::GT),
-                            b.div(maxnorm, b.add(nrm, b.constantF(1e-7, c, nrm.shape()))), b.onesLike(nrm));
-    return {b.convert(b.mul(b.convert(x, c), expandReduced(b, factor, x.shape(), dims)), t)};
-  }).staticArgs({"p"}).accepts(floatInput);
+                            b.div(maxnorm, b.add(nrm, b.constantF(1e-7, rc, nrm.shape()))), b.onesLike(nrm));
+    Value f = expandReduced(b, factor, x.shape(), dims);
+    if (cplx) f = b.complex(f, b.zerosLike(f));
+    return {b.convert(b.mul(b.convert(x, c), f), t)};
+  }).staticArgs({"p"}).accepts(floatOrComplexInput).complex();
   r.add("aten::count_nonzero.dim_IntList", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
