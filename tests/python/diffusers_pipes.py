@@ -154,5 +154,52 @@ def run(pipe, name: str, device=None, **extra) -> torch.Tensor:
     return out.detach().cpu()
 
 
+def tp_transformer(name: str, heads: int = 4):
+    """A tiny transformer of a model class with a ``_tp_plan`` (``flux``, ``flux2``, ``qwenimage``; ``heads``
+    attention heads) and CPU inputs for one forward. Not seeded: the caller seeds."""
+    g = torch.Generator().manual_seed(1)
+    if name == "flux":
+        m = flux_transformer(heads)
+        x = dict(hidden_states=torch.randn(1, 16, 4, generator=g), encoder_hidden_states=torch.randn(1, 8, 32, generator=g),
+                 pooled_projections=torch.randn(1, 32, generator=g), timestep=torch.tensor([1.0]),
+                 img_ids=torch.zeros(16, 3), txt_ids=torch.zeros(8, 3))
+    elif name == "flux2":
+        from diffusers import Flux2Transformer2DModel
+
+        m = Flux2Transformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                    attention_head_dim=16, num_attention_heads=heads, joint_attention_dim=32,
+                                    timestep_guidance_channels=256, axes_dims_rope=[4, 4, 4, 4])
+        img = torch.cartesian_prod(torch.arange(1), torch.arange(4), torch.arange(4), torch.arange(1))[None]
+        txt = torch.cartesian_prod(torch.arange(1), torch.arange(1), torch.arange(1), torch.arange(8))[None]
+        x = dict(hidden_states=torch.randn(1, 16, 4, generator=g), encoder_hidden_states=torch.randn(1, 8, 32, generator=g),
+                 img_ids=img, txt_ids=txt, timestep=torch.tensor([1.0]), guidance=torch.tensor([1.0]))
+    else:
+        m = qwenimage_transformer(heads)
+        x = dict(hidden_states=torch.randn(1, 16, 16, generator=g), encoder_hidden_states=torch.randn(1, 8, 16, generator=g),
+                 encoder_hidden_states_mask=torch.ones(1, 8, dtype=torch.long), timestep=torch.tensor([1.0]),
+                 img_shapes=[(1, 4, 4)])
+    return m.eval(), x
+
+
+def _tp_spec(name: str):
+    """``(model_class, init_dict, cpu_inputs)`` as Diffusers' tensor-parallel test workers take them
+    (``tests/models/transformers/_tpu_tp_worker.py SPEC``): one attention head per rank (``$WORLD_SIZE``)."""
+    torch.manual_seed(0)
+    model, inputs = tp_transformer(name, heads=int(os.environ.get("WORLD_SIZE", "2")))
+    return type(model), {k: v for k, v in model.config.items() if not k.startswith("_")}, inputs
+
+
+def tp_spec_flux():
+    return _tp_spec("flux")
+
+
+def tp_spec_flux2():
+    return _tp_spec("flux2")
+
+
+def tp_spec_qwenimage():
+    return _tp_spec("qwenimage")
+
+
 if __name__ == "__main__":  # python tests/python/diffusers_pipes.py NAME DIR: save one pipeline
     save(sys.argv[1], sys.argv[2])

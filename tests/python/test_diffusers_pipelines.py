@@ -174,7 +174,7 @@ def _enable_parallelism_job(rank, world, name, state):
     from torch.distributed.device_mesh import init_device_mesh
 
     device = torch.device("tpu", rank)
-    model, inputs = _transformer(name)
+    model, inputs = P.tp_transformer(name)
     model.load_state_dict(state)
     model.enable_parallelism(config=TensorParallelConfig(mesh=init_device_mesh("tpu", (world,))))
     model = model.to(device)
@@ -184,37 +184,11 @@ def _enable_parallelism_job(rank, world, name, state):
     return out.cpu()
 
 
-def _transformer(name):
-    """A tiny transformer with a ``_tp_plan`` and inputs for one forward (heads divisible by 2 and 4)."""
-    g = torch.Generator().manual_seed(1)
-    if name == "flux":
-        m = P.flux_transformer()
-        x = dict(hidden_states=torch.randn(1, 16, 4, generator=g), encoder_hidden_states=torch.randn(1, 8, 32, generator=g),
-                 pooled_projections=torch.randn(1, 32, generator=g), timestep=torch.tensor([1.0]),
-                 img_ids=torch.zeros(16, 3), txt_ids=torch.zeros(8, 3))
-    elif name == "flux2":
-        from diffusers import Flux2Transformer2DModel
-
-        m = Flux2Transformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
-                                    attention_head_dim=16, num_attention_heads=4, joint_attention_dim=32,
-                                    timestep_guidance_channels=256, axes_dims_rope=[4, 4, 4, 4])
-        img = torch.cartesian_prod(torch.arange(1), torch.arange(4), torch.arange(4), torch.arange(1))[None]
-        txt = torch.cartesian_prod(torch.arange(1), torch.arange(1), torch.arange(1), torch.arange(8))[None]
-        x = dict(hidden_states=torch.randn(1, 16, 4, generator=g), encoder_hidden_states=torch.randn(1, 8, 32, generator=g),
-                 img_ids=img, txt_ids=txt, timestep=torch.tensor([1.0]), guidance=torch.tensor([1.0]))
-    else:
-        m = P.qwenimage_transformer()
-        x = dict(hidden_states=torch.randn(1, 16, 16, generator=g), encoder_hidden_states=torch.randn(1, 8, 16, generator=g),
-                 encoder_hidden_states_mask=torch.ones(1, 8, dtype=torch.long), timestep=torch.tensor([1.0]),
-                 img_shapes=[(1, 4, 4)])
-    return m.eval(), x
-
-
 @pytest.mark.parametrize("name", ["flux", "flux2", "qwenimage"])
 def test_enable_parallelism_two_rank_threads_matches_one_device(name):
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
-    model, inputs = _transformer(name)
+    model, inputs = P.tp_transformer(name)
     torch.random.set_rng_state(state)
     with torch.no_grad():
         want = model.to("tpu")(**{k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
