@@ -198,6 +198,39 @@ def test_enable_parallelism_two_rank_threads_matches_one_device(name):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"{name} rank {rank}")
 
 
+def _ulysses_job(rank, world, name, state):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from diffusers import ContextParallelConfig
+
+    device = torch.device("tpu", rank)
+    model, inputs = P.tp_transformer(name)
+    model.load_state_dict(state)
+    model = model.to(device)
+    mesh = init_device_mesh("tpu", (1, world, 1), mesh_dim_names=("ring", "ulysses", "fsdp"))
+    model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=world, mesh=mesh))
+    with torch.no_grad():
+        out = model(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
+                    return_dict=False)[0]
+    return out.cpu()
+
+
+@pytest.mark.parametrize("name", ["flux", "qwenimage"])
+def test_context_parallel_ulysses_two_rank_threads_matches_one_device(name):
+    """Context parallelism (Ulysses: the sequence split across ranks, heads exchanged with all_to_all around the
+    native attention) equal to one device."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    model, inputs = P.tp_transformer(name)
+    torch.random.set_rng_state(state)
+    with torch.no_grad():
+        want = model.to("tpu")(**{k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
+                               return_dict=False)[0].cpu()
+    sd = {k: v.cpu() for k, v in model.state_dict().items()}
+    for rank, got in enumerate(run_ranks_as_threads(_ulysses_job, 2, args=(name, sd))):
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"{name} rank {rank}")
+
+
 def test_tensor_parallel_rejects_indivisible_heads():
     """A plan that cannot be split evenly fails before anything is sharded, with Diffusers' ValueError."""
     from torch.distributed.device_mesh import init_device_mesh
