@@ -231,6 +231,65 @@ def test_context_parallel_ulysses_two_rank_threads_matches_one_device(name):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"{name} rank {rank}")
 
 
+def _ring_job(rank, world, state):
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from diffusers import ContextParallelConfig
+
+    device = torch.device("tpu", rank)
+    model, inputs = P.tp_transformer("flux")
+    model.load_state_dict(state)
+    model = model.to(device)
+    model.set_attention_backend("_native_flash")
+    mesh = init_device_mesh("tpu", (world, 1, 1), mesh_dim_names=("ring", "ulysses", "fsdp"))
+    model.enable_parallelism(config=ContextParallelConfig(ring_degree=world, mesh=mesh))
+    with torch.no_grad():
+        out = model(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
+                    return_dict=False)[0]
+    return out.cpu()
+
+
+def test_context_parallel_ring_two_rank_threads_matches_one_device():
+    """Ring attention (the sequence split across ranks, each rank's attention merged with the others' through the
+    log-sum-exp of aten::_scaled_dot_product_flash_attention, Diffusers' ``_native_flash`` backend) equal to one
+    device."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    model, inputs = P.tp_transformer("flux")
+    torch.random.set_rng_state(state)
+    with torch.no_grad():
+        want = model.to("tpu")(**{k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
+                               return_dict=False)[0].cpu()
+    sd = {k: v.cpu() for k, v in model.state_dict().items()}
+    for rank, got in enumerate(run_ranks_as_threads(_ring_job, 2, args=(sd,))):
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"ring rank {rank}")
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_flash_attention_op_matches_cpu(causal, dtype):
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 5, 8, generator=g).to(dtype) for _ in range(3))
+    want_out, want_lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal=causal,
+                                                                                      scale=0.3)[:2]
+    res = torch.ops.aten._scaled_dot_product_flash_attention(q.to("tpu"), k.to("tpu"), v.to("tpu"), 0.0, causal,
+                                                             False, scale=0.3)
+    out, lse = res[0].cpu(), res[1].cpu()
+    assert out.dtype == dtype and lse.dtype == torch.float32 and lse.shape == (2, 3, 5)
+    assert res[4] == 5 and res[5] == 5
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(out, want_out, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse, want_lse.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_flash_attention_op_errors():
+    q = torch.randn(1, 2, 4, 8, device="tpu")
+    with pytest.raises(NotImplementedError, match="dropout_p must be 0"):
+        torch.ops.aten._scaled_dot_product_flash_attention(q, q, q, 0.1)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        torch.ops.aten._scaled_dot_product_flash_attention(q, q.half(), q)
+
+
 def test_tensor_parallel_rejects_indivisible_heads():
     """A plan that cannot be split evenly fails before anything is sharded, with Diffusers' ValueError."""
     from torch.distributed.device_mesh import init_device_mesh
