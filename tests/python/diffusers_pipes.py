@@ -155,7 +155,7 @@ def run(pipe, name: str, device=None, **extra) -> torch.Tensor:
 
 
 def tp_transformer(name: str, heads: int = 4):
-    """A tiny transformer of a model class with a ``_tp_plan`` (``flux``, ``flux2``, ``qwenimage``; ``heads``
+    """A tiny transformer of a model class with a ``_tp_plan`` (``flux``, ``flux2``, ``qwenimage``, ``qwenimage21``; ``heads``
     attention heads) and CPU inputs for one forward. Not seeded: the caller seeds."""
     g = torch.Generator().manual_seed(1)
     if name == "flux":
@@ -173,6 +173,16 @@ def tp_transformer(name: str, heads: int = 4):
         txt = torch.cartesian_prod(torch.arange(1), torch.arange(1), torch.arange(1), torch.arange(8))[None]
         x = dict(hidden_states=torch.randn(1, 16, 4, generator=g), encoder_hidden_states=torch.randn(1, 8, 32, generator=g),
                  img_ids=img, txt_ids=txt, timestep=torch.tensor([1.0]), guidance=torch.tensor([1.0]))
+    elif name == "qwenimage21":
+        from diffusers import QwenImage21Transformer2DModel
+
+        m = QwenImage21Transformer2DModel(patch_size=1, in_channels=8, out_channels=8, num_layers=1,
+                                          attention_head_dim=16, num_attention_heads=heads, context_in_dim=24,
+                                          mlp_ratio=2, axes_dims_rope=(4, 6, 6))
+        # 6 text tokens, then 4 image slots of the vision-language sequence standing for the 4x4 target latents.
+        x = dict(hidden_states=torch.randn(1, 16, 8, generator=g), encoder_hidden_states=torch.randn(1, 6, 24, generator=g),
+                 timestep=torch.tensor([0.5]), img_shapes=[[(1, 4, 4)]],
+                 img_mask=torch.cat([torch.zeros(1, 6, dtype=torch.bool), torch.ones(1, 4, dtype=torch.bool)], dim=1))
     else:
         m = qwenimage_transformer(heads)
         x = dict(hidden_states=torch.randn(1, 16, 16, generator=g), encoder_hidden_states=torch.randn(1, 8, 16, generator=g),
@@ -199,6 +209,10 @@ def tp_spec_flux2():
 
 def tp_spec_qwenimage():
     return _tp_spec("qwenimage")
+
+
+def tp_spec_qwenimage21():
+    return _tp_spec("qwenimage21")
 
 
 if __name__ == "__main__":  # python tests/python/diffusers_pipes.py NAME DIR: save one pipeline

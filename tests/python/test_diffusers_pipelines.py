@@ -184,7 +184,7 @@ def _enable_parallelism_job(rank, world, name, state):
     return out.cpu()
 
 
-@pytest.mark.parametrize("name", ["flux", "flux2", "qwenimage"])
+@pytest.mark.parametrize("name", ["flux", "flux2", "qwenimage", "qwenimage21"])
 def test_enable_parallelism_two_rank_threads_matches_one_device(name):
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
