@@ -125,7 +125,16 @@ def _tp_pipeline_job(rank, world, name, d, compiled):
         pipe.transformer.compile(backend="tpu", fullgraph=True, dynamic=False)
     out["latents"] = P.run(pipe, name, device=device)
     if compiled:
+        # The second call of every rank traces and compiles nothing (the counters are the process's: all ranks).
+        import torch.distributed as dist
+
+        dist.barrier()
+        if rank == 0:
+            torch_tpu._dynamo_backend.reset_compile_stats()
+        dist.barrier()
         out["again"] = P.run(pipe, name, device=device)
+        dist.barrier()
+        out["again_counts"] = _counts()
     return out
 
 
@@ -136,6 +145,8 @@ def _check_tp(res, want, world):
         torch.testing.assert_close(r["latents"], want, atol=ATOL, rtol=0, msg=f"rank {rank} of {world}")
         if "again" in r:
             torch.testing.assert_close(r["again"], r["latents"], atol=0, rtol=0)
+            c = r["again_counts"]
+            assert c["graphs"] == 0 and c["compiles"] == 0 and c["lowerings"] == 0 and c["runs"] > 0, c
 
 
 @pytest.mark.parametrize("name", ["flux", "qwenimage"])
