@@ -130,13 +130,15 @@ def tp_main(args) -> None:
         def job(rank, world, compiled):
             device = torch.device("tpu", rank)
             kw = {}
-            if world > 1:
-                mesh = init_device_mesh("tpu", (world,))  # collective: every rank, outside the lock
-                # accelerate's init_empty_weights patches nn.Module process-wide: the rank threads load one at a time.
-                with lock:
+            mesh = init_device_mesh("tpu", (world,)) if world > 1 else None  # a collective: outside the lock
+            # accelerate's init_empty_weights (every from_pretrained) patches nn.Module process-wide while it builds
+            # a model: the rank threads load one at a time.
+            with lock:
+                if mesh is not None:
                     kw["transformer"] = FluxTransformer2DModel.from_pretrained(
                         os.path.join(d, "transformer"), parallel_config=TensorParallelConfig(mesh=mesh))
-            pipe = FluxPipeline.from_pretrained(d, **kw).to(device)
+                pipe = FluxPipeline.from_pretrained(d, **kw)
+            pipe = pipe.to(device)
             if compiled:
                 pipe.transformer.compile(backend="tpu", fullgraph=True, dynamic=False)
             return _step_times(pipe, args.size, args.steps, device)
