@@ -121,6 +121,8 @@ def _tp_pipeline_job(rank, world, name, d, compiled):
     sharded = [p for p in pipe.transformer.parameters() if isinstance(p, DTensor)]
     out = {"transport": get_transport(), "sharded": len(sharded),
            "local_devices": sorted({str(p.to_local().device) for p in sharded})}
+    to_q = pipe.transformer.transformer_blocks[0].attn.to_q.weight  # colwise: each rank holds 1/world of the rows
+    out["to_q_rows"] = (to_q.to_local().shape[0], to_q.shape[0])
     if compiled:
         pipe.transformer.compile(backend="tpu", fullgraph=True, dynamic=False)
     out["latents"] = P.run(pipe, name, device=device)
@@ -142,6 +144,7 @@ def _check_tp(res, want, world):
     for rank, r in enumerate(res):
         assert r["transport"] == "xla", r["transport"]
         assert r["sharded"] > 0 and r["local_devices"] == [f"tpu:{rank}"], (rank, r["sharded"], r["local_devices"])
+        assert r["to_q_rows"][0] * world == r["to_q_rows"][1], r["to_q_rows"]
         torch.testing.assert_close(r["latents"], want, atol=ATOL, rtol=0, msg=f"rank {rank} of {world}")
         if "again" in r:
             torch.testing.assert_close(r["again"], r["latents"], atol=0, rtol=0)
