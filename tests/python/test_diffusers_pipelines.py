@@ -158,6 +158,7 @@ def test_tp_pipeline_two_rank_threads_matches_cpu(saved, name):
     _check_tp(run_ranks_as_threads(_tp_pipeline_job, 2, args=(name, d, False)), want, 2)
 
 
+@pytest.mark.slow
 def test_tp_pipeline_compiled_two_rank_threads_matches_cpu(saved, fresh_dynamo):
     d, want = saved["flux"]
     torch_tpu._dynamo_backend.reset_compile_stats()
@@ -165,6 +166,7 @@ def test_tp_pipeline_compiled_two_rank_threads_matches_cpu(saved, fresh_dynamo):
     assert _counts()["eager_graphs"] == 0
 
 
+@pytest.mark.slow
 def test_tp_pipeline_four_rank_threads_matches_cpu(saved, run_python, tmp_path):
     # Four virtual chips need a fresh process (the session has two).
     d, want = saved["flux"]
@@ -338,6 +340,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world", [2, 4])
 def test_tp_pipeline_torchrun_matches_cpu(saved, tmp_path, world):
     d, want = saved["flux"]
