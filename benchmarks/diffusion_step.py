@@ -119,7 +119,9 @@ def tp_main(args) -> None:
     from torch_tpu.distributed import run_ranks_as_threads
 
     ranks = [int(r) for r in args.ranks.split(",")]
-    heads = max(ranks) * max(1, args.hidden // 64 // max(ranks))
+    heads = args.heads
+    if any(heads % r for r in ranks) or args.hidden % heads:
+        raise SystemExit(f"--heads {heads} must divide --hidden {args.hidden} and be divisible by every rank count {ranks}")
     lock = threading.Lock()
     rows = []
     ok = True
@@ -190,6 +192,7 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--tp", action="store_true", help="Flux-style pipeline: eager/compiled on 1 rank and TP ranks")
     ap.add_argument("--ranks", default="1,2,4", help="with --tp: rank counts (threads, one virtual chip each)")
+    ap.add_argument("--heads", type=int, default=4, help="with --tp: attention heads of the transformer")
     args = ap.parse_args()
 
     warnings.filterwarnings("ignore")
