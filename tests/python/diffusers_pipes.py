@@ -155,8 +155,8 @@ def run(pipe, name: str, device=None, **extra) -> torch.Tensor:
 
 
 def tp_transformer(name: str, heads: int = 4):
-    """A tiny transformer of a model class with a ``_tp_plan`` (``flux``, ``flux2``, ``qwenimage``, ``qwenimage21``; ``heads``
-    attention heads) and CPU inputs for one forward. Not seeded: the caller seeds."""
+    """A tiny transformer (``heads`` attention heads) and CPU inputs for one forward. Not seeded: the caller seeds.
+    With a ``_tp_plan``: ``flux``, ``flux2``, ``qwenimage``, ``qwenimage21``; with a ``_cp_plan`` only: ``wan``."""
     g = torch.Generator().manual_seed(1)
     if name == "flux":
         m = flux_transformer(heads)
@@ -183,6 +183,14 @@ def tp_transformer(name: str, heads: int = 4):
         x = dict(hidden_states=torch.randn(1, 16, 8, generator=g), encoder_hidden_states=torch.randn(1, 6, 24, generator=g),
                  timestep=torch.tensor([0.5]), img_shapes=[[(1, 4, 4)]],
                  img_mask=torch.cat([torch.zeros(1, 6, dtype=torch.bool), torch.ones(1, 4, dtype=torch.bool)], dim=1))
+    elif name == "wan":
+        from diffusers import WanTransformer3DModel
+
+        m = WanTransformer3DModel(patch_size=(1, 2, 2), num_attention_heads=heads, attention_head_dim=12,
+                                  in_channels=16, out_channels=16, text_dim=32, freq_dim=256, ffn_dim=32, num_layers=1,
+                                  cross_attn_norm=True, qk_norm="rms_norm_across_heads", rope_max_seq_len=32)
+        x = dict(hidden_states=torch.randn(1, 16, 2, 4, 4, generator=g), timestep=torch.tensor([500]),
+                 encoder_hidden_states=torch.randn(1, 8, 32, generator=g))
     else:
         m = qwenimage_transformer(heads)
         x = dict(hidden_states=torch.randn(1, 16, 16, generator=g), encoder_hidden_states=torch.randn(1, 8, 16, generator=g),

@@ -231,7 +231,7 @@ def _ulysses_job(rank, world, name, state):
     return out.cpu()
 
 
-@pytest.mark.parametrize("name", ["flux", "qwenimage"])
+@pytest.mark.parametrize("name", ["flux", "qwenimage", "wan"])
 def test_context_parallel_ulysses_two_rank_threads_matches_one_device(name):
     """Context parallelism (Ulysses: the sequence split across ranks, heads exchanged with all_to_all around the
     native attention) equal to one device."""
