@@ -133,8 +133,8 @@ def tp_main(args) -> None:
             device = torch.device("tpu", rank)
             kw = {}
             mesh = init_device_mesh("tpu", (world,)) if world > 1 else None  # a collective: outside the lock
-            # accelerate's init_empty_weights (every from_pretrained) patches nn.Module process-wide while it builds
-            # a model: the rank threads load one at a time.
+            # Loading a pipeline touches process-global state (Transformers' model construction): the rank threads
+            # load one at a time.
             with lock:
                 if mesh is not None:
                     kw["transformer"] = FluxTransformer2DModel.from_pretrained(

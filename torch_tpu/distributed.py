@@ -177,6 +177,55 @@ class _ThreadLocalWorld(dist.distributed_c10d._World):
 _threads_lock = threading.Lock()
 
 
+def _thread_scoped_init_on_device():
+    r"""Makes accelerate's ``init_on_device`` (behind ``init_empty_weights``, which every Hugging Face
+    ``from_pretrained`` uses) safe for rank threads; returns the function that undoes it, or None without accelerate.
+
+    The context manager patches ``torch.nn.Module.register_parameter`` (a class attribute, so every thread) while it
+    builds a model on the meta device, and restores what it found on exit. With ranks as threads, another rank
+    registering parameters meanwhile goes through the patch (a sharded ``DTensor`` parameter then fails in
+    ``_dtensor__new__``), and two overlapping contexts can leave the patch installed for good. Here the contexts run
+    one at a time, and inside one the patched function applies only to the thread that entered it; the other threads
+    get the original ``register_parameter``.
+    """
+    try:
+        import accelerate.big_modeling as big_modeling
+    except ImportError:
+        return None
+    import contextlib
+
+    original_init_on_device = big_modeling.init_on_device
+    lock = threading.RLock()
+
+    @contextlib.contextmanager
+    def init_on_device(device, include_buffers=None):
+        with lock:
+            plain = torch.nn.Module.register_parameter
+            with original_init_on_device(device, include_buffers=include_buffers) as value:
+                patched = torch.nn.Module.register_parameter
+                if patched is plain:  # nothing was patched (include_buffers: a device context, thread-local)
+                    yield value
+                    return
+                owner = threading.get_ident()
+
+                def register_parameter(module, name, param):
+                    fn = patched if threading.get_ident() == owner else plain
+                    return fn(module, name, param)
+
+                torch.nn.Module.register_parameter = register_parameter
+                try:
+                    yield value
+                finally:
+                    torch.nn.Module.register_parameter = patched  # accelerate restores `plain` on its exit
+
+    big_modeling.init_on_device = init_on_device
+
+    def undo() -> None:
+        big_modeling.init_on_device = original_init_on_device
+
+    return undo
+
+
 def run_ranks_as_threads(
     fn: Callable[..., Any],
     world_size: int,
@@ -249,6 +298,7 @@ def run_ranks_as_threads(
             return old_normalize.__func__(device)
 
         FakeTensor._normalize_fake_device = staticmethod(_normalize)
+        undo_init_on_device = _thread_scoped_init_on_device()
         try:
             threads = [threading.Thread(target=body, args=(r,), name=f"tpu_dist-rank{r}", daemon=True)
                        for r in range(world_size)]
@@ -265,6 +315,8 @@ def run_ranks_as_threads(
             from torch.nn.parallel import DistributedDataParallel
 
             DistributedDataParallel._active_ddp_module = None
+            if undo_init_on_device is not None:
+                undo_init_on_device()
             FakeTensor._normalize_fake_device = old_normalize
             dynamo_config.fake_tensor_cache_enabled = old_fake_cache
             ShardingPropagator._fake_mode_lock = old_fake_lock

@@ -103,9 +103,10 @@ def test_pipeline_compiled_transformer_matches_cpu(saved, fresh_dynamo, name):
 
 # ---------------------------------------------------------------------------------------------------- tensor parallel
 
-# accelerate's init_empty_weights (used by from_pretrained) patches nn.Module.register_parameter process-wide while
-# a model is built on the meta device; a rank thread loading its shards meanwhile would go through the patch. The
-# loads of the rank threads run one at a time (a tensor-parallel load issues no collective).
+# Loading is process-global state in Transformers (its weight-initialization and tied-weight handling while a model
+# is built: loaded concurrently, the T5 encoder's tied embedding comes out missing) and in accelerate's
+# init_empty_weights (kept to its own thread by run_ranks_as_threads): the rank threads load one at a time (a
+# tensor-parallel load issues no collective; the mesh, whose creation is one, is made before).
 _LOAD_LOCK = threading.Lock()
 
 
