@@ -6,7 +6,9 @@ with arguments from the 'CPU' backend"). Code that needs the log-sum-exp of an a
 Diffusers' ring attention (``ContextParallelConfig(ring_degree=N)`` with the ``_native_flash`` backend) merges the
 partial attention of each ring step with it. Here it is the composition of tpu ops (float32 scores, causal mask,
 log-sum-exp, softmax, weighted sum), each a lowered program: the results are those of the math of
-``scaled_dot_product_attention`` plus the log-sum-exp in float32, as the CUDA kernel returns it.
+``scaled_dot_product_attention`` plus the log-sum-exp in float32, as the CUDA kernel returns it. Compiled graphs
+decompose the op into the same composition (``_dynamo_backend._decompositions``), so it stays in one program. The
+backward (``_scaled_dot_product_flash_attention_backward``) has no tpu kernel.
 """
 
 from __future__ import annotations

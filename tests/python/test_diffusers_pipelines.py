@@ -248,7 +248,7 @@ def test_context_parallel_ulysses_two_rank_threads_matches_one_device(name):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"{name} rank {rank}")
 
 
-def _ring_job(rank, world, state):
+def _ring_job(rank, world, state, compiled=False):
     from torch.distributed.device_mesh import init_device_mesh
 
     from diffusers import ContextParallelConfig
@@ -260,13 +260,16 @@ def _ring_job(rank, world, state):
     model.set_attention_backend("_native_flash")
     mesh = init_device_mesh("tpu", (world, 1, 1), mesh_dim_names=("ring", "ulysses", "fsdp"))
     model.enable_parallelism(config=ContextParallelConfig(ring_degree=world, mesh=mesh))
+    if compiled:
+        model = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
     with torch.no_grad():
         out = model(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
                     return_dict=False)[0]
     return out.cpu()
 
 
-def test_context_parallel_ring_two_rank_threads_matches_one_device():
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "fullgraph"])
+def test_context_parallel_ring_two_rank_threads_matches_one_device(compiled, fresh_dynamo):
     """Ring attention (the sequence split across ranks, each rank's attention merged with the others' through the
     log-sum-exp of aten::_scaled_dot_product_flash_attention, Diffusers' ``_native_flash`` backend) equal to one
     device."""
@@ -278,7 +281,7 @@ def test_context_parallel_ring_two_rank_threads_matches_one_device():
         want = model.to("tpu")(**{k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
                                return_dict=False)[0].cpu()
     sd = {k: v.cpu() for k, v in model.state_dict().items()}
-    for rank, got in enumerate(run_ranks_as_threads(_ring_job, 2, args=(sd,))):
+    for rank, got in enumerate(run_ranks_as_threads(_ring_job, 2, args=(sd, compiled))):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"ring rank {rank}")
 
 
@@ -297,6 +300,22 @@ def test_flash_attention_op_matches_cpu(causal, dtype):
     tol = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(out, want_out, atol=tol, rtol=tol)
     torch.testing.assert_close(lse, want_lse.float(), atol=1e-5, rtol=1e-5)
+
+
+def test_flash_attention_op_compiled_fullgraph(fresh_dynamo):
+    """In compiled graphs the op decomposes into lowered ops (one program, nothing run eagerly)."""
+    def f(q, k, v):
+        return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=0.25)[:2]
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 6, 8, generator=g) for _ in range(3))
+    want = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, is_causal=True, scale=0.25)[:2]
+    torch_tpu._dynamo_backend.reset_compile_stats()
+    out, lse = torch.compile(f, backend="tpu", fullgraph=True, dynamic=False)(q.to("tpu"), k.to("tpu"), v.to("tpu"))
+    c = _counts()
+    assert c["graphs"] == 1 and c["fallback_nodes"] == 0 and c["partitioned_graphs"] == 0, c
+    torch.testing.assert_close(out.cpu(), want[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse.cpu(), want[1], atol=1e-5, rtol=1e-5)
 
 
 def test_flash_attention_op_errors():
