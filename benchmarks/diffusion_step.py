@@ -7,15 +7,29 @@ warm-up run; text encoders and VAE are not in the step). Also reports the compil
 (must be 0) and latents' max difference from the CPU run.
 
     python benchmarks/diffusion_step.py [--size 64 --hidden 128 --layers 2 --steps 8 --markdown]
+
+``--tp``: a Flux-style pipeline (``FluxTransformer2DModel``, which ships a ``_tp_plan``) per denoising step, eager
+and with the transformer compiled (``fullgraph=True, dynamic=False``), on one rank and tensor-parallel over 2 and 4
+ranks (``from_pretrained(..., parallel_config=TensorParallelConfig(mesh=...))``, ranks as threads of this process on
+the CPU plugin's virtual chips, XLA transport; rank 0's step reported), each checked against the CPU latents, with
+ratios eager/compiled and one rank/N ranks:
+
+    python benchmarks/diffusion_step.py --tp [--ranks 1,2,4 --size 32 --hidden 256 --layers 2 --steps 6 --markdown]
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 import tempfile
+import threading
 import time
 import warnings
+
+if "--tp" in sys.argv:  # the virtual chips of the CPU plugin, before torch (and torch_tpu) are imported
+    os.environ.setdefault("TORCH_TPU_NUM_DEVICES", "4")
 
 import torch
 
@@ -50,6 +64,124 @@ def build(d, size, hidden, layers):
         scheduler=FlowMatchEulerDiscreteScheduler())
 
 
+def build_flux(d, hidden, layers, heads):
+    from diffusers import AutoencoderKL, FlowMatchEulerDiscreteScheduler, FluxPipeline, FluxTransformer2DModel
+    from transformers import CLIPTextConfig, CLIPTextModel, T5Config, T5EncoderModel
+
+    from torch_tpu.testing.hf import char_clip_tokenizer
+
+    tok = char_clip_tokenizer(d)
+    torch.manual_seed(0)
+    return FluxPipeline(
+        transformer=FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=layers, num_single_layers=layers,
+                                           attention_head_dim=hidden // heads, num_attention_heads=heads,
+                                           joint_attention_dim=32, pooled_projection_dim=32,
+                                           axes_dims_rope=[hidden // heads // 4, hidden // heads // 8 * 3,
+                                                           hidden // heads // 8 * 3]),
+        text_encoder=CLIPTextModel(CLIPTextConfig(bos_token_id=0, eos_token_id=1, pad_token_id=1, vocab_size=60,
+                                                  hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                                                  num_hidden_layers=1, max_position_embeddings=16, projection_dim=32)),
+        text_encoder_2=T5EncoderModel(T5Config(vocab_size=60, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4,
+                                               relative_attention_num_buckets=8)),
+        tokenizer=tok, tokenizer_2=tok,
+        vae=AutoencoderKL(sample_size=32, in_channels=3, out_channels=3, block_out_channels=(4,), layers_per_block=1,
+                          latent_channels=1, norm_num_groups=1, use_quant_conv=False, use_post_quant_conv=False,
+                          shift_factor=0.0609, scaling_factor=1.5035),
+        scheduler=FlowMatchEulerDiscreteScheduler())
+
+
+def _step_times(pipe, size, steps, device):
+    """Latents and the median step (s) of the best of two runs after a warm-up run."""
+    pipe.set_progress_bar_config(disable=True)
+
+    def once():
+        marks = []
+
+        def on_step_end(p, i, t, kw):
+            torch.tpu.synchronize(device) if device is not None else None
+            marks.append(time.perf_counter())
+            return {}
+
+        out = pipe("a cat", num_inference_steps=steps, height=size, width=size, output_type="latent",
+                   max_sequence_length=16, generator=torch.Generator().manual_seed(0),
+                   callback_on_step_end=on_step_end, callback_on_step_end_tensor_inputs=["latents"]).images.cpu()
+        return out, sorted(b - a for a, b in zip(marks, marks[1:]))[(len(marks) - 1) // 2]
+
+    once()
+    (out, a), (_, b) = once(), once()
+    return out, min(a, b)
+
+
+def tp_main(args) -> None:
+    from diffusers import FluxPipeline, FluxTransformer2DModel, TensorParallelConfig
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from torch_tpu.distributed import run_ranks_as_threads
+
+    ranks = [int(r) for r in args.ranks.split(",")]
+    heads = args.heads
+    if any(heads % r for r in ranks) or args.hidden % heads:
+        raise SystemExit(f"--heads {heads} must divide --hidden {args.hidden} and be divisible by every rank count {ranks}")
+    lock = threading.Lock()
+    rows = []
+    ok = True
+    with tempfile.TemporaryDirectory() as d:
+        build_flux(d, args.hidden, args.layers, heads).save_pretrained(d)
+        want, cpu_step = _step_times(FluxPipeline.from_pretrained(d), args.size, args.steps, None)
+
+        def job(rank, world, compiled):
+            device = torch.device("tpu", rank)
+            kw = {}
+            mesh = init_device_mesh("tpu", (world,)) if world > 1 else None  # a collective: outside the lock
+            # Loading a pipeline touches process-global state (Transformers' model construction): the rank threads
+            # load one at a time.
+            with lock:
+                if mesh is not None:
+                    kw["transformer"] = FluxTransformer2DModel.from_pretrained(
+                        os.path.join(d, "transformer"), parallel_config=TensorParallelConfig(mesh=mesh))
+                pipe = FluxPipeline.from_pretrained(d, **kw)
+            pipe = pipe.to(device)
+            if compiled:
+                pipe.transformer.compile(backend="tpu", fullgraph=True, dynamic=False)
+            return _step_times(pipe, args.size, args.steps, device)
+
+        for world in ranks:
+            for compiled in (False, True):
+                if world == 1:
+                    torch.tpu.set_device(0)
+                    got, step = job(0, 1, compiled)
+                else:
+                    got, step = run_ranks_as_threads(job, world, args=(compiled,))[0]
+                err = (got - want).abs().max().item()
+                ok &= err < 1e-3
+                rows.append((world, compiled, step, err))
+
+    by = {(w, c): s for w, c, s, _ in rows}
+    print(f"Flux-style transformer: hidden {args.hidden}, {heads} heads, {args.layers} double + {args.layers} single "
+          f"blocks, image {args.size}x{args.size} ({(args.size // 2) ** 2} image + 16 text tokens), guidance-distilled "
+          f"(batch 1), float32; torch CPU {cpu_step * 1e3:.1f} ms/step; plugin "
+          f"{torch_tpu._C._plugin_info()['platform_name']} ({torch.tpu.device_count()} virtual chips), torch "
+          f"{torch.__version__}")
+    head = ("ranks", "eager ms/step", "compiled ms/step", "eager/compiled", "1 rank/N ranks (compiled)",
+            "max |latents - CPU|")
+    lines = []
+    for w in ranks:
+        e, c = by[(w, False)], by[(w, True)]
+        err = max(r[3] for r in rows if r[0] == w)
+        lines.append((str(w), f"{e * 1e3:.1f}", f"{c * 1e3:.1f}", f"{e / c:.2f}x", f"{by[(ranks[0], True)] / c:.2f}x",
+                      f"{err:.1e}"))
+    if args.markdown:
+        print("| " + " | ".join(head) + " |")
+        print("|" + "---|" * len(head))
+        for ln in lines:
+            print("| " + " | ".join(ln) + " |")
+    else:
+        for ln in lines:
+            print("  ".join(f"{h}={v}" for h, v in zip(head, ln)))
+    if not ok:
+        raise SystemExit(1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=64, help="image size (latents are size/2)")
@@ -58,6 +190,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--fullgraph", action="store_true")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--tp", action="store_true", help="Flux-style pipeline: eager/compiled on 1 rank and TP ranks")
+    ap.add_argument("--ranks", default="1,2,4", help="with --tp: rank counts (threads, one virtual chip each)")
+    ap.add_argument("--heads", type=int, default=4, help="with --tp: attention heads of the transformer")
     args = ap.parse_args()
 
     warnings.filterwarnings("ignore")
@@ -70,6 +205,8 @@ def main() -> None:
         lg.disable_progress_bar()
     logging.getLogger("torch._dynamo").setLevel(logging.ERROR)
     logging.getLogger("torch_tpu").setLevel(logging.ERROR)
+    if args.tp:
+        return tp_main(args)
 
     def run(pipe, steps):
         pipe.set_progress_bar_config(disable=True)

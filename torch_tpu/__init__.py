@@ -135,6 +135,10 @@ except (AttributeError, RuntimeError):  # pragma: no cover - older torch
 from ._streams import _install_record_stream  # noqa: E402
 
 _install_record_stream()
+# aten::_scaled_dot_product_flash_attention (attention with its log-sum-exp; PyTorch implements it for CUDA only)
+from ._attention import _install as _install_flash_attention  # noqa: E402
+
+_install_flash_attention()
 
 # ---- 5. dynamo's device interface for "tpu" (registered when dynamo's registry is imported) ----
 from . import api  # noqa: E402

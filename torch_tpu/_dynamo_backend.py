@@ -896,6 +896,10 @@ def _decompositions() -> Dict[Any, Callable]:
         if op not in table and op in decomposition_table:
             table[op] = decomposition_table[op]
     table.update(_foreach_decompositions())
+    # Attention with its log-sum-exp (Diffusers' ring attention): the composition tpu's eager kernel runs.
+    from ._attention import _flash_attention
+
+    table[aten._scaled_dot_product_flash_attention.default] = _flash_attention
     # Ops with a rule of their own stay whole: one rule emits better code than its decomposition.
     for op in list(table):
         name = _op_name(op)

@@ -118,6 +118,10 @@ def _register() -> None:
     # what torch runs on cpu tensors by itself - barrier() when tpu is not torch's accelerator (the CPU plugin),
     # object collectives. cpu stays Gloo's in torch's default map (``init_process_group()``).
     dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["tpu", "cpu"])
+    from .api import _when_imported
+
+    _when_imported("accelerate.big_modeling", _guard_init_on_device,
+                   "accelerate's init_on_device kept to its thread while ranks run as threads")
 
 
 def is_registered() -> bool:
@@ -175,6 +179,58 @@ class _ThreadLocalWorld(dist.distributed_c10d._World):
 
 
 _threads_lock = threading.Lock()
+
+
+_rank_threads_running = 0  # run_ranks_as_threads calls in progress (under _threads_lock)
+
+
+def _guard_init_on_device(big_modeling: Any) -> None:
+    r"""Wraps accelerate's ``init_on_device`` (behind ``init_empty_weights``, which every Hugging Face
+    ``from_pretrained`` enters) so that, while ranks run as threads, its patch stays with the thread that entered it.
+
+    The context manager patches ``torch.nn.Module.register_parameter`` (a class attribute, so every thread) while it
+    builds a model on the meta device, and restores what it found on exit. With ranks as threads, another rank
+    registering parameters meanwhile went through the patch (a sharded ``DTensor`` parameter then fails in
+    ``_dtensor__new__``), and two overlapping contexts could leave the patch installed for good. While
+    :func:`run_ranks_as_threads` runs, the contexts run one at a time and, inside one, the patched function applies
+    only to the thread that entered it; the others get the original ``register_parameter``. Otherwise the wrapper
+    only calls accelerate's. Installed when accelerate's module is imported (torch_tpu does not import it).
+    """
+    original = big_modeling.init_on_device
+    if getattr(original, "_torch_tpu_guard", False):
+        return
+    import contextlib
+
+    lock = threading.RLock()
+
+    @contextlib.contextmanager
+    def init_on_device(device, include_buffers=None):
+        if not _rank_threads_running:
+            with original(device, include_buffers=include_buffers) as value:
+                yield value
+            return
+        with lock:
+            plain = torch.nn.Module.register_parameter
+            with original(device, include_buffers=include_buffers) as value:
+                patched = torch.nn.Module.register_parameter
+                if patched is plain:  # nothing patched (include_buffers: a device context, which is per thread)
+                    yield value
+                    return
+                owner = threading.get_ident()
+
+                def register_parameter(module, name, param):
+                    fn = patched if threading.get_ident() == owner else plain
+                    return fn(module, name, param)
+
+                torch.nn.Module.register_parameter = register_parameter
+                try:
+                    yield value
+                finally:
+                    torch.nn.Module.register_parameter = patched  # accelerate restores `plain` on its exit
+
+    init_on_device._torch_tpu_guard = True
+    init_on_device.__wrapped__ = original
+    big_modeling.init_on_device = init_on_device
 
 
 def run_ranks_as_threads(
@@ -249,6 +305,8 @@ def run_ranks_as_threads(
             return old_normalize.__func__(device)
 
         FakeTensor._normalize_fake_device = staticmethod(_normalize)
+        global _rank_threads_running
+        _rank_threads_running += 1
         try:
             threads = [threading.Thread(target=body, args=(r,), name=f"tpu_dist-rank{r}", daemon=True)
                        for r in range(world_size)]
@@ -265,6 +323,7 @@ def run_ranks_as_threads(
             from torch.nn.parallel import DistributedDataParallel
 
             DistributedDataParallel._active_ddp_module = None
+            _rank_threads_running -= 1
             FakeTensor._normalize_fake_device = old_normalize
             dynamo_config.fake_tensor_cache_enabled = old_fake_cache
             ShardingPropagator._fake_mode_lock = old_fake_lock

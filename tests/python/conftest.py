@@ -44,6 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "tpu_memory_check: assert torch.tpu.memory_allocated() returns to its starting value"
     )
+    config.addinivalue_line(
+        "markers", "slow: a test of 20 s or more on the 2-core VM (CI runs it; `-m 'not slow'` for a quick pass)"
+    )
 
 
 # The reason prefix of the only skips allowed (see the docstring), and only off the CPU plugin.

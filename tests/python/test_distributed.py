@@ -137,6 +137,36 @@ def test_collectives_xla_transport_4_devices(run_python):
     _no_failures(res)
 
 
+def test_init_empty_weights_in_one_rank_thread_leaves_the_others_alone():
+    """accelerate's init_empty_weights (every from_pretrained) patches nn.Module.register_parameter for the whole
+    process; under run_ranks_as_threads the patch applies only to the rank thread inside the context."""
+    import threading
+
+    import accelerate
+
+    entered, done = threading.Event(), threading.Event()
+    original = torch.nn.Module.register_parameter
+
+    def job(rank, world):
+        if rank == 1:
+            with accelerate.init_empty_weights():
+                entered.set()
+                assert done.wait(60)
+                return str(torch.nn.Linear(2, 2).weight.device)
+        assert entered.wait(60)
+        try:
+            return str(torch.nn.Linear(2, 2).weight.device)  # built while rank 1 is inside the context
+        finally:
+            done.set()
+
+    assert run_ranks_as_threads(job, 2) == ["cpu", "meta"]
+    assert torch.nn.Module.register_parameter is original
+    # Outside rank threads accelerate's context works as it always does.
+    with accelerate.init_empty_weights():
+        assert torch.nn.Linear(2, 2).weight.device.type == "meta"
+    assert torch.nn.Linear(2, 2).weight.device.type == "cpu" and torch.nn.Module.register_parameter is original
+
+
 def test_training_equals_one_process_xla_transport():
     modes = ("ddp", "fsdp2", "tp")
     res = run_ranks_as_threads(dist_jobs.training_job, 2, args=(modes,))
