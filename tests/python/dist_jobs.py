@@ -14,6 +14,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
+import torch._dynamo
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
@@ -364,9 +365,22 @@ def _mlp_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tenso
     return F.mse_loss(model(x), y)
 
 
+def _sgd_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float = 0.1) -> torch.Tensor:
+    """A whole training step: forward, loss.backward() and an SGD update (compiled: one graph with
+    torch._dynamo.config.trace_autograd_ops, see docs/distributed.md)."""
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.sub_(lr * p.grad)
+            p.grad = None
+    return loss.detach()
+
+
 def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any]:
     """A compiled tensor-parallel MLP training step (fullgraph): launches of its forward and of its backward per
-    step, and its losses and final weights next to the same training on one device."""
+    step (backward by autograd), then of the whole step compiled as one function (backward and update inside), and
+    their losses and final weights next to the same training on one device."""
 
     import torch_tpu
 
@@ -390,10 +404,24 @@ def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str,
         fw_launches.append(n1 - n0)
         bw_launches.append(n2 - n1)
         losses.append(loss.item())
-    after = torch_tpu.compile_stats()
     weights = {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith(("up_", "down_w"))}
+    # The whole step (forward, loss.backward(), the update) inside the compiled function: one graph.
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        model = _build(TPMLP, 16, 32, rank, world).to(_device())
+        whole = torch.compile(_sgd_step, backend="tpu", fullgraph=True)
+        step_losses, step_launches = [], []
+        for x, y in data:
+            x, y = x.to(_device()), y.to(_device())
+            n0 = _launches()
+            loss = whole(model, x, y)
+            step_launches.append(_launches() - n0)
+            step_losses.append(loss.item())
+    after = torch_tpu.compile_stats()
     res: Dict[str, Any] = {
         "losses": losses, "fw_launches": fw_launches, "bw_launches": bw_launches, "weights": weights,
+        "step_losses": step_losses, "step_launches": step_launches,
+        "step_weights": {k: v.detach().cpu() for k, v in model.state_dict().items()
+                         if not k.startswith(("up_", "down_w"))},
         "program_collectives": after["program_collectives"] - before["program_collectives"],
         "collective_nodes": after["collective_nodes"] - before["collective_nodes"],
     }
@@ -514,4 +542,108 @@ def compiled_tp_decode_job(rank: int, world: int, steps: int = 5) -> Dict[str, A
         ref = _build(TPDecoder).to(_device())
         with torch.no_grad():
             res["ref_tokens"], _, res["ref_logits"] = _decode(ref, tok, ref, d, steps, count=False)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------------- compiled DTensor
+
+
+class DTMLP(nn.Module):
+    """An MLP for parallelize_module: up ColwiseParallel, down RowwiseParallel (DTensor weights; the forward's
+    all_reduce comes from DTensor's redistribution), a replicated head."""
+
+    def __init__(self, d: int = 8, h: int = 16) -> None:
+        super().__init__()
+        self.up = nn.Linear(d, h)
+        self.down = nn.Linear(h, d)
+        self.head = nn.Linear(d, 4)
+
+    def forward(self, x):
+        return self.head(x + self.down(F.gelu(self.up(x))))
+
+
+def _dt_model(world: int) -> nn.Module:
+    model = _build(DTMLP).to(_device())
+    if world > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh("tpu", (world,))
+        parallelize_module(model, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    return model
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    return (t.full_tensor() if hasattr(t, "full_tensor") else t).detach().cpu()
+
+
+def _dt_data(steps: int):
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randn(4, 8, generator=g), torch.randn(4, 4, generator=g)) for _ in range(steps)]
+
+
+def compiled_dtensor_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any]:
+    """A parallelize_module MLP compiled with fullgraph: launches per inference step, per whole training step
+    (backward and update inside the compiled function) and per forward / backward of a step whose backward runs
+    outside; outputs, losses and weights next to the same model on one device (rank 0 adds the references)."""
+    import torch_tpu
+
+    data = _dt_data(steps)
+    dev = _device()
+    before = dict(torch_tpu.compile_stats())
+    res: Dict[str, Any] = {}
+
+    # Inference.
+    model = _dt_model(world)
+    fwd = torch.compile(model, backend="tpu", fullgraph=True)
+    outs, launches = [], []
+    with torch.no_grad():
+        for x, _ in data:
+            x = x.to(dev)
+            n0 = _launches()
+            out = fwd(x)
+            launches.append(_launches() - n0)
+            outs.append(out.cpu())
+    res["infer_launches"], res["infer_outs"] = launches, outs
+
+    # A whole training step in one graph.
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        model = _dt_model(world)
+        step = torch.compile(_sgd_step, backend="tpu", fullgraph=True)
+        losses, launches = [], []
+        for x, y in data:
+            x, y = x.to(dev), y.to(dev)
+            n0 = _launches()
+            loss = step(model, x, y)
+            launches.append(_launches() - n0)
+            losses.append(loss.item())
+    res["step_launches"], res["step_losses"] = launches, losses
+    res["step_weights"] = {k: _full(v) for k, v in model.state_dict().items()}
+
+    # Forward compiled, backward by autograd (AOTAutograd's two graphs).
+    model = _dt_model(world)
+    loss_fn = torch.compile(lambda m, x, y: F.mse_loss(m(x), y), backend="tpu", fullgraph=True)
+    seed = torch.ones((), device=dev)
+    fw, bw = [], []
+    for x, y in data:
+        x, y = x.to(dev), y.to(dev)
+        n0 = _launches()
+        loss = loss_fn(model, x, y)
+        n1 = _launches()
+        loss.backward(seed)
+        fw.append(n1 - n0)
+        bw.append(_launches() - n1)
+        model.zero_grad(set_to_none=True)
+    res["fw_launches"], res["bw_launches"] = fw, bw
+
+    after = torch_tpu.compile_stats()
+    res["program_collectives"] = after["program_collectives"] - before["program_collectives"]
+    res["collective_nodes"] = after["collective_nodes"] - before["collective_nodes"]
+    if rank == 0:
+        ref = _dt_model(1)
+        with torch.no_grad():
+            res["ref_outs"] = [ref(x.to(dev)).cpu() for x, _ in data]
+        ref_losses = [_sgd_step(ref, x.to(dev), y.to(dev)).item() for x, y in data]
+        res["ref_losses"] = ref_losses
+        res["ref_weights"] = {k: v.detach().cpu() for k, v in ref.state_dict().items()}
     return res
