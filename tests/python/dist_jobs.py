@@ -408,7 +408,7 @@ def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str,
     # The whole step (forward, loss.backward(), the update) inside the compiled function: one graph.
     with torch._dynamo.config.patch(trace_autograd_ops=True):
         model = _build(TPMLP, 16, 32, rank, world).to(_device())
-        whole = torch.compile(_sgd_step, backend="tpu", fullgraph=True)
+        whole = torch.compile(_sgd_step, backend="tpu", fullgraph=True, dynamic=False)
         step_losses, step_launches = [], []
         for x, y in data:
             x, y = x.to(_device()), y.to(_device())
@@ -450,6 +450,7 @@ class TPDecoder(nn.Module):
                  cache: int = 8, rank: int = 0, world: int = 1) -> None:
         super().__init__()
         self.world = world
+        self.down_module = False
         self.heads, self.hd, self.cache_len = heads, d // heads, cache
         self.embed = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList()
@@ -478,6 +479,11 @@ class TPDecoder(nn.Module):
     def _reduce(self, y):
         return _ReduceFromTP.apply(y) if self.world > 1 else y
 
+    def _down(self, layer, a):
+        if self.down_module:  # parallelize_module's RowwiseParallel reduces inside the module
+            return layer.down(a)
+        return self._reduce(F.linear(a, layer.down.weight)) + layer.down.bias
+
     def forward(self, tok, pos, k_cache, v_cache):
         # tok [B], pos [cache] one-hot float mask of the current position, caches [layers, B, cache, d_local]
         x = self.embed(tok)
@@ -497,8 +503,24 @@ class TPDecoder(nn.Module):
             scores = (qh @ kh.transpose(-1, -2)) / self.hd ** 0.5 + (valid - 1)[None, None, None, :] * 1e9
             att = (scores.softmax(-1) @ vh).reshape(q.shape[0], heads * self.hd)
             x = x + self._reduce(layer.o(att))
-            x = x + self._reduce(F.linear(F.gelu(layer.up(layer.norm2(x))), layer.down.weight)) + layer.down.bias
+            x = x + self._down(layer, F.gelu(layer.up(layer.norm2(x))))
         return self.head(self.norm(x)), torch.stack(new_k), torch.stack(new_v)
+
+
+def dtensor_decoder(world: int, **cfg: int) -> TPDecoder:
+    """TPDecoder with full weights on this rank's device, tensor-parallel through parallelize_module (q/k/v/up
+    ColwiseParallel, o/down RowwiseParallel: DTensor weights, the all_reduces from DTensor's redistribution)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    model = _build(TPDecoder, *[cfg[k] for k in ("vocab", "d", "heads", "h", "layers", "cache")]).to(_device())
+    model.down_module = True
+    plan: Dict[str, Any] = {}
+    for i in range(len(model.layers)):
+        plan.update({f"layers.{i}.{n}": ColwiseParallel() for n in ("q", "k", "v", "up")})
+        plan.update({f"layers.{i}.{n}": RowwiseParallel() for n in ("o", "down")})
+    parallelize_module(model, init_device_mesh("tpu", (world,)), plan)
+    return model
 
 
 def _decode(step, tok: torch.Tensor, model: TPDecoder, d_local: int, steps: int, count: bool):
@@ -595,7 +617,7 @@ def compiled_dtensor_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any
 
     # Inference.
     model = _dt_model(world)
-    fwd = torch.compile(model, backend="tpu", fullgraph=True)
+    fwd = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
     outs, launches = [], []
     with torch.no_grad():
         for x, _ in data:
@@ -609,7 +631,9 @@ def compiled_dtensor_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any
     # A whole training step in one graph.
     with torch._dynamo.config.patch(trace_autograd_ops=True):
         model = _dt_model(world)
-        step = torch.compile(_sgd_step, backend="tpu", fullgraph=True)
+        # (dynamic=False: other jobs compile _sgd_step with other shapes; dynamo's recompiles with symbolic sizes
+        # of a parallelized module fail in its guards when ranks are threads)
+        step = torch.compile(_sgd_step, backend="tpu", fullgraph=True, dynamic=False)
         losses, launches = [], []
         for x, y in data:
             x, y = x.to(dev), y.to(dev)
@@ -622,7 +646,7 @@ def compiled_dtensor_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any
 
     # Forward compiled, backward by autograd (AOTAutograd's two graphs).
     model = _dt_model(world)
-    loss_fn = torch.compile(lambda m, x, y: F.mse_loss(m(x), y), backend="tpu", fullgraph=True)
+    loss_fn = torch.compile(lambda m, x, y: F.mse_loss(m(x), y), backend="tpu", fullgraph=True, dynamic=False)
     seed = torch.ones((), device=dev)
     fw, bw = [], []
     for x, y in data:
