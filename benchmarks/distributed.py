@@ -159,11 +159,14 @@ def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> b
 def compiled_job(rank: int, world: int, cfg: Dict[str, int], batch: int, steps: int, repeats: int,
                  kind: str) -> Dict[str, Any]:
     import torch
+    import torch._dynamo
 
     import dist_jobs
     import torch_tpu
 
     dev = torch.device("tpu", rank)
+    # Every rank and mode compiles the decoder's forward once more (dynamo's config is per thread).
+    torch._dynamo.config.recompile_limit = 64
     if kind == "dtensor":
         model = dist_jobs.dtensor_decoder(world, **cfg)
     else:
