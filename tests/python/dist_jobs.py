@@ -671,3 +671,35 @@ def compiled_dtensor_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any
         res["ref_losses"] = ref_losses
         res["ref_weights"] = {k: v.detach().cpu() for k, v in ref.state_dict().items()}
     return res
+
+
+def group_input_job(rank: int, world: int) -> Dict[str, Any]:
+    """An ATen graph that takes its process group as an input (an opaque object; dynamo itself puts group names into
+    graphs): compiled with the group as a constant of the program, run with it, then called with another group."""
+    import torch.fx as fx
+
+    from torch_tpu._dynamo_backend import _compile_aten_graph
+
+    dev = _device()
+    group = dist.group.WORLD
+    other = dist.new_group(list(range(world)))
+    x = torch.full((4,), float(rank + 1), device=dev)
+    g = fx.Graph()
+    px, pg = g.placeholder("x"), g.placeholder("group")
+    px.meta["val"], pg.meta["val"] = x, group
+    red = g.call_function(torch.ops._c10d_functional.all_reduce.default, (px, "sum", pg))
+    red.meta["val"] = x
+    out = g.call_function(torch.ops._c10d_functional.wait_tensor.default, (red,))
+    out.meta["val"] = x
+    g.output((out, pg))
+    runner = _compile_aten_graph(fx.GraphModule(torch.nn.Module(), g), [x, group], f"group_input{rank}", True)
+    n0 = _launches()
+    y, handed = runner([x, group])
+    res: Dict[str, Any] = {"value": y.cpu().tolist(), "launches": _launches() - n0, "handed": handed is group}
+    try:
+        runner([x, other])
+        res["other"] = None
+    except RuntimeError as e:
+        res["other"] = str(e)
+    dist.destroy_process_group(other)
+    return res

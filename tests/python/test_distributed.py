@@ -254,6 +254,15 @@ def test_compiled_dtensor_mlp_is_one_program(world, run_python, tmp_path):
     _check_dtensor_results(res)
 
 
+def test_compiled_graph_with_a_process_group_input():
+    # A process group graph input is a constant of the program (its collectives inside, one launch), returned as
+    # given where the graph returns it; called with another group, the graph refuses.
+    res = run_ranks_as_threads(dist_jobs.group_input_job, 2)
+    for r in res:
+        assert r["value"] == [3.0] * 4 and r["launches"] == 1 and r["handed"], r
+        assert "was compiled for process group" in r["other"], r["other"]
+
+
 def test_compiled_dtensor_mlp_host_transport_splits(monkeypatch):
     # The host transport cannot run collectives inside a program: the same graphs split at their collectives (more
     # than one launch per step) and still equal one device.
