@@ -16,8 +16,9 @@
 Every all_reduce size is checked once (ones summed over n ranks give n); a wrong result exits 1.
 
 * compiled: a tensor-parallel decoder (attention over a KV cache, MLP; Megatron-style shards, an all_reduce
-  after attention and after the MLP of every layer, as functional collectives) compiled with torch.compile(backend="tpu", fullgraph=True), ranks as threads on the XLA transport. Each greedy
-  decode step runs once as ONE program per rank with the all_reduces inside, and once split at its collectives
+  after attention and after the MLP of every layer, as functional collectives) compiled with
+  torch.compile(backend="tpu", fullgraph=True), ranks as threads on the XLA transport. Each greedy decode step
+  runs once as ONE program per rank with the all_reduces inside, and once split at its collectives
   (options={"collectives_in_program": False}: compiled partitions, each collective its own program through the
   process group). The two alternate step by step in the same run; programs launched per step are counted
   (torch_tpu.launch_count) and the tokens and logits of both must be equal. The same decoder made
@@ -170,8 +171,8 @@ def compiled_job(rank: int, world: int, cfg: Dict[str, int], batch: int, steps: 
     if kind == "dtensor":
         model = dist_jobs.dtensor_decoder(world, **cfg)
     else:
-        model = dist_jobs._build(dist_jobs.TPDecoder, *[cfg[k] for k in ("vocab", "d", "heads", "h", "layers", "cache")],
-                                 rank, world).to(dev)
+        sizes = [cfg[k] for k in ("vocab", "d", "heads", "h", "layers", "cache")]
+        model = dist_jobs._build(dist_jobs.TPDecoder, *sizes, rank, world).to(dev)
     d_local = cfg["d"] // world
     modes = {
         "program": torch.compile(model, backend="tpu", fullgraph=True, options={"collectives_in_program": True}),
