@@ -254,6 +254,16 @@ def test_compiled_dtensor_mlp_is_one_program(world, run_python, tmp_path):
     _check_dtensor_results(res)
 
 
+def test_rank_threads_see_the_callers_torch_config():
+    # torch's config overrides are per thread (context variables): the rank threads run in a copy of the caller's.
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        seen = run_ranks_as_threads(lambda rank, world: torch._dynamo.config.trace_autograd_ops, 2)
+    assert seen == [True, True]
+    assert run_ranks_as_threads(lambda rank, world: torch._dynamo.config.trace_autograd_ops, 2) == [False, False]
+
+
 def test_compiled_graph_with_a_process_group_input():
     # A process group graph input is a constant of the program (its collectives inside, one launch), returned as
     # given where the graph returns it; called with another group, the graph refuses.
