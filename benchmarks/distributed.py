@@ -5,6 +5,7 @@
     python benchmarks/distributed.py --section xla        # XLA transport vs host transport, ranks as threads
     python benchmarks/distributed.py --section ddp        # DDP step time at 1, 2, 4 ranks
     python benchmarks/distributed.py --section compiled   # compiled TP decode step: one program vs split
+    python benchmarks/distributed.py --section compiled --ranks 2 4 --models dtensor --repeats 3
 
 * allreduce: ranks are processes (torchrun-style, TCPStore on 127.0.0.1). In the same processes and the same
   run, each size is reduced (float32 SUM) on tpu tensors through tpu_dist (host transport) and on CPU tensors
@@ -15,11 +16,14 @@
 Every all_reduce size is checked once (ones summed over n ranks give n); a wrong result exits 1.
 
 * compiled: a tensor-parallel decoder (attention over a KV cache, MLP; Megatron-style shards, an all_reduce
-  after attention and after the MLP of every layer, as functional collectives) compiled with torch.compile(backend="tpu", fullgraph=True), ranks as threads on the XLA transport. Each greedy
-  decode step runs once as ONE program per rank with the all_reduces inside, and once split at its collectives
+  after attention and after the MLP of every layer, as functional collectives) compiled with
+  torch.compile(backend="tpu", fullgraph=True), ranks as threads on the XLA transport. Each greedy decode step
+  runs once as ONE program per rank with the all_reduces inside, and once split at its collectives
   (options={"collectives_in_program": False}: compiled partitions, each collective its own program through the
   process group). The two alternate step by step in the same run; programs launched per step are counted
-  (torch_tpu.launch_count) and the tokens and logits of both must be equal.
+  (torch_tpu.launch_count) and the tokens and logits of both must be equal. The same decoder made
+  tensor-parallel by parallelize_module (DTensor weights: ColwiseParallel q/k/v/up, RowwiseParallel o/down, the
+  all_reduces from DTensor's redistribution) is the "DTensor" row.
 
 * ddp: a Qwen3-style decoder trained with DDP (AdamW) at 1, 2 and 4 processes, a fixed batch per rank (weak
   scaling); median step time after warm-up. Every process competes for the same cores: on a 2-core machine the
@@ -33,7 +37,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "python"))  # models.py
@@ -81,21 +85,37 @@ def allreduce_job(rank: int, world: int, sizes_mib: List[float], iters: int, rep
     return out
 
 
-def run_allreduce(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> bool:
-    from torch_tpu.testing.dist import run_processes
-
-    print("\n## all_reduce bus bandwidth, host transport (processes): tpu_dist on tpu tensors vs Gloo on CPU tensors\n")
-    print("| ranks | size | tpu_dist GB/s | Gloo GB/s | ratio |")
+def _bandwidth_table(title: str, names: Tuple[str, str], ranks: List[int],
+                     measure: Callable[[int], Optional[List[Tuple[float, float, float, bool]]]]) -> bool:
+    """Prints one all_reduce bandwidth table: per rank count, `measure(n)` gives (MiB, seconds of the first
+    variant, seconds of the second, results right) per size, or None when it cannot run."""
+    print(f"\n## {title}\n")
+    print(f"| ranks | size | {names[0]} GB/s | {names[1]} GB/s | ratio |")
     print("|---:|---:|---:|---:|---:|")
     ok = True
     for n in ranks:
-        res = run_processes(allreduce_job, n, args=(sizes, iters, repeats), timeout=3600)
-        ok &= all(row["ok"] for r in res for row in r)
-        for row in res[0]:
-            nbytes = int(row["mib"] * (1 << 20))
-            a, b = _bus_bw(nbytes, n, row["tpu_s"]), _bus_bw(nbytes, n, row["gloo_s"])
-            print(f"| {n} | {row['mib']:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
+        rows = measure(n)
+        if rows is None:
+            print(f"| {n} | (needs TORCH_TPU_NUM_DEVICES >= {n}) | | | |")
+            continue
+        for mib, s_a, s_b, right in rows:
+            ok &= right
+            nbytes = int(mib * (1 << 20))
+            a, b = _bus_bw(nbytes, n, s_a), _bus_bw(nbytes, n, s_b)
+            print(f"| {n} | {mib:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
     return ok
+
+
+def run_allreduce(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> bool:
+    from torch_tpu.testing.dist import run_processes
+
+    def measure(n: int) -> List[Tuple[float, float, float, bool]]:
+        res = run_processes(allreduce_job, n, args=(sizes, iters, repeats), timeout=3600)
+        return [(row["mib"], row["tpu_s"], row["gloo_s"], all(r[k]["ok"] for r in res))
+                for k, row in enumerate(res[0])]
+
+    return _bandwidth_table("all_reduce bus bandwidth, host transport (processes): tpu_dist on tpu tensors vs Gloo "
+                            "on CPU tensors", ("tpu_dist", "Gloo"), ranks, measure)
 
 
 def xla_job(rank: int, world: int, sizes_mib: List[float], iters: int, repeats: int) -> List[Dict[str, Any]]:
@@ -120,14 +140,9 @@ def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> b
 
     from torch_tpu.distributed import run_ranks_as_threads
 
-    print("\n## all_reduce bus bandwidth, ranks as threads (one virtual device each): XLA vs host transport\n")
-    print("| ranks | size | XLA GB/s | host GB/s | ratio |")
-    print("|---:|---:|---:|---:|---:|")
-    ok = True
-    for n in ranks:
+    def measure(n: int) -> Optional[List[Tuple[float, float, float, bool]]]:
         if torch.tpu.device_count() < n:
-            print(f"| {n} | (needs TORCH_TPU_NUM_DEVICES >= {n}) | | | |")
-            continue
+            return None
         results = {}
         for transport in ("xla", "host"):
             os.environ["TORCH_TPU_DIST_TRANSPORT"] = transport
@@ -135,25 +150,29 @@ def run_xla(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> b
                 results[transport] = run_ranks_as_threads(xla_job, n, args=(sizes, iters, repeats), timeout=3600)[0]
             finally:
                 os.environ.pop("TORCH_TPU_DIST_TRANSPORT", None)
-        for rx, rh in zip(results["xla"], results["host"]):
-            assert rx["transport"] == "xla" and rh["transport"] == "host"
-            ok &= rx["ok"] and rh["ok"]
-            nbytes = int(rx["mib"] * (1 << 20))
-            a, b = _bus_bw(nbytes, n, rx["s"]), _bus_bw(nbytes, n, rh["s"])
-            print(f"| {n} | {rx['mib']:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} |", flush=True)
-    return ok
+        assert all(r["transport"] == t for t, rows in results.items() for r in rows)
+        return [(rx["mib"], rx["s"], rh["s"], rx["ok"] and rh["ok"]) for rx, rh in zip(results["xla"], results["host"])]
+
+    return _bandwidth_table("all_reduce bus bandwidth, ranks as threads (one virtual device each): XLA vs host "
+                            "transport", ("XLA", "host"), ranks, measure)
 
 
-def compiled_job(rank: int, world: int, cfg: Dict[str, int], batch: int, steps: int, repeats: int) -> Dict[str, Any]:
+def compiled_job(rank: int, world: int, cfg: Dict[str, int], batch: int, steps: int, repeats: int,
+                 kind: str) -> Dict[str, Any]:
     import torch
+    import torch._dynamo
 
     import dist_jobs
     import torch_tpu
-    from models import seeded
 
     dev = torch.device("tpu", rank)
-    with dist_jobs._LOCK:
-        model = seeded(0, dist_jobs.TPDecoder, **cfg, rank=rank, world=world).to(dev)
+    # Every rank and mode compiles the decoder's forward once more (dynamo's config is per thread).
+    torch._dynamo.config.recompile_limit = 64
+    if kind == "dtensor":
+        model = dist_jobs.dtensor_decoder(world, **cfg)
+    else:
+        sizes = [cfg[k] for k in ("vocab", "d", "heads", "h", "layers", "cache")]
+        model = dist_jobs._build(dist_jobs.TPDecoder, *sizes, rank, world).to(dev)
     d_local = cfg["d"] // world
     modes = {
         "program": torch.compile(model, backend="tpu", fullgraph=True, options={"collectives_in_program": True}),
@@ -199,28 +218,34 @@ def compiled_job(rank: int, world: int, cfg: Dict[str, int], batch: int, steps: 
     return out
 
 
-def run_compiled(ranks: List[int], cfg: Dict[str, int], batch: int, steps: int, repeats: int) -> bool:
+_KINDS = {"functional": "functional collectives (Megatron-style)", "dtensor": "DTensor (parallelize_module)"}
+
+
+def run_compiled(ranks: List[int], cfg: Dict[str, int], batch: int, steps: int, repeats: int,
+                 kinds: List[str]) -> bool:
     import torch
 
     from torch_tpu.distributed import run_ranks_as_threads
 
     print(f"\n## Compiled tensor-parallel decode step (ranks as threads, XLA transport): one program vs split at "
           f"collectives\n\ndecoder {cfg}, batch {batch}; median over {repeats} runs of {steps} greedy steps\n")
-    print("| ranks | programs/step, one program | programs/step, split | ms/step, one program | ms/step, split "
-          "| split / one program | results equal |")
-    print("|---:|---:|---:|---:|---:|---:|:---:|")
+    print("| model | ranks | programs/step, one program | programs/step, split | ms/step, one program | "
+          "ms/step, split | split / one program | results equal |")
+    print("|---|---:|---:|---:|---:|---:|---:|:---:|")
     ok = True
-    for n in ranks:
-        if torch.tpu.device_count() < n:
-            print(f"| {n} | (needs TORCH_TPU_NUM_DEVICES >= {n}) | | | | | |")
-            continue
-        res = run_ranks_as_threads(compiled_job, n, args=(cfg, batch, steps, repeats), timeout=3600)
-        r = res[0]
-        equal = all(x["equal"] for x in res) and all(x["program"]["tokens"] == r["program"]["tokens"] for x in res)
-        ok &= equal
-        a, b = r["program"]["s"] * 1e3, r["split"]["s"] * 1e3
-        print(f"| {n} | {r['program']['launches']:g} | {r['split']['launches']:g} | {a:.2f} | {b:.2f} | "
-              f"{b / a:.2f} | {'yes' if equal else 'NO'} |", flush=True)
+    for kind in kinds:
+        for n in ranks:
+            if torch.tpu.device_count() < n:
+                print(f"| {_KINDS[kind]} | {n} | (needs TORCH_TPU_NUM_DEVICES >= {n}) | | | | | |")
+                continue
+            res = run_ranks_as_threads(compiled_job, n, args=(cfg, batch, steps, repeats, kind), timeout=3600)
+            r = res[0]
+            equal = all(x["equal"] for x in res) and all(x["program"]["tokens"] == r["program"]["tokens"]
+                                                         for x in res)
+            ok &= equal
+            a, b = r["program"]["s"] * 1e3, r["split"]["s"] * 1e3
+            print(f"| {_KINDS[kind]} | {n} | {r['program']['launches']:g} | {r['split']['launches']:g} | {a:.2f} | "
+                  f"{b:.2f} | {b / a:.2f} | {'yes' if equal else 'NO'} |", flush=True)
     return ok
 
 
@@ -289,6 +314,8 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--decode-steps", type=int, default=16)
     ap.add_argument("--decode-batch", type=int, default=4)
+    ap.add_argument("--models", nargs="+", choices=sorted(_KINDS), default=["functional", "dtensor"],
+                    help="compiled section: tensor parallelism by functional collectives and/or DTensor")
     a = ap.parse_args()
     sizes = []
     s = a.min_mib
@@ -307,7 +334,7 @@ def main() -> None:
         ok &= run_xla(a.ranks, [x for x in sizes if x <= 64], a.iters, a.repeats)
     if a.section in ("all", "compiled"):
         cfg = dict(vocab=512, d=256, heads=8, h=1024, layers=4, cache=a.decode_steps)
-        ok &= run_compiled(a.ranks, cfg, a.decode_batch, a.decode_steps, a.repeats)
+        ok &= run_compiled(a.ranks, cfg, a.decode_batch, a.decode_steps, a.repeats, a.models)
     if a.section in ("all", "ddp"):
         run_ddp(a.ddp_ranks, a.ddp_steps, a.hidden, a.layers, a.batch, a.seq)
     if not ok:

@@ -143,8 +143,11 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
     """One argument as (kind, name, tag, payload): T value index, TL value indices, C a constant, O present."""
     if isinstance(a, torch.fx.Node):
         v = env[a]
-        if isinstance(v, _GroupInput):
-            return (kind, name, "C", v.name)
+        if isinstance(v, _OpaqueInput):
+            if v.group is None:
+                raise UnsupportedGraph(f"opaque graph input {a.name} ({v.type_name}) is an argument of an op")
+            v.used = True
+            return (kind, name, "C", v.group)
         if isinstance(v, list):
             return (kind, name, "TL", v)
         if v is None:
@@ -190,12 +193,32 @@ def _real_object(a: Any) -> Any:
     return getattr(a, "real_obj", a) if type(a).__name__ == "FakeScriptObject" else a
 
 
-class _GroupInput:
-    """A graph input that is a process group (DTensor passes functional collectives their group as an opaque
-    object): the program takes it by name, and the runner drops it from the inputs."""
+def _is_opaque(v: Any) -> bool:
+    """An opaque non-tensor graph input: a process group or a DeviceMesh (torch registers both as opaque reference
+    types; a DTensor graph takes its mesh as an input), or another script / opaque object."""
+    if v is None or isinstance(v, torch.Tensor):
+        return False
+    if _is_process_group(v) or type(v).__name__ == "FakeScriptObject" or isinstance(v, torch.ScriptObject):
+        return True
+    try:
+        from torch._opaque_base import OpaqueBase
+    except ImportError:  # older torch
+        return False
+    return isinstance(v, OpaqueBase)
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+
+class _OpaqueInput:
+    """A graph input that is an opaque object (a DeviceMesh, a process group): a compile-time constant of the
+    program, which does not take it. A process group is its name (its functional collectives address it, see
+    csrc/compile/collectives.h); a mesh is only handed through (DTensor graphs return it with the DTensors they
+    make). The runner drops these inputs and returns the given object where the graph returns it."""
+
+    def __init__(self, index: int, obj: Any) -> None:
+        self.index = index
+        real = _real_object(obj)
+        self.type_name = str(getattr(obj, "script_class_name", None) or type(real).__name__)
+        self.group: Optional[str] = str(real.group_name) if _is_process_group(obj) else None
+        self.used = False  # the program depends on it (its group name)
 
 
 def _schema_args(node: torch.fx.Node) -> List[Tuple[Any, Any]]:
@@ -239,7 +262,9 @@ class _Desc:
         self.constants: List[torch.Tensor] = []  # get_attr tensors, appended to the inputs
         self.const_outputs: Dict[int, Any] = {}  # output position -> Python value
         self.node_of_desc: List[torch.fx.Node] = []
-        self.dropped_inputs: List[int] = []  # graph inputs the program does not take (process groups)
+        self.dropped_inputs: List[int] = []  # graph inputs the program does not take (opaque objects)
+        self.opaque_outputs: Dict[int, int] = {}  # output position -> the graph input (opaque) it returns
+        self.group_guards: List[Tuple[int, str]] = []  # (graph input, the process group name the program uses)
         self.num_ops = 0
 
 
@@ -254,8 +279,8 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
         v = n.meta.get("val", None)
         if v is None and input_vals is not None:
             v = input_vals[i]
-        if _is_process_group(v):
-            env[n] = _GroupInput(str(_real_object(v).group_name))
+        if _is_opaque(v):
+            env[n] = _OpaqueInput(i, v)
             d.dropped_inputs.append(i)
             continue
         if not isinstance(v, torch.Tensor):
@@ -332,6 +357,11 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
     for k, o in enumerate(outs_list):
         if isinstance(o, torch.fx.Node):
             v = env[o]
+            if isinstance(v, _OpaqueInput):  # handed through by the runner
+                outputs.append(-1)
+                output_meta.append((False, None, None, False))
+                d.opaque_outputs[k] = v.index
+                continue
             if isinstance(v, list):
                 raise UnsupportedGraph("a list-valued graph output")
             if v is None:
@@ -345,6 +375,8 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
             output_meta.append((False, None, None, False))
             if o is not None:
                 d.const_outputs[k] = o
+    d.group_guards = [(v.index, v.group) for v in env.values()
+                      if isinstance(v, _OpaqueInput) and v.used and v.group is not None]
     d.desc = dict(name=graph_name, inputs=inputs, nodes=nodes, outputs=outputs, output_meta=output_meta,
                   mutations=mutations, num_values=nv)
     d.single_output = single  # type: ignore[attr-defined]
@@ -391,6 +423,8 @@ class _GraphRunner:
         self._on_errors = on_errors
         self._instead: Optional[Callable] = None
         self._dropped = set(d.dropped_inputs)
+        self._opaque_outputs = d.opaque_outputs
+        self._group_guards = d.group_guards
 
     def _constants_for(self, inputs: Sequence[Any]) -> List[torch.Tensor]:
         dev = None
@@ -411,6 +445,11 @@ class _GraphRunner:
             return self._instead(inputs)
         given = inputs
         if self._dropped:
+            for i, group in self._group_guards:  # the program was built for this group
+                got = str(getattr(_real_object(given[i]), "group_name", None))
+                if got != group:
+                    raise RuntimeError(f"torch_tpu: graph {self.name} was compiled for process group '{group}', "
+                                       f"called with process group '{got}'")
             inputs = [x for i, x in enumerate(inputs) if i not in self._dropped]
         args = list(inputs) + self._constants_for(inputs) if self.constants else inputs
         outs, ev, errors = self.cg.run(args)
@@ -423,6 +462,8 @@ class _GraphRunner:
         if self.const_outputs:
             for k, v in self.const_outputs.items():
                 outs[k] = v
+        for k, i in self._opaque_outputs.items():
+            outs[k] = given[i]
         return outs
 
     def __call__(self, *args: Any) -> List[Any]:
@@ -683,7 +724,7 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         d, cg = _make_graph(gm, name, example_inputs, inference)
     except UnsupportedGraph as e:
         if inside:
-            # Not one program (e.g. an opaque DeviceMesh graph input, as DTensor graphs have): split at the
+            # Not one program (e.g. an opaque graph input that an op takes as an argument): split at the
             # collectives, which run through their process group.
             log.info("torch_tpu: graph %s: collectives run through their process group (%s)", name, e)
             _py_stats["program_collectives"] -= sum(1 for n in inside if _base_collective(n) != "wait_tensor")

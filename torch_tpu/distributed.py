@@ -22,6 +22,7 @@ Collectives on CPU tensors passed to a ``tpu_dist`` group run on its Gloo backen
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import json
 import logging
@@ -249,7 +250,8 @@ def run_ranks_as_threads(
     the calling thread of each rank (as torch's threaded process groups require). Returns each rank's result;
     the first exception of any rank is raised (with its rank) once every thread has ended. ``timeout`` is the
     process group's timeout (a rank missing from a collective is an error after it); a thread still running a
-    minute after it is an error too.
+    minute after it is an error too. The threads see the caller's torch config overrides (``torch._dynamo.config``
+    and the like are per thread).
     """
     if world_size < 1:
         raise ValueError("world_size must be >= 1")
@@ -308,7 +310,10 @@ def run_ranks_as_threads(
         global _rank_threads_running
         _rank_threads_running += 1
         try:
-            threads = [threading.Thread(target=body, args=(r,), name=f"tpu_dist-rank{r}", daemon=True)
+            # Each thread runs in a copy of the caller's context: torch's config overrides (dynamo's among them,
+            # e.g. trace_autograd_ops, and the fake-tensor cache switched off above) are context variables.
+            threads = [threading.Thread(target=contextvars.copy_context().run, args=(body, r),
+                                        name=f"tpu_dist-rank{r}", daemon=True)
                        for r in range(world_size)]
             for t in threads:
                 t.start()

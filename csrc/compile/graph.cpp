@@ -160,35 +160,24 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
       for (size_t k = 0; k < n.results.size(); ++k)
         if (n.result_values[k] >= 0 && n.results[k].defined) vals[n.result_values[k]] = b.zeros(typeOf(n.results[k]));
     };
-    if (isCollectiveOp(n.op)) {
-      std::vector<Value> results;
-      try {
+    // The node's results: a collective of the program's group, or the node's lowering rule. One handler turns
+    // what cannot be lowered into the node's error (the graph is then split or partitioned by the caller).
+    auto lowerNode = [&]() -> std::vector<Value> {
+      if (isCollectiveOp(n.op)) {
         if (coll == nullptr) throw lowering::LoweringError(n.op, "a collective outside a group of the XLA transport");
-        results = lowerCollective(b, n, vals, *coll);
-      } catch (const lowering::LoweringError& e) {
-        record(e.what());
-        continue;
-      } catch (const shlo::BuildError& e) {
-        record(lowering::noLowering(n.op, e.what()));
-        continue;
+        return lowerCollective(b, n, vals, *coll);
       }
-      gp->ops++;
-      for (size_t k = 0; k < n.results.size() && k < results.size(); ++k)
-        if (n.result_values[k] >= 0) vals[n.result_values[k]] = results[k];
-      continue;
-    }
-    const lowering::Rule* rule = core::ruleFor(n.op).rule;
-    if (!rule) {
-      record(lowering::noLowering(n.op));
-      continue;
-    }
-    std::vector<Value> results;
-    try {
+      const lowering::Rule* rule = core::ruleFor(n.op).rule;
+      if (!rule) throw lowering::LoweringError(n.op, "");
       core::CallContext ctx(pb, n.op);
       buildArgs(ctx, n, vals);
       for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
       if (std::string why = lowering::declineReason(*rule, ctx); !why.empty()) ctx.fail(why);
-      results = lowering::lower(*rule, ctx);
+      return lowering::lower(*rule, ctx);
+    };
+    std::vector<Value> results;
+    try {
+      results = lowerNode();
     } catch (const lowering::LoweringError& e) {
       record(e.what());
       continue;

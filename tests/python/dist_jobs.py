@@ -14,6 +14,7 @@ import time
 from typing import Any, Dict, List, Optional, Sequence
 
 import torch
+import torch._dynamo
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
@@ -364,9 +365,22 @@ def _mlp_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tenso
     return F.mse_loss(model(x), y)
 
 
+def _sgd_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float = 0.1) -> torch.Tensor:
+    """A whole training step: forward, loss.backward() and an SGD update (compiled: one graph with
+    torch._dynamo.config.trace_autograd_ops, see docs/distributed.md)."""
+    loss = F.mse_loss(model(x), y)
+    loss.backward()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.sub_(lr * p.grad)
+            p.grad = None
+    return loss.detach()
+
+
 def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any]:
     """A compiled tensor-parallel MLP training step (fullgraph): launches of its forward and of its backward per
-    step, and its losses and final weights next to the same training on one device."""
+    step (backward by autograd), then of the whole step compiled as one function (backward and update inside), and
+    their losses and final weights next to the same training on one device."""
 
     import torch_tpu
 
@@ -390,10 +404,24 @@ def compiled_tp_training_job(rank: int, world: int, steps: int = 3) -> Dict[str,
         fw_launches.append(n1 - n0)
         bw_launches.append(n2 - n1)
         losses.append(loss.item())
-    after = torch_tpu.compile_stats()
     weights = {k: v.detach().cpu() for k, v in model.state_dict().items() if not k.startswith(("up_", "down_w"))}
+    # The whole step (forward, loss.backward(), the update) inside the compiled function: one graph.
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        model = _build(TPMLP, 16, 32, rank, world).to(_device())
+        whole = torch.compile(_sgd_step, backend="tpu", fullgraph=True, dynamic=False)
+        step_losses, step_launches = [], []
+        for x, y in data:
+            x, y = x.to(_device()), y.to(_device())
+            n0 = _launches()
+            loss = whole(model, x, y)
+            step_launches.append(_launches() - n0)
+            step_losses.append(loss.item())
+    after = torch_tpu.compile_stats()
     res: Dict[str, Any] = {
         "losses": losses, "fw_launches": fw_launches, "bw_launches": bw_launches, "weights": weights,
+        "step_losses": step_losses, "step_launches": step_launches,
+        "step_weights": {k: v.detach().cpu() for k, v in model.state_dict().items()
+                         if not k.startswith(("up_", "down_w"))},
         "program_collectives": after["program_collectives"] - before["program_collectives"],
         "collective_nodes": after["collective_nodes"] - before["collective_nodes"],
     }
@@ -422,6 +450,7 @@ class TPDecoder(nn.Module):
                  cache: int = 8, rank: int = 0, world: int = 1) -> None:
         super().__init__()
         self.world = world
+        self.down_module = False
         self.heads, self.hd, self.cache_len = heads, d // heads, cache
         self.embed = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList()
@@ -450,6 +479,11 @@ class TPDecoder(nn.Module):
     def _reduce(self, y):
         return _ReduceFromTP.apply(y) if self.world > 1 else y
 
+    def _down(self, layer, a):
+        if self.down_module:  # parallelize_module's RowwiseParallel reduces inside the module
+            return layer.down(a)
+        return self._reduce(F.linear(a, layer.down.weight)) + layer.down.bias
+
     def forward(self, tok, pos, k_cache, v_cache):
         # tok [B], pos [cache] one-hot float mask of the current position, caches [layers, B, cache, d_local]
         x = self.embed(tok)
@@ -469,8 +503,24 @@ class TPDecoder(nn.Module):
             scores = (qh @ kh.transpose(-1, -2)) / self.hd ** 0.5 + (valid - 1)[None, None, None, :] * 1e9
             att = (scores.softmax(-1) @ vh).reshape(q.shape[0], heads * self.hd)
             x = x + self._reduce(layer.o(att))
-            x = x + self._reduce(F.linear(F.gelu(layer.up(layer.norm2(x))), layer.down.weight)) + layer.down.bias
+            x = x + self._down(layer, F.gelu(layer.up(layer.norm2(x))))
         return self.head(self.norm(x)), torch.stack(new_k), torch.stack(new_v)
+
+
+def dtensor_decoder(world: int, **cfg: int) -> TPDecoder:
+    """TPDecoder with full weights on this rank's device, tensor-parallel through parallelize_module (q/k/v/up
+    ColwiseParallel, o/down RowwiseParallel: DTensor weights, the all_reduces from DTensor's redistribution)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    model = _build(TPDecoder, *[cfg[k] for k in ("vocab", "d", "heads", "h", "layers", "cache")]).to(_device())
+    model.down_module = True
+    plan: Dict[str, Any] = {}
+    for i in range(len(model.layers)):
+        plan.update({f"layers.{i}.{n}": ColwiseParallel() for n in ("q", "k", "v", "up")})
+        plan.update({f"layers.{i}.{n}": RowwiseParallel() for n in ("o", "down")})
+    parallelize_module(model, init_device_mesh("tpu", (world,)), plan)
+    return model
 
 
 def _decode(step, tok: torch.Tensor, model: TPDecoder, d_local: int, steps: int, count: bool):
@@ -514,4 +564,142 @@ def compiled_tp_decode_job(rank: int, world: int, steps: int = 5) -> Dict[str, A
         ref = _build(TPDecoder).to(_device())
         with torch.no_grad():
             res["ref_tokens"], _, res["ref_logits"] = _decode(ref, tok, ref, d, steps, count=False)
+    return res
+
+
+# ---------------------------------------------------------------------------------------------------- compiled DTensor
+
+
+class DTMLP(nn.Module):
+    """An MLP for parallelize_module: up ColwiseParallel, down RowwiseParallel (DTensor weights; the forward's
+    all_reduce comes from DTensor's redistribution), a replicated head."""
+
+    def __init__(self, d: int = 8, h: int = 16) -> None:
+        super().__init__()
+        self.up = nn.Linear(d, h)
+        self.down = nn.Linear(h, d)
+        self.head = nn.Linear(d, 4)
+
+    def forward(self, x):
+        return self.head(x + self.down(F.gelu(self.up(x))))
+
+
+def _dt_model(world: int) -> nn.Module:
+    model = _build(DTMLP).to(_device())
+    if world > 1:
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        mesh = init_device_mesh("tpu", (world,))
+        parallelize_module(model, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    return model
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    return (t.full_tensor() if hasattr(t, "full_tensor") else t).detach().cpu()
+
+
+def _dt_data(steps: int):
+    g = torch.Generator().manual_seed(3)
+    return [(torch.randn(4, 8, generator=g), torch.randn(4, 4, generator=g)) for _ in range(steps)]
+
+
+def compiled_dtensor_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any]:
+    """A parallelize_module MLP compiled with fullgraph: launches per inference step, per whole training step
+    (backward and update inside the compiled function) and per forward / backward of a step whose backward runs
+    outside; outputs, losses and weights next to the same model on one device (rank 0 adds the references)."""
+    import torch_tpu
+
+    data = _dt_data(steps)
+    dev = _device()
+    before = dict(torch_tpu.compile_stats())
+    res: Dict[str, Any] = {}
+
+    # Inference.
+    model = _dt_model(world)
+    fwd = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
+    outs, launches = [], []
+    with torch.no_grad():
+        for x, _ in data:
+            x = x.to(dev)
+            n0 = _launches()
+            out = fwd(x)
+            launches.append(_launches() - n0)
+            outs.append(out.cpu())
+    res["infer_launches"], res["infer_outs"] = launches, outs
+
+    # A whole training step in one graph.
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        model = _dt_model(world)
+        # (dynamic=False: other jobs compile _sgd_step with other shapes; dynamo's recompiles with symbolic sizes
+        # of a parallelized module fail in its guards when ranks are threads)
+        step = torch.compile(_sgd_step, backend="tpu", fullgraph=True, dynamic=False)
+        losses, launches = [], []
+        for x, y in data:
+            x, y = x.to(dev), y.to(dev)
+            n0 = _launches()
+            loss = step(model, x, y)
+            launches.append(_launches() - n0)
+            losses.append(loss.item())
+    res["step_launches"], res["step_losses"] = launches, losses
+    res["step_weights"] = {k: _full(v) for k, v in model.state_dict().items()}
+
+    # Forward compiled, backward by autograd (AOTAutograd's two graphs).
+    model = _dt_model(world)
+    loss_fn = torch.compile(lambda m, x, y: F.mse_loss(m(x), y), backend="tpu", fullgraph=True, dynamic=False)
+    seed = torch.ones((), device=dev)
+    fw, bw = [], []
+    for x, y in data:
+        x, y = x.to(dev), y.to(dev)
+        n0 = _launches()
+        loss = loss_fn(model, x, y)
+        n1 = _launches()
+        loss.backward(seed)
+        fw.append(n1 - n0)
+        bw.append(_launches() - n1)
+        model.zero_grad(set_to_none=True)
+    res["fw_launches"], res["bw_launches"] = fw, bw
+
+    after = torch_tpu.compile_stats()
+    res["program_collectives"] = after["program_collectives"] - before["program_collectives"]
+    res["collective_nodes"] = after["collective_nodes"] - before["collective_nodes"]
+    if rank == 0:
+        ref = _dt_model(1)
+        with torch.no_grad():
+            res["ref_outs"] = [ref(x.to(dev)).cpu() for x, _ in data]
+        ref_losses = [_sgd_step(ref, x.to(dev), y.to(dev)).item() for x, y in data]
+        res["ref_losses"] = ref_losses
+        res["ref_weights"] = {k: v.detach().cpu() for k, v in ref.state_dict().items()}
+    return res
+
+
+def group_input_job(rank: int, world: int) -> Dict[str, Any]:
+    """An ATen graph that takes its process group as an input (an opaque object; dynamo itself puts group names into
+    graphs): compiled with the group as a constant of the program, run with it, then called with another group."""
+    import torch.fx as fx
+
+    from torch_tpu._dynamo_backend import _compile_aten_graph
+
+    dev = _device()
+    group = dist.group.WORLD
+    other = dist.new_group(list(range(world)))
+    x = torch.full((4,), float(rank + 1), device=dev)
+    g = fx.Graph()
+    px, pg = g.placeholder("x"), g.placeholder("group")
+    px.meta["val"], pg.meta["val"] = x, group
+    red = g.call_function(torch.ops._c10d_functional.all_reduce.default, (px, "sum", pg))
+    red.meta["val"] = x
+    out = g.call_function(torch.ops._c10d_functional.wait_tensor.default, (red,))
+    out.meta["val"] = x
+    g.output((out, pg))
+    runner = _compile_aten_graph(fx.GraphModule(torch.nn.Module(), g), [x, group], f"group_input{rank}", True)
+    n0 = _launches()
+    y, handed = runner([x, group])
+    res: Dict[str, Any] = {"value": y.cpu().tolist(), "launches": _launches() - n0, "handed": handed is group}
+    try:
+        runner([x, other])
+        res["other"] = None
+    except RuntimeError as e:
+        res["other"] = str(e)
+    dist.destroy_process_group(other)
     return res

@@ -247,14 +247,71 @@ def _run_job(job: str, world: int, run_python, tmp_path):
 @pytest.mark.parametrize("world", [2, 4])
 def test_compiled_tp_training_step_is_one_program_per_graph(world, run_python, tmp_path):
     # Forward and backward of a compiled (fullgraph) tensor-parallel step each launch exactly ONE program per rank,
-    # their all_reduces inside, and the training equals one device.
+    # their all_reduces inside; the whole step compiled as one function (loss.backward() and the update inside,
+    # trace_autograd_ops) launches ONE program per rank; both train as one device does.
     res = _run_job("compiled_tp_training_job", world, run_python, tmp_path)
     for rank, r in enumerate(res):
         assert r["fw_launches"] == [1, 1, 1] and r["bw_launches"] == [1, 1, 1], (rank, r)
+        assert r["step_launches"] == [1, 1, 1], (rank, r["step_launches"])
         assert r["program_collectives"] >= 2 and r["collective_nodes"] == 0, (rank, r)
-        assert max(abs(a - b) for a, b in zip(r["losses"], res[0]["ref_losses"])) <= 1e-5, (rank, r["losses"])
+        for losses in (r["losses"], r["step_losses"]):
+            assert max(abs(a - b) for a, b in zip(losses, res[0]["ref_losses"])) <= 1e-5, (rank, losses)
         for k, w in res[0]["ref_weights"].items():
-            assert _close(r["weights"][k], w), (rank, k)
+            assert _close(r["weights"][k], w) and _close(r["step_weights"][k], w), (rank, k)
+
+
+def _check_dtensor_results(res):
+    ref = res[0]
+    for rank, r in enumerate(res):
+        for got, want in zip(r["infer_outs"], ref["ref_outs"]):
+            assert _close(got, want), rank
+        assert max(abs(a - b) for a, b in zip(r["step_losses"], ref["ref_losses"])) <= 1e-5, (rank, r["step_losses"])
+        for k, w in ref["ref_weights"].items():
+            assert _close(r["step_weights"][k], w), (rank, k)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_compiled_dtensor_mlp_is_one_program(world, run_python, tmp_path):
+    # parallelize_module (ColwiseParallel / RowwiseParallel) compiled with fullgraph: the DeviceMesh graph inputs
+    # are compile-time constants, so an inference step, a whole training step (backward and update inside) and the
+    # forward and the backward of a step whose backward autograd runs each launch ONE program per rank.
+    res = _run_job("compiled_dtensor_job", world, run_python, tmp_path)
+    for rank, r in enumerate(res):
+        assert r["infer_launches"] == [1, 1, 1], (rank, r["infer_launches"])
+        assert r["step_launches"] == [1, 1, 1], (rank, r["step_launches"])
+        assert r["fw_launches"] == [1, 1, 1] and r["bw_launches"] == [1, 1, 1], (rank, r)
+        assert r["program_collectives"] > 0 and r["collective_nodes"] == 0, (rank, r)
+    _check_dtensor_results(res)
+
+
+def test_rank_threads_see_the_callers_torch_config():
+    # torch's config overrides are per thread (context variables): the rank threads run in a copy of the caller's.
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        seen = run_ranks_as_threads(lambda rank, world: torch._dynamo.config.trace_autograd_ops, 2)
+    assert seen == [True, True]
+    assert run_ranks_as_threads(lambda rank, world: torch._dynamo.config.trace_autograd_ops, 2) == [False, False]
+
+
+def test_compiled_graph_with_a_process_group_input():
+    # A process group graph input is a constant of the program (its collectives inside, one launch), returned as
+    # given where the graph returns it; called with another group, the graph refuses.
+    res = run_ranks_as_threads(dist_jobs.group_input_job, 2)
+    for r in res:
+        assert r["value"] == [3.0] * 4 and r["launches"] == 1 and r["handed"], r
+        assert "was compiled for process group" in r["other"], r["other"]
+
+
+def test_compiled_dtensor_mlp_host_transport_splits(monkeypatch):
+    # The host transport cannot run collectives inside a program: the same graphs split at their collectives (more
+    # than one launch per step) and still equal one device.
+    monkeypatch.setenv("TORCH_TPU_DIST_TRANSPORT", "host")
+    res = run_ranks_as_threads(dist_jobs.compiled_dtensor_job, 2)
+    for rank, r in enumerate(res):
+        assert min(r["infer_launches"]) > 1 and min(r["step_launches"]) > 1, (rank, r)
+        assert r["collective_nodes"] > 0 and r["program_collectives"] == 0, (rank, r)
+    _check_dtensor_results(res)
 
 
 @pytest.mark.parametrize("world", [2, 4])
