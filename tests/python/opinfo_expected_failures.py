@@ -255,11 +255,8 @@ X += xfail('svd', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_li
 X += xfail('svd_lowrank', 'float32', ('backward', 'forward'), _SVD,
           fallback=['aten::_linalg_svd.U', 'aten::linalg_qr.out'])
 
-# ---- complex linear algebra: the factorization rules (LU, Cholesky, triangular solves) compute real dtypes ----
+# ---- complex linear algebra: LU, Cholesky and triangular solves compute complex64 on the device; SVD does not ----
 X += xfail('linalg.svd', 'complex64', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-_CLU = 'complex LU factorization has no lowering (the LU rules compute real dtypes): CPU fallback'
-X += xfail('linalg.solve', 'complex64', 'forward', _CLU, fallback=['aten::_linalg_solve_ex'])
-X += xfail('linalg.solve', 'complex64', 'backward', _CLU, fallback=['aten::_linalg_solve_ex', 'aten::linalg_lu_solve'])
 
 _UINT64 = 'hash_tensor returns uint64, a dtype tpu tensors do not support'
 X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward', _UINT64,

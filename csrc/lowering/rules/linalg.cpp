@@ -76,14 +76,22 @@ std::vector<Value> mmLike(Context& ctx, size_t lhs_i, size_t rhs_i, int64_t nbat
 
 // ---- triangular solves and Cholesky (stablehlo.triangular_solve / stablehlo.cholesky) ----
 
-// Solves op(a) x = rhs (left) or x op(a) = rhs (right); a [..., m, m], rhs with the same batch dims.
-Value triSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, bool transpose_a) {
+// op(a) of a triangular solve: a, its transpose, or its conjugate transpose (the transpose for real matrices).
+enum class OpA { None, Transpose, Adjoint };
+
+// Solves op(a) x = rhs (left) or x op(a) = rhs (right); a [..., m, m], rhs with the same batch dims. Real and
+// complex matrices alike.
+Value triSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, OpA op) {
+  const char* t = op == OpA::None ? "NO_TRANSPOSE" : op == OpA::Transpose ? "TRANSPOSE" : "ADJOINT";
+  if (op == OpA::Adjoint && !shlo::isComplex(a.dtype())) t = "TRANSPOSE";
   std::string text = "\"stablehlo.triangular_solve\"(" + b.ref(a) + ", " + b.ref(rhs) + ") {left_side = " +
                      (left ? "true" : "false") + ", lower = " + (lower ? "true" : "false") +
-                     ", unit_diagonal = " + (unit ? "true" : "false") + ", transpose_a = #stablehlo<transpose " +
-                     (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">}";
+                     ", unit_diagonal = " + (unit ? "true" : "false") + ", transpose_a = #stablehlo<transpose " + t +
+                     ">}";
   return b.raw(text, "(" + a.type.str() + ", " + rhs.type.str() + ") -> " + rhs.type.str(), rhs.type);
 }
+
+Value mH(Builder& b, Value x);
 
 Value lowerMask(Builder& b, const Shape& shape, bool lower) {
   int64_t r = int64_t(shape.size());
@@ -91,10 +99,20 @@ Value lowerMask(Builder& b, const Shape& shape, bool lower) {
   return b.compare(col, row, lower ? Cmp::LE : Cmp::GE);
 }
 
-// Lower Cholesky factor (the other triangle zeroed).
-Value choleskyLower(Builder& b, Value a) {
+// Lower Cholesky factor (the other triangle zeroed): a = L L^H, read from a's lower triangle (upper: from its upper
+// triangle, L = U^H), and of a complex diagonal only the real part, as LAPACK's potrf.
+Value choleskyLower(Builder& b, Value a, bool upper) {
+  if (upper) a = mH(b, a);
+  auto realDiagonal = [&](Value x) {  // complex: the imaginary part of the diagonal dropped
+    if (!shlo::isComplex(x.dtype())) return x;
+    int64_t r = x.rank();
+    Value diag = b.compare(b.iota({DType::S64, x.shape()}, r - 2), b.iota({DType::S64, x.shape()}, r - 1), Cmp::EQ);
+    Value re = b.realPart(x);
+    return b.select(diag, b.complex(re, b.zerosLike(re)), x);
+  };
+  a = realDiagonal(a);
   std::string text = "\"stablehlo.cholesky\"(" + b.ref(a) + ") {lower = true}";
-  Value l = b.raw(text, "(" + a.type.str() + ") -> " + a.type.str(), a.type);
+  Value l = realDiagonal(b.raw(text, "(" + a.type.str() + ") -> " + a.type.str(), a.type));
   return b.select(lowerMask(b, a.shape(), true), l, b.zerosLike(l));
 }
 
@@ -104,6 +122,24 @@ Value mT(Builder& b, Value x) {
   std::swap(perm[x.rank() - 1], perm[x.rank() - 2]);
   return b.transpose(x, perm);
 }
+
+// Conjugate transpose of the last two dims (the transpose for real matrices).
+Value mH(Builder& b, Value x) { return b.conj(mT(b, x)); }
+
+// The real number LAPACK's pivot search compares: |x|, for complex |re| + |im| (BLAS i?amax).
+Value pivotMagnitude(Builder& b, Value x) {
+  if (!shlo::isComplex(x.dtype())) return b.abs(x);
+  return b.add(b.abs(b.realPart(x)), b.abs(b.imagPart(x)));
+}
+
+// 1 on the diagonal of the last two dims, 0 elsewhere, in dtype t (real or complex).
+Value identity(Builder& b, const Shape& s, DType t) {
+  int64_t r = int64_t(s.size());
+  Value diag = b.compare(b.iota({DType::S64, s}, r - 2), b.iota({DType::S64, s}, r - 1), Cmp::EQ);
+  return b.select(diag, b.constantF(1, t, s), b.constantF(0, t, s));
+}
+
+bool floatOrComplex(DType t) { return shlo::isFloat(t) || shlo::isComplex(t); }
 
 // Broadcasts the batch dims (all but the last two) of x and y to each other.
 std::pair<Value, Value> broadcastBatch(Builder& b, Value x, Value y) {
@@ -118,7 +154,7 @@ std::pair<Value, Value> broadcastBatch(Builder& b, Value x, Value y) {
 bool floatMatrices(const Context& ctx) {
   if (!realDTypes(ctx)) return false;
   for (const Arg& a : ctx.args)
-    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !shlo::isFloat(a.tensor.dtype())) return false;
+    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !floatOrComplex(a.tensor.dtype())) return false;
   return true;
 }
 
@@ -166,8 +202,9 @@ LU luFactor(Builder& b, Value a) {
   for (int64_t j = 0; j < k; ++j) {
     Value jcol = b.compare(cols, b.constantF(double(j), DType::S64, s), Cmp::EQ);
     Value col = pick(b, jcol, a, r - 1);  // [..., m]
-    Value cand = b.select(b.compare(rows1, b.constantF(double(j), DType::S64, col_shape), Cmp::GE), b.abs(col),
-                          b.constantF(-1, a.dtype(), col_shape));
+    Value mag = pivotMagnitude(b, col);
+    Value cand = b.select(b.compare(rows1, b.constantF(double(j), DType::S64, col_shape), Cmp::GE), mag,
+                          b.constantF(-1, mag.dtype(), col_shape));
     Value p = b.argReduce(cand, rows1, r - 2, true)[1];  // [...] int64
     pivs.push_back(b.convert(p, DType::S32));
     Value pb = bcastBatch(p, s, 2);
@@ -231,18 +268,27 @@ Value applyPivots(Builder& b, Value rhs, Value pivots, bool reverse) {
   return rhs;
 }
 
-// Solves A X = B (adjoint: A^T X = B) from A's LU factors; lu [..., n, n], rhs [..., n, nrhs] (same batch).
+// Solves A X = B (adjoint: A^H X = B) from A's LU factors; lu [..., n, n], rhs [..., n, nrhs] (same batch).
 Value luSolve(Builder& b, Value lu, Value pivots, Value rhs, bool adjoint) {
   if (!adjoint) {
-    Value y = triSolve(b, lu, applyPivots(b, rhs, pivots, false), true, true, true, false);
-    return triSolve(b, lu, y, true, false, false, false);
+    Value y = triSolve(b, lu, applyPivots(b, rhs, pivots, false), true, true, true, OpA::None);
+    return triSolve(b, lu, y, true, false, false, OpA::None);
   }
-  Value y = triSolve(b, lu, rhs, true, false, false, true);
-  Value z = triSolve(b, lu, y, true, true, true, true);
+  Value y = triSolve(b, lu, rhs, true, false, false, OpA::Adjoint);
+  Value z = triSolve(b, lu, y, true, true, true, OpA::Adjoint);
   return applyPivots(b, z, pivots, true);
 }
 
+// sgn: x / |x| for complex (0 at 0), -1/0/1 for real.
 Value signOf(Builder& b, Value x) {
+  if (shlo::isComplex(x.dtype())) {
+    Value mag = b.abs(x);
+    Value zero = b.zerosLike(mag);
+    Value is0 = b.compare(mag, zero, Cmp::EQ);
+    Value safe = b.select(is0, b.onesLike(mag), mag);
+    Value q = b.div(x, b.complex(safe, zero));
+    return b.select(is0, b.zerosLike(x), q);
+  }
   Value zero = b.zerosLike(x);
   return b.select(b.compare(x, zero, Cmp::GT), b.onesLike(x),
                   b.select(b.compare(x, zero, Cmp::LT), b.neg(b.onesLike(x)), zero));
@@ -267,7 +313,7 @@ Value pivotSign(Builder& b, Value pivots, DType t) {
 bool squareSmall(const Context& ctx, size_t i) {
   if (!realDTypes(ctx)) return false;
   Value a = ctx.tensor(i);
-  if (!shlo::isFloat(a.dtype())) return false;
+  if (!floatOrComplex(a.dtype())) return false;
   return a.rank() >= 2 && std::min(a.shape()[a.rank() - 1], a.shape()[a.rank() - 2]) <= kMaxLU;
 }
 
@@ -449,24 +495,26 @@ void populateLinalg(Registry& r) {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
-    Value l = choleskyLower(b, b.convert(a, c));
+    bool upper = ctx.has(1) && ctx.toBool(1);
+    Value l = choleskyLower(b, b.convert(a, c), upper);
     int64_t n = a.shape().back(), r = a.rank();
-    Value bad_row = b.reduce(b.notOp(b.isFinite(l)), {r - 1}, ReduceKind::Or);  // [..., n]
+    Value finite = shlo::isComplex(c) ? b.andOp(b.isFinite(b.realPart(l)), b.isFinite(b.imagPart(l))) : b.isFinite(l);
+    Value bad_row = b.reduce(b.notOp(finite), {r - 1}, ReduceKind::Or);  // [..., n]
     Shape rs = bad_row.shape();
     Value pos = b.add(b.iota({DType::S32, rs}, r - 2), b.constantF(1, DType::S32, rs));
     Value big = b.constantF(double(n + 1), DType::S32, rs);
     Value first = b.reduce(b.select(bad_row, pos, big), {r - 2}, ReduceKind::Min);
     Value info = b.select(b.compare(first, b.constantF(double(n), DType::S32, first.shape()), Cmp::GT),
                           b.zerosLike(first), first);
-    bool upper = ctx.has(1) && ctx.toBool(1);
-    return {b.convert(upper ? mT(b, l) : l, t), info};
-  }).accepts(floatMatrices);
+    return {b.convert(upper ? mH(b, l) : l, t), info};
+  }).accepts(floatMatrices).complex();
   r.add("aten::cholesky", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
-    Value l = choleskyLower(b, b.convert(a, accType(a.dtype())));
-    return {b.convert(ctx.has(1) && ctx.toBool(1) ? mT(b, l) : l, a.dtype())};
-  }).accepts(floatMatrices);
+    bool upper = ctx.has(1) && ctx.toBool(1);
+    Value l = choleskyLower(b, b.convert(a, accType(a.dtype())), upper);
+    return {b.convert(upper ? mH(b, l) : l, a.dtype())};
+  }).accepts(floatMatrices).complex();
   // linalg_solve_triangular(self=A, B, *, upper, left=True, unitriangular=False)
   r.add("aten::linalg_solve_triangular", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -474,42 +522,42 @@ void populateLinalg(Registry& r) {
     auto [a, rhs] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = ctx.toBool(2), left = !ctx.has(3) || ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
     if (rhs.type.numel() == 0 || a.type.numel() == 0) return {b.zeros({t, ctx.outputs.at(0).shape})};
-    return {b.convert(triSolve(b, a, rhs, left, !upper, unit, false), t)};
-  }).accepts(floatMatrices);
-  // triangular_solve(self=B, A, upper=True, transpose=False, unitriangular=False) -> (solution, cloned_coefficient)
+    return {b.convert(triSolve(b, a, rhs, left, !upper, unit, OpA::None), t)};
+  }).accepts(floatMatrices).complex();
+  // triangular_solve(self=B, A, upper=True, transpose=False, unitriangular=False) -> (solution, cloned_coefficient);
+  // `transpose` is the plain transpose for complex matrices too.
   r.add("aten::triangular_solve", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.tensor(0).dtype(), c = accType(t);
     auto [rhs, a] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = !ctx.has(2) || ctx.toBool(2), trans = ctx.has(3) && ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
-    Value sol = rhs.type.numel() == 0 || a.type.numel() == 0 ? rhs : triSolve(b, a, rhs, true, !upper, unit, trans);
+    Value sol = rhs.type.numel() == 0 || a.type.numel() == 0
+                    ? rhs
+                    : triSolve(b, a, rhs, true, !upper, unit, trans ? OpA::Transpose : OpA::None);
     return {b.convert(sol, t), b.convert(a, t)};
-  }).accepts(floatMatrices);
-  // _cholesky_solve_helper(self=B, A=factor, upper): solves (L L^T) X = B.
+  }).accepts(floatMatrices).complex();
+  // _cholesky_solve_helper(self=B, A=factor, upper): solves (L L^H) X = B (upper: the factor is U = L^H).
   r.add("aten::_cholesky_solve_helper", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.tensor(0).dtype(), c = accType(t);
     auto [rhs, f] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = ctx.toBool(2);
     if (rhs.type.numel() == 0) return {b.convert(rhs, t)};
-    Value l = upper ? mT(b, f) : f;
-    Value y = triSolve(b, l, rhs, true, true, false, false);
-    return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
-  }).accepts(floatMatrices);
-  // cholesky_inverse(self=factor, upper=False): (L L^T)^-1.
+    Value l = upper ? mH(b, f) : f;
+    Value y = triSolve(b, l, rhs, true, true, false, OpA::None);
+    return {b.convert(triSolve(b, l, y, true, true, false, OpA::Adjoint), t)};
+  }).accepts(floatMatrices).complex();
+  // cholesky_inverse(self=factor, upper=False): (L L^H)^-1.
   r.add("aten::cholesky_inverse", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value f0 = ctx.tensor(0);
     DType t = f0.dtype(), c = accType(t);
     Value f = b.convert(f0, c);
     if (f.type.numel() == 0) return {f0};
-    Value l = ctx.has(1) && ctx.toBool(1) ? mT(b, f) : f;
-    Value eye = b.convert(lowerMask(b, f.shape(), true), c);
-    eye = b.select(b.compare(b.iota({DType::S64, f.shape()}, f.rank() - 2), b.iota({DType::S64, f.shape()}, f.rank() - 1),
-                             Cmp::EQ), b.onesLike(eye), b.zerosLike(eye));
-    Value y = triSolve(b, l, eye, true, true, false, false);
-    return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
-  }).accepts(floatMatrices);
+    Value l = ctx.has(1) && ctx.toBool(1) ? mH(b, f) : f;
+    Value y = triSolve(b, l, identity(b, f.shape(), c), true, true, false, OpA::None);
+    return {b.convert(triSolve(b, l, y, true, true, false, OpA::Adjoint), t)};
+  }).accepts(floatMatrices).complex();
   // addr(self, vec1, vec2, *, beta=1, alpha=1): beta*self + (alpha*vec1)*vec2 with PyTorch CPU's per-operation
   // rounding for half types; beta == 0 ignores self.
   r.add("aten::addr", [](Context& ctx) -> std::vector<Value> {
@@ -544,47 +592,50 @@ void populateLinalg(Registry& r) {
     Value a = ctx.tensor(0);
     LU f = luFactor(b, b.convert(a, accType(a.dtype())));
     return {b.convert(f.lu, a.dtype()), f.pivots, f.info};
-  }).accepts([](const Context& ctx) { return luAccepts(ctx) && (!ctx.has(1) || ctx.toBool(1)); });
+  }).accepts([](const Context& ctx) { return luAccepts(ctx) && (!ctx.has(1) || ctx.toBool(1)); }).complex();
   // _linalg_det(A) -> (det, LU, pivots). Like PyTorch for a contiguous real A, the LU is A^T's (det A^T = det A);
-  // the backward formulas expect exactly that.
+  // the backward formulas expect exactly that. A complex A is factored itself, as PyTorch does.
   r.add("aten::_linalg_det", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
-    LU f = luFactor(b, mT(b, b.convert(a, c)));
+    Value ac = b.convert(a, c);
+    LU f = luFactor(b, shlo::isComplex(c) ? ac : mT(b, ac));
     int64_t rk = a.rank();
     Value det = b.reduce(diagOf(b, f.lu), {rk - 2}, ReduceKind::Prod);
     det = b.mul(det, pivotSign(b, f.pivots, c));
     return {b.convert(det, t), b.convert(f.lu, t), f.pivots};
-  }).accepts(luAccepts);
-  // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots)
+  }).accepts(luAccepts).complex();
+  // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots); complex: sign is the phase prod(U_ii / |U_ii|) (times the
+  // permutation's sign) and logabsdet is real.
   r.add("aten::_linalg_slogdet", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
-    LU f = luFactor(b, mT(b, b.convert(a, c)));  // A^T's LU, as PyTorch (see _linalg_det)
+    Value ac = b.convert(a, c);
+    LU f = luFactor(b, shlo::isComplex(c) ? ac : mT(b, ac));  // real: A^T's LU, as PyTorch (see _linalg_det)
     int64_t rk = a.rank();
     Value d = diagOf(b, f.lu);
     Value sign = b.mul(b.reduce(signOf(b, d), {rk - 2}, ReduceKind::Prod), pivotSign(b, f.pivots, c));
     Value logabs = b.reduce(b.log(b.abs(d)), {rk - 2}, ReduceKind::Sum);
-    return {b.convert(sign, t), b.convert(logabs, t), b.convert(f.lu, t), f.pivots};
-  }).accepts(luAccepts);
+    return {b.convert(sign, t), b.convert(logabs, ctx.outputs.at(1).dtype), b.convert(f.lu, t), f.pivots};
+  }).accepts(luAccepts).complex();
   // linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False)
   r.add("aten::linalg_lu_solve", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.outputs.at(0).dtype, c = accType(t);
     bool left = !ctx.has(3) || ctx.toBool(3), adjoint = ctx.has(4) && ctx.toBool(4);
     Value lu = b.convert(ctx.tensor(0), c), rhs = b.convert(ctx.tensor(2), c);
-    if (!left) rhs = mT(b, rhs);  // X A = B  <=>  A^T X^T = B^T
+    if (!left) rhs = mH(b, rhs);  // X op(A) = B  <=>  op(A)^H X^H = B^H
     auto [lub, rb] = broadcastBatch(b, lu, rhs);
     Shape pshape(lub.shape().begin(), lub.shape().end() - 2);
     pshape.push_back(ctx.tensor(1).shape().back());
     Value piv = b.broadcastTo(ctx.tensor(1), pshape);
     if (rb.type.numel() == 0) return {b.zeros(ctx.outputs.at(0))};
     Value x = luSolve(b, lub, piv, rb, left ? adjoint : !adjoint);
-    if (!left) x = mT(b, x);
+    if (!left) x = mH(b, x);
     return {b.convert(x, t)};
-  }).accepts(luAccepts);
+  }).accepts(luAccepts).complex();
   // _linalg_solve_ex(A, B, *, left=True, check_errors=False) -> (result, LU, pivots, info); B may be a vector.
   r.add("aten::_linalg_solve_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -598,7 +649,7 @@ void populateLinalg(Registry& r) {
       s.push_back(1);
       rhs = b.reshape(rhs, s);
     }
-    if (!left) rhs = mT(b, rhs);
+    if (!left) rhs = mH(b, rhs);  // X A = B  <=>  A^H X^H = B^H
     Shape lu_shape = ctx.outputs.at(1).shape;
     a = b.broadcastTo(a, lu_shape);
     LU f = luFactor(b, a);
@@ -606,10 +657,10 @@ void populateLinalg(Registry& r) {
     Shape pshape(lub.shape().begin(), lub.shape().end() - 2);
     pshape.push_back(f.pivots.shape().back());
     Value x = rb.type.numel() == 0 ? rb : luSolve(b, lub, b.broadcastTo(f.pivots, pshape), rb, !left);
-    if (!left) x = mT(b, x);
+    if (!left) x = mH(b, x);
     x = b.reshape(x, out_shape);
     return {b.convert(x, t), b.convert(f.lu, t), f.pivots, f.info};
-  }).accepts([](const Context& ctx) { return luAccepts(ctx) && ctx.tensor(1).rank() >= 1; });
+  }).accepts([](const Context& ctx) { return luAccepts(ctx) && ctx.tensor(1).rank() >= 1; }).complex();
   // linalg_inv_ex(A, *, check_errors=False) -> (inverse, info)
   r.add("aten::linalg_inv_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -618,11 +669,8 @@ void populateLinalg(Registry& r) {
     Value a = b.convert(a0, c);
     LU f = luFactor(b, a);
     if (a.type.numel() == 0) return {a0, f.info};
-    int64_t rk = a.rank();
-    Value eye = b.convert(b.compare(b.iota({DType::S64, a.shape()}, rk - 2), b.iota({DType::S64, a.shape()}, rk - 1),
-                                    Cmp::EQ), c);
-    return {b.convert(luSolve(b, f.lu, f.pivots, eye, false), t), f.info};
-  }).accepts(luAccepts);
+    return {b.convert(luSolve(b, f.lu, f.pivots, identity(b, a.shape(), c), false), t), f.info};
+  }).accepts(luAccepts).complex();
   // lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True) -> (P, L, U); linalg_lu(A, *, pivot=True)
   // -> (P, L, U) factors and unpacks.
   for (bool factor : {false, true}) {
@@ -657,7 +705,7 @@ void populateLinalg(Registry& r) {
         Shape ps(lu.shape().begin(), lu.shape().end() - 2);
         ps.push_back(m);
         ps.push_back(m);
-        Value eye = b.convert(b.compare(b.iota({DType::S64, ps}, rk - 2), b.iota({DType::S64, ps}, rk - 1), Cmp::EQ), t);
+        Value eye = identity(b, ps, t);
         Shape pvs(ps.begin(), ps.end() - 2);
         pvs.push_back(piv.shape().back());
         Value perm = applyPivots(b, eye, b.broadcastTo(piv, pvs), false);
@@ -669,7 +717,7 @@ void populateLinalg(Registry& r) {
       return out;
     }).accepts([factor](const Context& ctx) {
       return squareSmall(ctx, 0) && (!factor || !ctx.has(1) || ctx.toBool(1));
-    });
+    }).complex();
   }
   // _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, bool use_gelu=False)
   r.add("aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {
@@ -700,7 +748,7 @@ void populateLinalg(Registry& r) {
     auto at = [&](Value v, int64_t i) { return b.sliceInDim(v, i, i + 1, 1, d); };
     auto part = [&](int64_t i, int64_t j) { return b.sub(b.mul(at(x, i), at(y, j)), b.mul(at(x, j), at(y, i))); };
     return {b.concatenate({part(1, 2), part(2, 0), part(0, 1)}, d)};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
 }
 
 }  // namespace torch_tpu::lowering
