@@ -1071,6 +1071,9 @@ static void coverageCases() {
       {"aten::linalg_solve_triangular", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), T(f32, {3, 2}), B(true), B(true), B(false)}, {{f32, {3, 2}}}},
       {"aten::triangular_solve", {T(f32, {3, 2}), T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), B(true), B(false), B(false)}, {{f32, {3, 2}}, {f32, {3, 3}}}},
       {"aten::linalg_lu_factor_ex", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), B(true), B(false)}, {{f32, {3, 3}}, {s32, {3}}, {s32, {}}}},
+      {"aten::linalg_qr", {T(f32, {2, 4, 3}), Str("reduced")}, {{f32, {2, 4, 3}}, {f32, {2, 3, 3}}}},
+      {"aten::linalg_householder_product", {T(f32, {4, 3}), T(f32, {2})}, {{f32, {4, 3}}}},
+      {"aten::ormqr", {T(f32, {4, 3}), T(f32, {2}), T(f32, {4, 2}), B(true), B(false)}, {{f32, {4, 2}}}},
       {"aten::_linalg_det", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0})}, {{f32, {}}, {f32, {3, 3}}, {s32, {3}}}},
       {"aten::_linalg_slogdet", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0})}, {{f32, {}}, {f32, {}}, {f32, {3, 3}}, {s32, {3}}}},
       {"aten::linalg_lu_solve", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), T(s32, {3}, {1, 2, 3}), T(f32, {3, 2}), B(true), B(false)}, {{f32, {3, 2}}}},
@@ -1335,7 +1338,7 @@ static void mm_f8_casts() {
   }
 }
 
-// Complex linear algebra (LU, Cholesky, triangular solves, det/slogdet, cross) against PyTorch CPU's results for the
+// Complex linear algebra (LU, Cholesky, triangular solves, det/slogdet, QR, cross) against PyTorch CPU's results for the
 // same inputs. An input element x is x + (1 - x/2)i, so the values below are the real parts of PyTorch's complex
 // results (integer and real results are checked whole); they depend on the inputs' imaginary parts and on every
 // conjugation. Then complex64 and complex128 calls of each rule compile and run.
@@ -1398,12 +1401,45 @@ static void complexLinalgTests() {
   expect("complex cross", "aten::linalg_cross", {T(c64, {3}, {1, 2, 3}), T(c64, {3}, {4, -1, 0.5}), I(-1)}, {},
          {{3.25, 11.375, -9.75}}, 1e-5, {c64});
 
+  // QR with LAPACK's Householder conventions (R's diagonal real, beta = -sign(Re alpha) * norm)
+  expect("complex qr reduced", "aten::linalg_qr", {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), Str("reduced")},
+         {{c64, {3, 2}}, {c64, {2, 2}}},
+         {{-0.162757692, -0.392896531, -0.488273075, -0.711688022, -0.813788459, 0.447426655},
+          {-6.14410286, -1.17999327, 0, -4.7364306}}, 1e-5, {c64, c64});
+  expect("complex qr complete", "aten::linalg_qr", {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), Str("complete")},
+         {{c64, {3, 3}}, {c64, {3, 2}}},
+         {{-0.162757692, -0.392896531, -0.772894705, -0.488273075, -0.711688022, 0.41715685, -0.813788459,
+           0.447426655, -0.0592896425},
+          {-6.14410286, -1.17999327, 0, -4.7364306, 0, 0}}, 1e-5, {c64, c64});
+  expect("f32 qr reduced", "aten::linalg_qr", {T(f32, {3, 2}, {1, 2, 3, 4, 5, -1}), Str("reduced")},
+         {{f32, {3, 2}}, {f32, {2, 2}}},
+         {{-0.169030905, -0.403187543, -0.507092595, -0.746888041, -0.845154345, 0.528770208},
+          {-5.91607952, -1.5212779, 0, -4.32269764}}, 1e-5, {f32, f32});
+  expect("complex householder_product", "aten::linalg_householder_product",
+         {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), T(c64, {2}, {0.5, 1.5})}, {{c64, {3, 2}}},
+         {{0.5, -11.640625, -1.875, -37.5, -3.625, -62.5625}}, 1e-5, {c64});
+  // ormqr: transpose is the conjugate transpose for complex Q
+  expect("complex ormqr left adjoint", "aten::ormqr",
+         {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), T(c64, {2}, {0.5, 1.5}), T(c64, {3, 2}, {1, 0, 2, -1, 3, 1}), B(true),
+          B(true)},
+         {{c64, {3, 2}}}, {{-13, -7, -273.746094, -42.2265625, 187.714844, 118.039062}}, 1e-5, {c64});
+  expect("complex ormqr right", "aten::ormqr",
+         {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), T(c64, {2}, {0.5, 1.5}), T(c64, {2, 3}, {1, 0, 2, -1, 3, 1}), B(false),
+          B(false)},
+         {{c64, {2, 3}}}, {{-4.375, -127.789062, 59.8320312, -8.125, -157.976562, 97.4804688}}, 1e-5, {c64});
+  expect("f32 ormqr left", "aten::ormqr",
+         {T(f32, {3, 2}, {1, 2, 3, 4, 5, -1}), T(f32, {2}, {0.5, 1.5}), T(f32, {3, 2}, {1, 0, 2, -1, 3, 1}), B(true),
+          B(false)},
+         {{f32, {3, 2}}}, {{-8.5, 2, -25, 8, -46, 8}}, 1e-5, {f32});
+
   const DType kComplex[] = {DType::C64, DType::C128};
   auto sq = [](DType t) { return T(t, {2, 3, 3}, {4, 1, 0.5, 1, 3, 0.25, 0.5, 0.25, 2, 2, 0, 1, 0, 3, 0, 1, 0, 4}); };
   sweep("aten::linalg_solve_triangular", kComplex,
         [&](DType t) { return std::vector<In>{sq(t), T(t, {2, 3, 2}), B(false), B(true), B(false)}; });
   sweep("aten::linalg_cholesky_ex", kComplex, [&](DType t) { return std::vector<In>{sq(t), B(true), B(false)}; });
   sweep("aten::linalg_lu_factor_ex", kComplex, [&](DType t) { return std::vector<In>{sq(t), B(true), B(false)}; });
+  sweep("aten::linalg_qr", kComplex, [&](DType t) { return std::vector<In>{sq(t), Str("complete")}; },
+        [](DType t) { return std::vector<TensorType>{{t, {2, 3, 3}}, {t, {2, 3, 3}}}; });
   sweep("aten::linalg_inv_ex", kComplex, [&](DType t) { return std::vector<In>{sq(t), B(false)}; });
   sweep("aten::_linalg_slogdet", kComplex, [&](DType t) { return std::vector<In>{sq(t)}; }, [](DType t) {
     return std::vector<TensorType>{{t, {2}}, {t == DType::C128 ? DType::F64 : DType::F32, {2}}, {t, {2, 3, 3}}, {DType::S32, {2, 3}}};
