@@ -1071,6 +1071,9 @@ static void coverageCases() {
       {"aten::linalg_solve_triangular", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), T(f32, {3, 2}), B(true), B(true), B(false)}, {{f32, {3, 2}}}},
       {"aten::triangular_solve", {T(f32, {3, 2}), T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), B(true), B(false), B(false)}, {{f32, {3, 2}}, {f32, {3, 3}}}},
       {"aten::linalg_lu_factor_ex", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), B(true), B(false)}, {{f32, {3, 3}}, {s32, {3}}, {s32, {}}}},
+      {"aten::linalg_qr", {T(f32, {2, 4, 3}), Str("reduced")}, {{f32, {2, 4, 3}}, {f32, {2, 3, 3}}}},
+      {"aten::linalg_householder_product", {T(f32, {4, 3}), T(f32, {2})}, {{f32, {4, 3}}}},
+      {"aten::ormqr", {T(f32, {4, 3}), T(f32, {2}), T(f32, {4, 2}), B(true), B(false)}, {{f32, {4, 2}}}},
       {"aten::_linalg_det", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0})}, {{f32, {}}, {f32, {3, 3}}, {s32, {3}}}},
       {"aten::_linalg_slogdet", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0})}, {{f32, {}}, {f32, {}}, {f32, {3, 3}}, {s32, {3}}}},
       {"aten::linalg_lu_solve", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), T(s32, {3}, {1, 2, 3}), T(f32, {3, 2}), B(true), B(false)}, {{f32, {3, 2}}}},
@@ -1333,6 +1336,114 @@ static void mm_f8_casts() {
     expect(name + " -> f32", "aten::_to_copy", {T(t, {2}, {bits[2], bits[3]}), Dt(DType::F32), N(), N(), N(), B(false), N()},
            {{DType::F32, {2}}}, {{1.0, t == DType::F8E8M0FNU ? 4.0 : 3.0}}, 0, {DType::F32});
   }
+}
+
+// Complex linear algebra (LU, Cholesky, triangular solves, det/slogdet, QR, cross) against PyTorch CPU's results for the
+// same inputs. An input element x is x + (1 - x/2)i, so the values below are the real parts of PyTorch's complex
+// results (integer and real results are checked whole); they depend on the inputs' imaginary parts and on every
+// conjugation. Then complex64 and complex128 calls of each rule compile and run.
+static void complexLinalgTests() {
+  const DType c64 = DType::C64, f32 = DType::F32, s32 = DType::S32;
+  // upper: the lower-left element (9) is not read
+  expect("complex solve_triangular upper", "aten::linalg_solve_triangular",
+         {T(c64, {2, 2}, {3, 7, 9, 4}), T(c64, {2, 1}, {1, 2}), B(true), B(true), B(false)}, {},
+         {{-0.885532591, 0.470588235}}, 1e-5, {c64});
+  expect("complex solve_triangular right lower unit", "aten::linalg_solve_triangular",
+         {T(c64, {2, 2}, {3, 7, 5, 4}), T(c64, {1, 2}, {1, 2}), B(false), B(false), B(true)}, {}, {{-9, 2}}, 1e-5,
+         {c64});
+  // transpose=True is the plain transpose for complex matrices
+  expect("complex triangular_solve transpose", "aten::triangular_solve",
+         {T(c64, {2, 1}, {1, 2}), T(c64, {2, 2}, {3, 7, 9, 4}), B(true), B(true), B(false)}, {},
+         {{0.297297297, -0.100953895}}, 1e-5, {c64, c64});
+  // Cholesky reads one triangle (upper=True: the upper one) and the real part of the diagonal; U = L^H
+  expect("complex cholesky_ex upper", "aten::linalg_cholesky_ex",
+         {T(c64, {3, 3}, {2, 0.5, 1, 9, 2, 0.5, 9, 9, 2}), B(true), B(false)}, {},
+         {{1.41421356, 0.353553391, 0.707106781, 0, 1.26243812, 0.0495073771, 0, 0, 0.863190616}, {0}}, 1e-5,
+         {c64, s32});
+  expect("complex cholesky_ex lower", "aten::linalg_cholesky_ex",
+         {T(c64, {3, 3}, {2, 9, 9, 0.5, 2, 9, 1, 0.5, 2}), B(false), B(false)}, {},
+         {{1.41421356, 0, 0, 0.353553391, 1.26243812, 0, 0.707106781, 0.0495073771, 0.863190616}, {0}}, 1e-5,
+         {c64, s32});
+  expect("complex cholesky upper", "aten::cholesky", {T(c64, {3, 3}, {2, 0.5, 1, 9, 2, 0.5, 9, 9, 2}), B(true)}, {},
+         {{1.41421356, 0.353553391, 0.707106781, 0, 1.26243812, 0.0495073771, 0, 0, 0.863190616}}, 1e-5, {c64});
+  expect("f32 cholesky_ex upper reads the upper triangle", "aten::linalg_cholesky_ex",
+         {T(f32, {3, 3}, {4, 1, 0.5, 9, 3, 0.25, 9, 9, 2}), B(true), B(false)}, {},
+         {{2, 0.5, 0.25, 0, 1.6583124, 0.0753778361, 0, 0, 1.38989862}, {0}}, 1e-5, {f32, s32});
+  expect("complex cholesky_solve upper", "aten::_cholesky_solve_helper",
+         {T(c64, {2, 2}, {1, 2, 3, 4}), T(c64, {2, 2}, {2, 0.5, 9, 3}), B(true)}, {},
+         {{0.170608108, 0.39527027, 0.277027027, 0.378378378}}, 1e-5, {c64});
+  // a Cholesky factor's diagonal is real (LAPACK's potri reads only its real part)
+  expect("complex cholesky_inverse lower", "aten::cholesky_inverse", {T(c64, {2, 2}, {2, 9, 0.5, 2}), B(false)}, {},
+         {{0.30078125, -0.0625, -0.0625, 0.25}}, 1e-5, {c64});
+  // the pivot is LAPACK's: the largest |re| + |im| (-0.8 + 1.4i, 2.2), not the largest modulus (2 + 0i)
+  expect("complex lu_factor_ex pivot", "aten::linalg_lu_factor_ex", {T(c64, {2, 2}, {2, 1, -0.8, 3}), B(true), B(false)},
+         {}, {{-0.8, 3, -0.615384615, 3.38461538}, {2, 2}, {0}}, 1e-5, {c64, s32, s32});
+  expect("complex det", "aten::_linalg_det", {T(c64, {2, 2}, {1, 2, 3, 4})}, {}, {{-1.5}}, 1e-5, {c64, c64, s32});
+  // sign is the phase det / |det| = -0.6 + 0.8i; logabsdet real
+  expect("complex slogdet", "aten::_linalg_slogdet", {T(c64, {2, 2}, {1, 2, 3, 4})},
+         {{c64, {}}, {f32, {}}, {c64, {2, 2}}, {s32, {2}}}, {{-0.6}, {0.916290732}}, 1e-5, {c64, f32, c64, s32});
+  expect("complex inv", "aten::linalg_inv_ex", {T(c64, {2, 2}, {1, 2, 3, 4}), B(false)}, {},
+         {{-1.28, 0.48, 0.88, -0.08}, {0}}, 1e-5, {c64, s32});
+  expect("complex lu_solve right adjoint", "aten::linalg_lu_solve",
+         {T(c64, {2, 2}, {3, 1, 0.5, 2}), T(s32, {2}, {2, 2}), T(c64, {2, 2}, {1, 2, 3, 4}), B(false), B(true)},
+         {{c64, {2, 2}}}, {{0.432432432, 0, 0.658783784, 0.875}}, 1e-5, {c64});
+  expect("complex solve right", "aten::_linalg_solve_ex",
+         {T(c64, {2, 2}, {1, 2, 3, 4}), T(c64, {2, 2}, {1, 0, 2, -1}), B(false), B(false)},
+         {{c64, {2, 2}}, {c64, {2, 2}}, {s32, {2}}, {s32, {}}}, {{-1.6, 0.6, -4.7, 1.7}}, 1e-5, {c64});
+  expect("complex solve", "aten::_linalg_solve_ex",
+         {T(c64, {2, 2}, {1, 2, 3, 4}), T(c64, {2, 2}, {1, 0, 2, -1}), B(true), B(false)},
+         {{c64, {2, 2}}, {c64, {2, 2}}, {s32, {2}}, {s32, {}}}, {{0.2, -0.4, 0.3, -0.1}}, 1e-5, {c64});
+  expect("complex lu_unpack", "aten::lu_unpack",
+         {T(c64, {3, 3}, {3, 1, 2, 0.5, 2, 1, -1, 0.25, 4}), T(s32, {3}, {3, 2, 3}), B(true), B(true)},
+         {{c64, {3, 3}}, {c64, {3, 3}}, {c64, {3, 3}}},
+         {{0, 0, 1, 0, 1, 0, 1, 0, 0}, {1, 0, 0, 0.5, 1, 0, -1, 0.25, 1}, {3, 1, 2, 0, 2, 1, 0, 0, 4}}, 1e-6,
+         {c64, c64, c64});
+  expect("complex cross", "aten::linalg_cross", {T(c64, {3}, {1, 2, 3}), T(c64, {3}, {4, -1, 0.5}), I(-1)}, {},
+         {{3.25, 11.375, -9.75}}, 1e-5, {c64});
+
+  // QR with LAPACK's Householder conventions (R's diagonal real, beta = -sign(Re alpha) * norm)
+  expect("complex qr reduced", "aten::linalg_qr", {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), Str("reduced")},
+         {{c64, {3, 2}}, {c64, {2, 2}}},
+         {{-0.162757692, -0.392896531, -0.488273075, -0.711688022, -0.813788459, 0.447426655},
+          {-6.14410286, -1.17999327, 0, -4.7364306}}, 1e-5, {c64, c64});
+  expect("complex qr complete", "aten::linalg_qr", {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), Str("complete")},
+         {{c64, {3, 3}}, {c64, {3, 2}}},
+         {{-0.162757692, -0.392896531, -0.772894705, -0.488273075, -0.711688022, 0.41715685, -0.813788459,
+           0.447426655, -0.0592896425},
+          {-6.14410286, -1.17999327, 0, -4.7364306, 0, 0}}, 1e-5, {c64, c64});
+  expect("f32 qr reduced", "aten::linalg_qr", {T(f32, {3, 2}, {1, 2, 3, 4, 5, -1}), Str("reduced")},
+         {{f32, {3, 2}}, {f32, {2, 2}}},
+         {{-0.169030905, -0.403187543, -0.507092595, -0.746888041, -0.845154345, 0.528770208},
+          {-5.91607952, -1.5212779, 0, -4.32269764}}, 1e-5, {f32, f32});
+  expect("complex householder_product", "aten::linalg_householder_product",
+         {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), T(c64, {2}, {0.5, 1.5})}, {{c64, {3, 2}}},
+         {{0.5, -11.640625, -1.875, -37.5, -3.625, -62.5625}}, 1e-5, {c64});
+  // ormqr: transpose is the conjugate transpose for complex Q
+  expect("complex ormqr left adjoint", "aten::ormqr",
+         {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), T(c64, {2}, {0.5, 1.5}), T(c64, {3, 2}, {1, 0, 2, -1, 3, 1}), B(true),
+          B(true)},
+         {{c64, {3, 2}}}, {{-13, -7, -273.746094, -42.2265625, 187.714844, 118.039062}}, 1e-5, {c64});
+  expect("complex ormqr right", "aten::ormqr",
+         {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), T(c64, {2}, {0.5, 1.5}), T(c64, {2, 3}, {1, 0, 2, -1, 3, 1}), B(false),
+          B(false)},
+         {{c64, {2, 3}}}, {{-4.375, -127.789062, 59.8320312, -8.125, -157.976562, 97.4804688}}, 1e-5, {c64});
+  expect("f32 ormqr left", "aten::ormqr",
+         {T(f32, {3, 2}, {1, 2, 3, 4, 5, -1}), T(f32, {2}, {0.5, 1.5}), T(f32, {3, 2}, {1, 0, 2, -1, 3, 1}), B(true),
+          B(false)},
+         {{f32, {3, 2}}}, {{-8.5, 2, -25, 8, -46, 8}}, 1e-5, {f32});
+
+  const DType kComplex[] = {DType::C64, DType::C128};
+  auto sq = [](DType t) { return T(t, {2, 3, 3}, {4, 1, 0.5, 1, 3, 0.25, 0.5, 0.25, 2, 2, 0, 1, 0, 3, 0, 1, 0, 4}); };
+  sweep("aten::linalg_solve_triangular", kComplex,
+        [&](DType t) { return std::vector<In>{sq(t), T(t, {2, 3, 2}), B(false), B(true), B(false)}; });
+  sweep("aten::linalg_cholesky_ex", kComplex, [&](DType t) { return std::vector<In>{sq(t), B(true), B(false)}; });
+  sweep("aten::linalg_lu_factor_ex", kComplex, [&](DType t) { return std::vector<In>{sq(t), B(true), B(false)}; });
+  sweep("aten::linalg_qr", kComplex, [&](DType t) { return std::vector<In>{sq(t), Str("complete")}; },
+        [](DType t) { return std::vector<TensorType>{{t, {2, 3, 3}}, {t, {2, 3, 3}}}; });
+  sweep("aten::linalg_inv_ex", kComplex, [&](DType t) { return std::vector<In>{sq(t), B(false)}; });
+  sweep("aten::_linalg_slogdet", kComplex, [&](DType t) { return std::vector<In>{sq(t)}; }, [](DType t) {
+    return std::vector<TensorType>{{t, {2}}, {t == DType::C128 ? DType::F64 : DType::F32, {2}}, {t, {2, 3, 3}}, {DType::S32, {2, 3}}};
+  });
 }
 
 static void numericTests() {
@@ -1722,6 +1833,7 @@ int main(int argc, char** argv) {
   bool numeric_only = argc > 1 && std::string(argv[1]) == "--numeric";
   numericTests();
   groupedMMTests();
+  complexLinalgTests();
   if (!numeric_only) {
     compileSweep();
     coverageCases();

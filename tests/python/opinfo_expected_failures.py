@@ -202,13 +202,8 @@ X += xfail('nn.functional.pdist', 'float32', 'backward', _PDIST,
           fallback=['aten::_pdist_backward', 'aten::_pdist_forward'])
 X += xfail('nn.functional.pdist', 'float32', 'forward', _PDIST, fallback=['aten::_pdist_forward'])
 
-_QR = 'QR / Householder factorizations have no lowering (LU and Cholesky do): CPU fallback'
-X += xfail('geqrf', 'float32', 'forward', _QR, fallback=['aten::geqrf'])
-X += xfail('linalg.householder_product', 'float32', ('backward', 'forward'), _QR,
-          fallback=['aten::linalg_householder_product'])
-X += xfail('linalg.qr', 'float32', ('backward', 'forward'), _QR, fallback=['aten::linalg_qr.out'])
-X += xfail('ormqr', 'float32', ('backward', 'forward'), _QR, fallback=['aten::ormqr'])
-X += xfail('qr', 'float32', ('backward', 'forward'), _QR, fallback=['aten::linalg_qr.out'])
+_QR = 'geqrf has no meta kernel, so no lowering (linalg_qr, householder_product and ormqr do): CPU fallback'
+X += xfail('geqrf', ('complex64', 'float32'), 'forward', _QR, fallback=['aten::geqrf'])
 
 _RRELU = 'randomized leaky ReLU (rrelu_with_noise, which also writes its noise argument) has no lowering: CPU fallback'
 X += xfail('nn.functional.rrelu', ('bfloat16', 'float32'), ('backward', 'forward'), _RRELU,
@@ -255,11 +250,8 @@ X += xfail('svd', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_li
 X += xfail('svd_lowrank', 'float32', ('backward', 'forward'), _SVD,
           fallback=['aten::_linalg_svd.U', 'aten::linalg_qr.out'])
 
-# ---- complex linear algebra: the factorization rules (LU, Cholesky, triangular solves) compute real dtypes ----
+# ---- complex linear algebra: LU, Cholesky and triangular solves compute complex64 on the device; SVD does not ----
 X += xfail('linalg.svd', 'complex64', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-_CLU = 'complex LU factorization has no lowering (the LU rules compute real dtypes): CPU fallback'
-X += xfail('linalg.solve', 'complex64', 'forward', _CLU, fallback=['aten::_linalg_solve_ex'])
-X += xfail('linalg.solve', 'complex64', 'backward', _CLU, fallback=['aten::_linalg_solve_ex', 'aten::linalg_lu_solve'])
 
 _UINT64 = 'hash_tensor returns uint64, a dtype tpu tensors do not support'
 X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward', _UINT64,

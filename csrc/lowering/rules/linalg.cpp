@@ -76,14 +76,22 @@ std::vector<Value> mmLike(Context& ctx, size_t lhs_i, size_t rhs_i, int64_t nbat
 
 // ---- triangular solves and Cholesky (stablehlo.triangular_solve / stablehlo.cholesky) ----
 
-// Solves op(a) x = rhs (left) or x op(a) = rhs (right); a [..., m, m], rhs with the same batch dims.
-Value triSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, bool transpose_a) {
+// op(a) of a triangular solve: a, its transpose, or its conjugate transpose (the transpose for real matrices).
+enum class OpA { None, Transpose, Adjoint };
+
+// Solves op(a) x = rhs (left) or x op(a) = rhs (right); a [..., m, m], rhs with the same batch dims. Real and
+// complex matrices alike.
+Value triSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool unit, OpA op) {
+  const char* t = op == OpA::None ? "NO_TRANSPOSE" : op == OpA::Transpose ? "TRANSPOSE" : "ADJOINT";
+  if (op == OpA::Adjoint && !shlo::isComplex(a.dtype())) t = "TRANSPOSE";
   std::string text = "\"stablehlo.triangular_solve\"(" + b.ref(a) + ", " + b.ref(rhs) + ") {left_side = " +
                      (left ? "true" : "false") + ", lower = " + (lower ? "true" : "false") +
-                     ", unit_diagonal = " + (unit ? "true" : "false") + ", transpose_a = #stablehlo<transpose " +
-                     (transpose_a ? "TRANSPOSE" : "NO_TRANSPOSE") + ">}";
+                     ", unit_diagonal = " + (unit ? "true" : "false") + ", transpose_a = #stablehlo<transpose " + t +
+                     ">}";
   return b.raw(text, "(" + a.type.str() + ", " + rhs.type.str() + ") -> " + rhs.type.str(), rhs.type);
 }
+
+Value mH(Builder& b, Value x);
 
 Value lowerMask(Builder& b, const Shape& shape, bool lower) {
   int64_t r = int64_t(shape.size());
@@ -91,10 +99,20 @@ Value lowerMask(Builder& b, const Shape& shape, bool lower) {
   return b.compare(col, row, lower ? Cmp::LE : Cmp::GE);
 }
 
-// Lower Cholesky factor (the other triangle zeroed).
-Value choleskyLower(Builder& b, Value a) {
+// Lower Cholesky factor (the other triangle zeroed): a = L L^H, read from a's lower triangle (upper: from its upper
+// triangle, L = U^H), and of a complex diagonal only the real part, as LAPACK's potrf.
+Value choleskyLower(Builder& b, Value a, bool upper) {
+  if (upper) a = mH(b, a);
+  auto realDiagonal = [&](Value x) {  // complex: the imaginary part of the diagonal dropped
+    if (!shlo::isComplex(x.dtype())) return x;
+    int64_t r = x.rank();
+    Value diag = b.compare(b.iota({DType::S64, x.shape()}, r - 2), b.iota({DType::S64, x.shape()}, r - 1), Cmp::EQ);
+    Value re = b.realPart(x);
+    return b.select(diag, b.complex(re, b.zerosLike(re)), x);
+  };
+  a = realDiagonal(a);
   std::string text = "\"stablehlo.cholesky\"(" + b.ref(a) + ") {lower = true}";
-  Value l = b.raw(text, "(" + a.type.str() + ") -> " + a.type.str(), a.type);
+  Value l = realDiagonal(b.raw(text, "(" + a.type.str() + ") -> " + a.type.str(), a.type));
   return b.select(lowerMask(b, a.shape(), true), l, b.zerosLike(l));
 }
 
@@ -104,6 +122,24 @@ Value mT(Builder& b, Value x) {
   std::swap(perm[x.rank() - 1], perm[x.rank() - 2]);
   return b.transpose(x, perm);
 }
+
+// Conjugate transpose of the last two dims (the transpose for real matrices).
+Value mH(Builder& b, Value x) { return b.conj(mT(b, x)); }
+
+// The real number LAPACK's pivot search compares: |x|, for complex |re| + |im| (BLAS i?amax).
+Value pivotMagnitude(Builder& b, Value x) {
+  if (!shlo::isComplex(x.dtype())) return b.abs(x);
+  return b.add(b.abs(b.realPart(x)), b.abs(b.imagPart(x)));
+}
+
+// 1 on the diagonal of the last two dims, 0 elsewhere, in dtype t (real or complex).
+Value identity(Builder& b, const Shape& s, DType t) {
+  int64_t r = int64_t(s.size());
+  Value diag = b.compare(b.iota({DType::S64, s}, r - 2), b.iota({DType::S64, s}, r - 1), Cmp::EQ);
+  return b.select(diag, b.constantF(1, t, s), b.constantF(0, t, s));
+}
+
+bool floatOrComplex(DType t) { return shlo::isFloat(t) || shlo::isComplex(t); }
 
 // Broadcasts the batch dims (all but the last two) of x and y to each other.
 std::pair<Value, Value> broadcastBatch(Builder& b, Value x, Value y) {
@@ -118,7 +154,7 @@ std::pair<Value, Value> broadcastBatch(Builder& b, Value x, Value y) {
 bool floatMatrices(const Context& ctx) {
   if (!realDTypes(ctx)) return false;
   for (const Arg& a : ctx.args)
-    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !shlo::isFloat(a.tensor.dtype())) return false;
+    if (a.kind == Arg::Kind::Tensor && a.tensor.valid() && !floatOrComplex(a.tensor.dtype())) return false;
   return true;
 }
 
@@ -166,8 +202,9 @@ LU luFactor(Builder& b, Value a) {
   for (int64_t j = 0; j < k; ++j) {
     Value jcol = b.compare(cols, b.constantF(double(j), DType::S64, s), Cmp::EQ);
     Value col = pick(b, jcol, a, r - 1);  // [..., m]
-    Value cand = b.select(b.compare(rows1, b.constantF(double(j), DType::S64, col_shape), Cmp::GE), b.abs(col),
-                          b.constantF(-1, a.dtype(), col_shape));
+    Value mag = pivotMagnitude(b, col);
+    Value cand = b.select(b.compare(rows1, b.constantF(double(j), DType::S64, col_shape), Cmp::GE), mag,
+                          b.constantF(-1, mag.dtype(), col_shape));
     Value p = b.argReduce(cand, rows1, r - 2, true)[1];  // [...] int64
     pivs.push_back(b.convert(p, DType::S32));
     Value pb = bcastBatch(p, s, 2);
@@ -231,18 +268,27 @@ Value applyPivots(Builder& b, Value rhs, Value pivots, bool reverse) {
   return rhs;
 }
 
-// Solves A X = B (adjoint: A^T X = B) from A's LU factors; lu [..., n, n], rhs [..., n, nrhs] (same batch).
+// Solves A X = B (adjoint: A^H X = B) from A's LU factors; lu [..., n, n], rhs [..., n, nrhs] (same batch).
 Value luSolve(Builder& b, Value lu, Value pivots, Value rhs, bool adjoint) {
   if (!adjoint) {
-    Value y = triSolve(b, lu, applyPivots(b, rhs, pivots, false), true, true, true, false);
-    return triSolve(b, lu, y, true, false, false, false);
+    Value y = triSolve(b, lu, applyPivots(b, rhs, pivots, false), true, true, true, OpA::None);
+    return triSolve(b, lu, y, true, false, false, OpA::None);
   }
-  Value y = triSolve(b, lu, rhs, true, false, false, true);
-  Value z = triSolve(b, lu, y, true, true, true, true);
+  Value y = triSolve(b, lu, rhs, true, false, false, OpA::Adjoint);
+  Value z = triSolve(b, lu, y, true, true, true, OpA::Adjoint);
   return applyPivots(b, z, pivots, true);
 }
 
+// sgn: x / |x| for complex (0 at 0), -1/0/1 for real.
 Value signOf(Builder& b, Value x) {
+  if (shlo::isComplex(x.dtype())) {
+    Value mag = b.abs(x);
+    Value zero = b.zerosLike(mag);
+    Value is0 = b.compare(mag, zero, Cmp::EQ);
+    Value safe = b.select(is0, b.onesLike(mag), mag);
+    Value q = b.div(x, b.complex(safe, zero));
+    return b.select(is0, b.zerosLike(x), q);
+  }
   Value zero = b.zerosLike(x);
   return b.select(b.compare(x, zero, Cmp::GT), b.onesLike(x),
                   b.select(b.compare(x, zero, Cmp::LT), b.neg(b.onesLike(x)), zero));
@@ -267,12 +313,154 @@ Value pivotSign(Builder& b, Value pivots, DType t) {
 bool squareSmall(const Context& ctx, size_t i) {
   if (!realDTypes(ctx)) return false;
   Value a = ctx.tensor(i);
-  if (!shlo::isFloat(a.dtype())) return false;
+  if (!floatOrComplex(a.dtype())) return false;
   return a.rank() >= 2 && std::min(a.shape()[a.rank() - 1], a.shape()[a.rank() - 2]) <= kMaxLU;
 }
 
 // The LU-based rules: argument 0 a float (batch of) matrix whose smaller side is at most kMaxLU.
 bool luAccepts(const Context& ctx) { return squareSmall(ctx, 0); }
+
+// ---- QR by Householder reflections (LAPACK geqrf/orgqr's choices), unrolled over the columns ----
+
+struct QR {
+  Value a;    // R on and above the diagonal, the reflectors' vectors below it (their leading 1 implied)
+  Value tau;  // [..., min(m, n)]
+};
+
+DType componentOf(DType t) { return t == DType::C128 ? DType::F64 : t == DType::C64 ? DType::F32 : t; }
+
+// Column j of a [..., m, n] as [..., m].
+Value columnOf(Builder& b, Value a, int64_t j) {
+  int64_t r = a.rank();
+  Value cols = b.iota({DType::S64, a.shape()}, r - 1);
+  return pick(b, b.compare(cols, b.constantF(double(j), DType::S64, a.shape()), Cmp::EQ), a, r - 1);
+}
+
+// v [..., m] broadcast along the columns of shape s [..., m, n] (to_cols: w [..., n] along the rows).
+Value alongRows(Builder& b, Value v, const Shape& s, bool to_cols) {
+  int64_t r = int64_t(s.size());
+  std::vector<int64_t> map;
+  for (int64_t d = 0; d < r - 2; ++d) map.push_back(d);
+  map.push_back(to_cols ? r - 1 : r - 2);
+  return b.broadcastInDim(v, s, map);
+}
+
+// x := x - t * v (v^H x): one reflector H = I - t v v^H applied from the left to x [..., m, c]; v [..., m], t [...].
+Value reflect(Builder& b, Value x, Value v, Value t) {
+  int64_t r = x.rank();
+  Value vb = alongRows(b, v, x.shape(), false);
+  Value w = b.reduce(b.mul(b.conj(vb), x), {r - 2}, ReduceKind::Sum);  // [..., c]
+  std::vector<int64_t> bdims;
+  for (int64_t d = 0; d < r - 2; ++d) bdims.push_back(d);
+  Value tb = b.broadcastInDim(t, x.shape(), bdims);
+  return b.sub(x, b.mul(tb, b.mul(vb, alongRows(b, w, x.shape(), true))));
+}
+
+// geqrf: for each column, LAPACK's larfg (beta = -sign(alpha_re) * ||(alpha, x)||, tau = (beta - alpha) / beta,
+// v = x / (alpha - beta); tau = 0 when x = 0 and alpha is real), then H^H applied to the columns on its right.
+QR householderQR(Builder& b, Value a) {
+  int64_t r = a.rank(), m = a.shape()[r - 2], n = a.shape()[r - 1], k = std::min(m, n);
+  const Shape s = a.shape();
+  Shape batch(s.begin(), s.end() - 2), col_shape = batch;
+  col_shape.push_back(m);
+  const bool cplx = shlo::isComplex(a.dtype());
+  const DType rt = componentOf(a.dtype());
+  Value rows = b.iota({DType::S64, s}, r - 2), cols = b.iota({DType::S64, s}, r - 1);
+  Value rows1 = b.iota({DType::S64, col_shape}, r - 2);
+  auto toT = [&](Value re) { return cplx ? b.complex(re, b.zerosLike(re)) : re; };
+  std::vector<Value> taus;
+  Shape one = batch;
+  one.push_back(1);
+  for (int64_t j = 0; j < k; ++j) {
+    Value col = columnOf(b, a, j);  // [..., m]
+    Value at_j = b.compare(rows1, b.constantF(double(j), DType::S64, col_shape), Cmp::EQ);
+    Value below = b.compare(rows1, b.constantF(double(j), DType::S64, col_shape), Cmp::GT);
+    Value alpha = pick(b, at_j, col, r - 2);  // [...]
+    Value x = b.select(below, col, b.zerosLike(col));
+    Value xre = cplx ? b.realPart(x) : x, xim = cplx ? b.imagPart(x) : Value();
+    Value sq = b.mul(xre, xre);
+    if (cplx) sq = b.add(sq, b.mul(xim, xim));
+    Value xnorm2 = b.reduce(sq, {r - 2}, ReduceKind::Sum);  // [...]
+    Value ar = cplx ? b.realPart(alpha) : alpha, ai = cplx ? b.imagPart(alpha) : b.zerosLike(alpha);
+    Value norm = b.sqrt(b.add(b.add(b.mul(ar, ar), b.mul(ai, ai)), xnorm2));
+    Value beta = b.select(b.compare(ar, b.zerosLike(ar), Cmp::GE), b.neg(norm), norm);
+    Value skip = b.andOp(b.compare(xnorm2, b.zerosLike(xnorm2), Cmp::EQ), b.compare(ai, b.zerosLike(ai), Cmp::EQ));
+    Value safe_beta = b.select(skip, b.onesLike(beta), beta);
+    Value tre = b.div(b.sub(safe_beta, ar), safe_beta);
+    Value tau = cplx ? b.complex(tre, b.div(b.neg(ai), safe_beta)) : tre;
+    tau = b.select(skip, b.zerosLike(tau), tau);
+    Value denom = b.sub(alpha, toT(safe_beta));
+    denom = b.select(skip, b.onesLike(denom), denom);
+    std::vector<int64_t> bdims;
+    for (int64_t d = 0; d < r - 2; ++d) bdims.push_back(d);
+    Value vbelow = b.div(x, b.broadcastInDim(denom, col_shape, bdims));
+    vbelow = b.select(b.broadcastInDim(skip, col_shape, bdims), x, vbelow);
+    Value v = b.select(at_j, b.onesLike(col), vbelow);  // [..., m]; zero above j
+    Value diag = b.select(skip, alpha, toT(beta));
+    // trailing columns: H^H = I - conj(tau) v v^H from the left
+    Value right = b.compare(cols, b.constantF(double(j), DType::S64, s), Cmp::GT);
+    a = b.select(right, reflect(b, a, v, b.conj(tau)), a);
+    Value is_col = b.compare(cols, b.constantF(double(j), DType::S64, s), Cmp::EQ);
+    Value is_row = b.compare(rows, b.constantF(double(j), DType::S64, s), Cmp::EQ);
+    Value below2 = b.compare(rows, b.constantF(double(j), DType::S64, s), Cmp::GT);
+    Value newcol = b.select(is_row, b.broadcastInDim(diag, s, bdims), alongRows(b, vbelow, s, false));
+    a = b.select(b.andOp(is_col, b.orOp(is_row, below2)), newcol, a);
+    taus.push_back(b.reshape(tau, one));
+  }
+  Shape ts = batch;
+  ts.push_back(k);
+  Value tau = k == 0 ? b.zeros({a.dtype(), ts}) : taus.size() == 1 ? taus[0] : b.concatenate(taus, r - 2);
+  (void)rt;
+  return {a, tau};
+}
+
+// Q = H_0 H_1 ... H_{t-1} applied to the first `qcols` columns of the m x m identity (orgqr's backward
+// accumulation); the reflectors' vectors are a's columns below the diagonal, tau [..., t].
+Value householderProduct(Builder& b, Value a, Value tau, int64_t qcols) {
+  int64_t r = a.rank(), m = a.shape()[r - 2], t = tau.shape().back();
+  Shape qs(a.shape().begin(), a.shape().end() - 2);
+  Shape batch = qs;
+  qs.push_back(m);
+  qs.push_back(qcols);
+  Value q = identity(b, qs, a.dtype());
+  Shape col_shape = batch;
+  col_shape.push_back(m);
+  Value rows1 = b.iota({DType::S64, col_shape}, r - 2);
+  for (int64_t i = t - 1; i >= 0; --i) {
+    Value col = columnOf(b, a, i);
+    Value at_i = b.compare(rows1, b.constantF(double(i), DType::S64, col_shape), Cmp::EQ);
+    Value below = b.compare(rows1, b.constantF(double(i), DType::S64, col_shape), Cmp::GT);
+    Value v = b.select(at_i, b.onesLike(col), b.select(below, col, b.zerosLike(col)));
+    Value ti = b.reshape(b.sliceInDim(tau, i, i + 1, 1, r - 2), batch);
+    q = reflect(b, q, v, ti);
+  }
+  return q;
+}
+
+// op(Q) x for Q = H_0 ... H_{t-1} (adjoint: Q^H x = H_{t-1}^H ... H_0^H x); x [..., m, c] with a's batch dims.
+Value applyQ(Builder& b, Value a, Value tau, Value x, bool adjoint) {
+  int64_t r = a.rank(), m = a.shape()[r - 2], t = tau.shape().back();
+  Shape batch(a.shape().begin(), a.shape().end() - 2), col_shape = batch;
+  col_shape.push_back(m);
+  Value rows1 = b.iota({DType::S64, col_shape}, r - 2);
+  for (int64_t s = 0; s < t; ++s) {
+    int64_t i = adjoint ? s : t - 1 - s;
+    Value col = columnOf(b, a, i);
+    Value at_i = b.compare(rows1, b.constantF(double(i), DType::S64, col_shape), Cmp::EQ);
+    Value below = b.compare(rows1, b.constantF(double(i), DType::S64, col_shape), Cmp::GT);
+    Value v = b.select(at_i, b.onesLike(col), b.select(below, col, b.zerosLike(col)));
+    Value ti = b.reshape(b.sliceInDim(tau, i, i + 1, 1, r - 2), batch);
+    x = reflect(b, x, v, adjoint ? b.conj(ti) : ti);
+  }
+  return x;
+}
+
+// QR rules: a float or complex (batch of) matrix whose smaller side is at most kMaxLU.
+bool qrAccepts(const Context& ctx) {
+  if (!floatMatrices(ctx)) return false;
+  Value a = ctx.tensor(0);
+  return a.rank() >= 2 && std::min(a.shape()[a.rank() - 1], a.shape()[a.rank() - 2]) <= kMaxLU;
+}
 
 // Matrix products: PyTorch CPU requires one dtype for every operand (self included) and has no bool kernels; other
 // calls decline, and the CPU kernel raises PyTorch's error.
@@ -449,24 +637,26 @@ void populateLinalg(Registry& r) {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
-    Value l = choleskyLower(b, b.convert(a, c));
+    bool upper = ctx.has(1) && ctx.toBool(1);
+    Value l = choleskyLower(b, b.convert(a, c), upper);
     int64_t n = a.shape().back(), r = a.rank();
-    Value bad_row = b.reduce(b.notOp(b.isFinite(l)), {r - 1}, ReduceKind::Or);  // [..., n]
+    Value finite = shlo::isComplex(c) ? b.andOp(b.isFinite(b.realPart(l)), b.isFinite(b.imagPart(l))) : b.isFinite(l);
+    Value bad_row = b.reduce(b.notOp(finite), {r - 1}, ReduceKind::Or);  // [..., n]
     Shape rs = bad_row.shape();
     Value pos = b.add(b.iota({DType::S32, rs}, r - 2), b.constantF(1, DType::S32, rs));
     Value big = b.constantF(double(n + 1), DType::S32, rs);
     Value first = b.reduce(b.select(bad_row, pos, big), {r - 2}, ReduceKind::Min);
     Value info = b.select(b.compare(first, b.constantF(double(n), DType::S32, first.shape()), Cmp::GT),
                           b.zerosLike(first), first);
-    bool upper = ctx.has(1) && ctx.toBool(1);
-    return {b.convert(upper ? mT(b, l) : l, t), info};
-  }).accepts(floatMatrices);
+    return {b.convert(upper ? mH(b, l) : l, t), info};
+  }).accepts(floatMatrices).complex();
   r.add("aten::cholesky", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
-    Value l = choleskyLower(b, b.convert(a, accType(a.dtype())));
-    return {b.convert(ctx.has(1) && ctx.toBool(1) ? mT(b, l) : l, a.dtype())};
-  }).accepts(floatMatrices);
+    bool upper = ctx.has(1) && ctx.toBool(1);
+    Value l = choleskyLower(b, b.convert(a, accType(a.dtype())), upper);
+    return {b.convert(upper ? mH(b, l) : l, a.dtype())};
+  }).accepts(floatMatrices).complex();
   // linalg_solve_triangular(self=A, B, *, upper, left=True, unitriangular=False)
   r.add("aten::linalg_solve_triangular", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -474,42 +664,42 @@ void populateLinalg(Registry& r) {
     auto [a, rhs] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = ctx.toBool(2), left = !ctx.has(3) || ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
     if (rhs.type.numel() == 0 || a.type.numel() == 0) return {b.zeros({t, ctx.outputs.at(0).shape})};
-    return {b.convert(triSolve(b, a, rhs, left, !upper, unit, false), t)};
-  }).accepts(floatMatrices);
-  // triangular_solve(self=B, A, upper=True, transpose=False, unitriangular=False) -> (solution, cloned_coefficient)
+    return {b.convert(triSolve(b, a, rhs, left, !upper, unit, OpA::None), t)};
+  }).accepts(floatMatrices).complex();
+  // triangular_solve(self=B, A, upper=True, transpose=False, unitriangular=False) -> (solution, cloned_coefficient);
+  // `transpose` is the plain transpose for complex matrices too.
   r.add("aten::triangular_solve", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.tensor(0).dtype(), c = accType(t);
     auto [rhs, a] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = !ctx.has(2) || ctx.toBool(2), trans = ctx.has(3) && ctx.toBool(3), unit = ctx.has(4) && ctx.toBool(4);
-    Value sol = rhs.type.numel() == 0 || a.type.numel() == 0 ? rhs : triSolve(b, a, rhs, true, !upper, unit, trans);
+    Value sol = rhs.type.numel() == 0 || a.type.numel() == 0
+                    ? rhs
+                    : triSolve(b, a, rhs, true, !upper, unit, trans ? OpA::Transpose : OpA::None);
     return {b.convert(sol, t), b.convert(a, t)};
-  }).accepts(floatMatrices);
-  // _cholesky_solve_helper(self=B, A=factor, upper): solves (L L^T) X = B.
+  }).accepts(floatMatrices).complex();
+  // _cholesky_solve_helper(self=B, A=factor, upper): solves (L L^H) X = B (upper: the factor is U = L^H).
   r.add("aten::_cholesky_solve_helper", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.tensor(0).dtype(), c = accType(t);
     auto [rhs, f] = broadcastBatch(b, b.convert(ctx.tensor(0), c), b.convert(ctx.tensor(1), c));
     bool upper = ctx.toBool(2);
     if (rhs.type.numel() == 0) return {b.convert(rhs, t)};
-    Value l = upper ? mT(b, f) : f;
-    Value y = triSolve(b, l, rhs, true, true, false, false);
-    return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
-  }).accepts(floatMatrices);
-  // cholesky_inverse(self=factor, upper=False): (L L^T)^-1.
+    Value l = upper ? mH(b, f) : f;
+    Value y = triSolve(b, l, rhs, true, true, false, OpA::None);
+    return {b.convert(triSolve(b, l, y, true, true, false, OpA::Adjoint), t)};
+  }).accepts(floatMatrices).complex();
+  // cholesky_inverse(self=factor, upper=False): (L L^H)^-1.
   r.add("aten::cholesky_inverse", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value f0 = ctx.tensor(0);
     DType t = f0.dtype(), c = accType(t);
     Value f = b.convert(f0, c);
     if (f.type.numel() == 0) return {f0};
-    Value l = ctx.has(1) && ctx.toBool(1) ? mT(b, f) : f;
-    Value eye = b.convert(lowerMask(b, f.shape(), true), c);
-    eye = b.select(b.compare(b.iota({DType::S64, f.shape()}, f.rank() - 2), b.iota({DType::S64, f.shape()}, f.rank() - 1),
-                             Cmp::EQ), b.onesLike(eye), b.zerosLike(eye));
-    Value y = triSolve(b, l, eye, true, true, false, false);
-    return {b.convert(triSolve(b, l, y, true, true, false, true), t)};
-  }).accepts(floatMatrices);
+    Value l = ctx.has(1) && ctx.toBool(1) ? mH(b, f) : f;
+    Value y = triSolve(b, l, identity(b, f.shape(), c), true, true, false, OpA::None);
+    return {b.convert(triSolve(b, l, y, true, true, false, OpA::Adjoint), t)};
+  }).accepts(floatMatrices).complex();
   // addr(self, vec1, vec2, *, beta=1, alpha=1): beta*self + (alpha*vec1)*vec2 with PyTorch CPU's per-operation
   // rounding for half types; beta == 0 ignores self.
   r.add("aten::addr", [](Context& ctx) -> std::vector<Value> {
@@ -544,47 +734,50 @@ void populateLinalg(Registry& r) {
     Value a = ctx.tensor(0);
     LU f = luFactor(b, b.convert(a, accType(a.dtype())));
     return {b.convert(f.lu, a.dtype()), f.pivots, f.info};
-  }).accepts([](const Context& ctx) { return luAccepts(ctx) && (!ctx.has(1) || ctx.toBool(1)); });
+  }).accepts([](const Context& ctx) { return luAccepts(ctx) && (!ctx.has(1) || ctx.toBool(1)); }).complex();
   // _linalg_det(A) -> (det, LU, pivots). Like PyTorch for a contiguous real A, the LU is A^T's (det A^T = det A);
-  // the backward formulas expect exactly that.
+  // the backward formulas expect exactly that. A complex A is factored itself, as PyTorch does.
   r.add("aten::_linalg_det", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
-    LU f = luFactor(b, mT(b, b.convert(a, c)));
+    Value ac = b.convert(a, c);
+    LU f = luFactor(b, shlo::isComplex(c) ? ac : mT(b, ac));
     int64_t rk = a.rank();
     Value det = b.reduce(diagOf(b, f.lu), {rk - 2}, ReduceKind::Prod);
     det = b.mul(det, pivotSign(b, f.pivots, c));
     return {b.convert(det, t), b.convert(f.lu, t), f.pivots};
-  }).accepts(luAccepts);
-  // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots)
+  }).accepts(luAccepts).complex();
+  // _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots); complex: sign is the phase prod(U_ii / |U_ii|) (times the
+  // permutation's sign) and logabsdet is real.
   r.add("aten::_linalg_slogdet", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value a = ctx.tensor(0);
     DType t = a.dtype(), c = accType(t);
-    LU f = luFactor(b, mT(b, b.convert(a, c)));  // A^T's LU, as PyTorch (see _linalg_det)
+    Value ac = b.convert(a, c);
+    LU f = luFactor(b, shlo::isComplex(c) ? ac : mT(b, ac));  // real: A^T's LU, as PyTorch (see _linalg_det)
     int64_t rk = a.rank();
     Value d = diagOf(b, f.lu);
     Value sign = b.mul(b.reduce(signOf(b, d), {rk - 2}, ReduceKind::Prod), pivotSign(b, f.pivots, c));
     Value logabs = b.reduce(b.log(b.abs(d)), {rk - 2}, ReduceKind::Sum);
-    return {b.convert(sign, t), b.convert(logabs, t), b.convert(f.lu, t), f.pivots};
-  }).accepts(luAccepts);
+    return {b.convert(sign, t), b.convert(logabs, ctx.outputs.at(1).dtype), b.convert(f.lu, t), f.pivots};
+  }).accepts(luAccepts).complex();
   // linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False)
   r.add("aten::linalg_lu_solve", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     DType t = ctx.outputs.at(0).dtype, c = accType(t);
     bool left = !ctx.has(3) || ctx.toBool(3), adjoint = ctx.has(4) && ctx.toBool(4);
     Value lu = b.convert(ctx.tensor(0), c), rhs = b.convert(ctx.tensor(2), c);
-    if (!left) rhs = mT(b, rhs);  // X A = B  <=>  A^T X^T = B^T
+    if (!left) rhs = mH(b, rhs);  // X op(A) = B  <=>  op(A)^H X^H = B^H
     auto [lub, rb] = broadcastBatch(b, lu, rhs);
     Shape pshape(lub.shape().begin(), lub.shape().end() - 2);
     pshape.push_back(ctx.tensor(1).shape().back());
     Value piv = b.broadcastTo(ctx.tensor(1), pshape);
     if (rb.type.numel() == 0) return {b.zeros(ctx.outputs.at(0))};
     Value x = luSolve(b, lub, piv, rb, left ? adjoint : !adjoint);
-    if (!left) x = mT(b, x);
+    if (!left) x = mH(b, x);
     return {b.convert(x, t)};
-  }).accepts(luAccepts);
+  }).accepts(luAccepts).complex();
   // _linalg_solve_ex(A, B, *, left=True, check_errors=False) -> (result, LU, pivots, info); B may be a vector.
   r.add("aten::_linalg_solve_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -598,7 +791,7 @@ void populateLinalg(Registry& r) {
       s.push_back(1);
       rhs = b.reshape(rhs, s);
     }
-    if (!left) rhs = mT(b, rhs);
+    if (!left) rhs = mH(b, rhs);  // X A = B  <=>  A^H X^H = B^H
     Shape lu_shape = ctx.outputs.at(1).shape;
     a = b.broadcastTo(a, lu_shape);
     LU f = luFactor(b, a);
@@ -606,10 +799,10 @@ void populateLinalg(Registry& r) {
     Shape pshape(lub.shape().begin(), lub.shape().end() - 2);
     pshape.push_back(f.pivots.shape().back());
     Value x = rb.type.numel() == 0 ? rb : luSolve(b, lub, b.broadcastTo(f.pivots, pshape), rb, !left);
-    if (!left) x = mT(b, x);
+    if (!left) x = mH(b, x);
     x = b.reshape(x, out_shape);
     return {b.convert(x, t), b.convert(f.lu, t), f.pivots, f.info};
-  }).accepts([](const Context& ctx) { return luAccepts(ctx) && ctx.tensor(1).rank() >= 1; });
+  }).accepts([](const Context& ctx) { return luAccepts(ctx) && ctx.tensor(1).rank() >= 1; }).complex();
   // linalg_inv_ex(A, *, check_errors=False) -> (inverse, info)
   r.add("aten::linalg_inv_ex", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -618,11 +811,8 @@ void populateLinalg(Registry& r) {
     Value a = b.convert(a0, c);
     LU f = luFactor(b, a);
     if (a.type.numel() == 0) return {a0, f.info};
-    int64_t rk = a.rank();
-    Value eye = b.convert(b.compare(b.iota({DType::S64, a.shape()}, rk - 2), b.iota({DType::S64, a.shape()}, rk - 1),
-                                    Cmp::EQ), c);
-    return {b.convert(luSolve(b, f.lu, f.pivots, eye, false), t), f.info};
-  }).accepts(luAccepts);
+    return {b.convert(luSolve(b, f.lu, f.pivots, identity(b, a.shape(), c), false), t), f.info};
+  }).accepts(luAccepts).complex();
   // lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True) -> (P, L, U); linalg_lu(A, *, pivot=True)
   // -> (P, L, U) factors and unpacks.
   for (bool factor : {false, true}) {
@@ -657,7 +847,7 @@ void populateLinalg(Registry& r) {
         Shape ps(lu.shape().begin(), lu.shape().end() - 2);
         ps.push_back(m);
         ps.push_back(m);
-        Value eye = b.convert(b.compare(b.iota({DType::S64, ps}, rk - 2), b.iota({DType::S64, ps}, rk - 1), Cmp::EQ), t);
+        Value eye = identity(b, ps, t);
         Shape pvs(ps.begin(), ps.end() - 2);
         pvs.push_back(piv.shape().back());
         Value perm = applyPivots(b, eye, b.broadcastTo(piv, pvs), false);
@@ -669,8 +859,62 @@ void populateLinalg(Registry& r) {
       return out;
     }).accepts([factor](const Context& ctx) {
       return squareSmall(ctx, 0) && (!factor || !ctx.has(1) || ctx.toBool(1));
-    });
+    }).complex();
   }
+  // ---- QR family (Householder, LAPACK's conventions, so Q and R equal PyTorch CPU's) ----
+  // linalg_householder_product(A [m, n], tau [k]) -> the first n columns of H_0 ... H_{k-1}
+  r.add("aten::linalg_householder_product", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0), tau = ctx.tensor(1);
+    DType t = a.dtype(), c = accType(t);
+    return {b.convert(householderProduct(b, b.convert(a, c), b.convert(tau, c), a.shape().back()), t)};
+  }).accepts([](const Context& ctx) {
+    return qrAccepts(ctx) && ctx.tensor(1).dtype() == ctx.tensor(0).dtype() &&
+           ctx.tensor(1).rank() == ctx.tensor(0).rank() - 1 &&
+           ctx.tensor(1).shape().back() <= ctx.tensor(0).shape().back();
+  }).complex();
+  // ormqr(A, tau, C, left=True, transpose=False): op(Q) C (left) or C op(Q), op(Q) = Q or Q^H, Q = H_0 ... H_{k-1}
+  // from geqrf's output; C op(Q) = (op(Q)^H C^H)^H.
+  r.add("aten::ormqr", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    DType t = ctx.tensor(2).dtype(), c = accType(t);
+    Value a = b.convert(ctx.tensor(0), c), tau = b.convert(ctx.tensor(1), c), x = b.convert(ctx.tensor(2), c);
+    bool left = !ctx.has(3) || ctx.toBool(3), trans = ctx.has(4) && ctx.toBool(4);
+    if (x.type.numel() == 0 || a.type.numel() == 0) return {b.convert(x, t)};
+    if (left) return {b.convert(applyQ(b, a, tau, x, trans), t)};
+    return {b.convert(mH(b, applyQ(b, a, tau, mH(b, x), !trans)), t)};
+  }).accepts([](const Context& ctx) {
+    if (!qrAccepts(ctx)) return false;
+    Value a = ctx.tensor(0), tau = ctx.tensor(1), x = ctx.tensor(2);
+    if (a.dtype() != x.dtype() || tau.dtype() != x.dtype() || x.rank() != a.rank() || tau.rank() != a.rank() - 1)
+      return false;
+    if (!std::equal(a.shape().begin(), a.shape().end() - 2, x.shape().begin())) return false;
+    bool left = !ctx.has(3) || ctx.toBool(3);
+    int64_t m = left ? x.shape()[size_t(x.rank() - 2)] : x.shape().back();
+    return a.shape()[size_t(a.rank() - 2)] == m && tau.shape().back() <= std::min(m, a.shape().back());
+  }).complex();
+  // linalg_qr(A, mode='reduced') -> (Q, R); 'complete' gives Q m x m, 'r' an empty Q.
+  r.add("aten::linalg_qr", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a0 = ctx.tensor(0);
+    DType t = a0.dtype();
+    const TensorType &qt = ctx.outputs.at(0), &rt = ctx.outputs.at(1);
+    int64_t rk = a0.rank();
+    if (a0.type.numel() == 0)  // no reflectors: Q is the identity (empty unless 'complete' of an m x 0 matrix)
+      return {qt.numel() == 0 ? b.zeros(qt) : identity(b, qt.shape, t), b.zeros(rt)};
+    QR f = householderQR(b, b.convert(a0, accType(t)));
+    int64_t rrows = rt.shape[size_t(rk - 2)];
+    Value rpart = b.sliceInDim(f.a, 0, rrows, 1, rk - 2);
+    Value up = b.compare(b.iota({DType::S64, rpart.shape()}, rk - 1), b.iota({DType::S64, rpart.shape()}, rk - 2),
+                         Cmp::GE);
+    Value R = b.select(up, rpart, b.zerosLike(rpart));
+    Value Q = qt.numel() == 0 ? b.zeros(qt) : householderProduct(b, f.a, f.tau, qt.shape.back());
+    return {b.convert(Q, t), b.convert(R, t)};
+  }).accepts([](const Context& ctx) {
+    if (!qrAccepts(ctx)) return false;
+    const std::string mode = ctx.has(1) ? ctx.arg(1).s : "reduced";
+    return mode == "reduced" || mode == "complete" || mode == "r";
+  }).complex();
   // _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, bool use_gelu=False)
   r.add("aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -700,7 +944,7 @@ void populateLinalg(Registry& r) {
     auto at = [&](Value v, int64_t i) { return b.sliceInDim(v, i, i + 1, 1, d); };
     auto part = [&](int64_t i, int64_t j) { return b.sub(b.mul(at(x, i), at(y, j)), b.mul(at(x, j), at(y, i))); };
     return {b.concatenate({part(1, 2), part(2, 0), part(0, 1)}, d)};
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
 }
 
 }  // namespace torch_tpu::lowering
