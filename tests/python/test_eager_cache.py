@@ -246,3 +246,37 @@ print("RESULT" + json.dumps({"hits_134": s1["hits"] - s0["hits"], "misses_2": s2
     r = _result(run_python(code, env={"TORCH_TPU_CACHE_DIR": "", "TORCH_TPU_NUM_DEVICES": "1"}))
     assert r["hits_134"] == 3 and r["misses_2"] == 1
     assert r["entries"] == 3 and r["evictions"] >= 2
+
+
+def test_default_numbers_are_built_into_programs():
+    # A Scalar argument passed at its schema default (add's alpha=1: every `a + b`) is part of the program, not one
+    # more input to pass at every launch; other values stay inputs shared by one program.
+    import re
+
+    import torch
+
+    import torch_tpu
+
+    a, b = torch.randn(8), torch.randn(8)
+    at, bt = a.to("tpu"), b.to("tpu")
+    torch_tpu._C._clear_cache()
+    before = torch_tpu.cache_stats()
+    torch_tpu._C._record_program_texts(True)
+    try:
+        torch.testing.assert_close((at + bt).cpu(), a + b)
+        torch.testing.assert_close(torch.add(at, bt, alpha=2).cpu(), torch.add(a, b, alpha=2))
+        torch.testing.assert_close(torch.add(at, bt, alpha=3).cpu(), torch.add(a, b, alpha=3))
+        torch.testing.assert_close(torch.add(at, bt, alpha=1.0).cpu(), torch.add(a, b, alpha=1.0))
+        torch.testing.assert_close(torch.sub(at, bt).cpu(), a - b)
+        texts = torch_tpu._C._recorded_program_texts()
+    finally:
+        torch_tpu._C._record_program_texts(False)
+    after = torch_tpu.cache_stats()
+
+    def num_params(text):
+        head = text[text.index("@main("):text.index(") -> (")]
+        return len(re.findall(r"%arg\d+:", head))
+
+    # a + b, add(alpha=2) (alpha=3 reuses it), add(alpha=1.0) (a float is not the int default), a - b.
+    assert [num_params(t) for t in texts] == [2, 3, 3, 2]
+    assert after["misses"] - before["misses"] == 4 and after["hits"] - before["hits"] == 1
