@@ -18,7 +18,10 @@ shared machine takes the core away) and reports the ratio to `jax.jit` measured 
   `torch._dynamo.config.record_runtime_overhead` is on, its default);
 - the C++ stages of one call (`_time_stages`: signature, program lookup, launch bookkeeping, PJRT execute, output
   tensors), when the build has them;
-- `tpu eager x + 1` and `torch CPU compiled` for scale.
+- `graph_call=False`: the same function through AOTAutograd's wrappers and the Python runner (the path every graph
+  took before the C++ graph call), and `record_runtime_overhead=False` (Dynamo's setting, off);
+- `Dynamo floor`: `torch.compile` of a backend that returns a precomputed result, the least any backend can cost;
+- `tpu eager x + 1` for scale.
 
 Then the breakdown: the whole call minus the direct call is Dynamo's (frame, guards, pre-graph bytecode), the direct
 call minus the runner is AOTAutograd's wrappers, the runner minus the C++ run is the runner's Python.
@@ -127,6 +130,11 @@ def main():
     fn_wrapped = lambda x: x + 1  # noqa: E731
     wrapped = torch.compile(fn_wrapped, backend="tpu", fullgraph=True, options={"graph_call": False})
     torch.testing.assert_close(wrapped(x).cpu(), expect)
+    # Without Dynamo's profiler-record bytecode (a user setting, read when the frame is compiled).
+    fn_lean = lambda x: x + 1  # noqa: E731
+    lean = torch.compile(fn_lean, backend="tpu", fullgraph=True)
+    with torch._dynamo.config.patch(record_runtime_overhead=False):
+        torch.testing.assert_close(lean(x).cpu(), expect)
 
     stages = getattr(cg, "_time_stages", None)
     stats0 = torch_tpu.compile_stats()
@@ -139,6 +147,7 @@ def main():
         r["jax.jit"] = best_per_call(lambda: jf(xj), args.n)
         r["torch.compile (backend tpu)"] = best_per_call(lambda: f(x), args.n)
         r["torch.compile (backend tpu), graph_call=False"] = best_per_call(lambda: wrapped(x), args.n)
+        r["torch.compile (backend tpu), record_runtime_overhead=False"] = best_per_call(lambda: lean(x), args.n)
         r["Dynamo floor: torch.compile of a backend returning a constant"] = best_per_call(lambda: floor(x), args.n)
         r["compiled fn called directly"] = best_per_call(lambda: direct(x), args.n)
         r["what the backend returned, called directly"] = best_per_call(lambda: returned(x), args.n)

@@ -250,7 +250,8 @@ print("RESULT" + json.dumps({"hits_134": s1["hits"] - s0["hits"], "misses_2": s2
 
 def test_default_numbers_are_built_into_programs():
     # A Scalar argument passed at its schema default (add's alpha=1: every `a + b`) is part of the program, not one
-    # more input to pass at every launch; other values stay inputs shared by one program.
+    # more input to pass at every launch; other values stay inputs shared by one program. Fused eager shows the
+    # per-op programs (functions of the pending trace) with their parameters.
     import re
 
     import torch
@@ -261,22 +262,18 @@ def test_default_numbers_are_built_into_programs():
     at, bt = a.to("tpu"), b.to("tpu")
     torch_tpu._C._clear_cache()
     before = torch_tpu.cache_stats()
-    torch_tpu._C._record_program_texts(True)
+    torch_tpu.set_eager_mode("fused")
     try:
-        torch.testing.assert_close((at + bt).cpu(), a + b)
-        torch.testing.assert_close(torch.add(at, bt, alpha=2).cpu(), torch.add(a, b, alpha=2))
-        torch.testing.assert_close(torch.add(at, bt, alpha=3).cpu(), torch.add(a, b, alpha=3))
-        torch.testing.assert_close(torch.add(at, bt, alpha=1.0).cpu(), torch.add(a, b, alpha=1.0))
-        torch.testing.assert_close(torch.sub(at, bt).cpu(), a - b)
-        texts = torch_tpu._C._recorded_program_texts()
+        got = [at + bt, torch.add(at, bt, alpha=2), torch.add(at, bt, alpha=3), torch.add(at, bt, alpha=1.0),
+               torch.sub(at, bt)]
+        text = torch_tpu._C._fused_pending_text()
     finally:
-        torch_tpu._C._record_program_texts(False)
+        torch_tpu.set_eager_mode("strict")
     after = torch_tpu.cache_stats()
-
-    def num_params(text):
-        head = text[text.index("@main("):text.index(") -> (")]
-        return len(re.findall(r"%arg\d+:", head))
-
-    # a + b, add(alpha=2) (alpha=3 reuses it), add(alpha=1.0) (a float is not the int default), a - b.
-    assert [num_params(t) for t in texts] == [2, 3, 3, 2]
+    want = [a + b, torch.add(a, b, alpha=2), torch.add(a, b, alpha=3), torch.add(a, b, alpha=1.0), a - b]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w)
+    # a + b, add(alpha=2) (alpha=3 calls the same program), add(alpha=1.0) (a float is not the int default), a - b.
+    params = [len(re.findall(r"%arg\d+:", m)) for m in re.findall(r"func\.func private @e\d+\(([^)]*)\)", text)]
+    assert params == [2, 3, 3, 2], text
     assert after["misses"] - before["misses"] == 4 and after["hits"] - before["hits"] == 1
