@@ -153,7 +153,8 @@ struct GraphCall {
     }
     std::vector<at::Tensor> outs;
     if (!graph->runCached(ptrs.data(), n, outs)) return slow(*args);
-    for (int i : bump) ptrs[static_cast<size_t>(i)]->unsafeGetTensorImpl()->bump_version();
+    for (int i : bump)  // (inference tensors have no version counter: torch._C._increment_version skips them too)
+      if (!ptrs[static_cast<size_t>(i)]->is_inference()) ptrs[static_cast<size_t>(i)]->unsafeGetTensorImpl()->bump_version();
     py::list res(outs.size());
     for (size_t k = 0; k < outs.size(); ++k) {
       if (outs[k].defined()) {

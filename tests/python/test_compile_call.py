@@ -181,3 +181,22 @@ def test_time_stages_reports_every_stage():
     assert set(st) == {"signature", "program lookup", "launch bookkeeping and output tensors",
                        "PJRT execute (traced)"}
     assert st["PJRT execute (traced)"] > 0 and st["signature"] > 0
+
+
+def test_inference_mode_mutation():
+    # Tensors made under inference_mode have no version counter: the graph call mutates them without bumping one.
+    def f(buf, x):
+        buf.add_(x)
+        return buf * 2
+
+    x = seeded(1, torch.randn, 4, 4)
+    buf = torch.zeros(4, 4)
+    with torch.inference_mode():
+        bt = buf.to("tpu")
+        xt = x.to("tpu")
+        c = tpu_compile(f)
+        before = stats()
+        for _ in range(3):
+            close(c(bt, xt), f(buf, x))
+    close(bt, buf)
+    assert delta(before)["fast_calls"] == 2
