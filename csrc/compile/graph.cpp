@@ -4,7 +4,9 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
@@ -36,6 +38,8 @@ namespace {
 std::mutex g_stats_mu;
 CompileStats g_stats;
 int64_t g_packed_base = 0;  // core::packedWeightsMade() at the last reset
+// Counted on every run without the lock (a graph call's steady state takes no lock for its statistics).
+std::atomic<int64_t> g_runs{0}, g_signature_hits{0}, g_fast_calls{0};
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -47,6 +51,9 @@ CompileStats compileStats() {
   std::lock_guard<std::mutex> g(g_stats_mu);
   CompileStats s = g_stats;
   s.packed_weights = core::packedWeightsMade() - g_packed_base;
+  s.runs = g_runs.load(std::memory_order_relaxed);
+  s.signature_hits = g_signature_hits.load(std::memory_order_relaxed);
+  s.fast_calls = g_fast_calls.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -54,6 +61,9 @@ void resetCompileStats() {
   std::lock_guard<std::mutex> g(g_stats_mu);
   g_stats = CompileStats();
   g_packed_base = core::packedWeightsMade();
+  g_runs = 0;
+  g_signature_hits = 0;
+  g_fast_calls = 0;
 }
 
 void clearCompileCache() {
@@ -242,6 +252,8 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
 
 CompiledGraph::CompiledGraph(GraphDesc desc)
     : desc_(std::move(desc)), plan_(std::make_unique<GraphPlan>(planGraph(desc_))) {
+  input_mutated_.assign(desc_.inputs.size(), 0);
+  for (const auto& m : desc_.mutations) input_mutated_[static_cast<size_t>(m.first)] = 1;
   std::string ops;
   for (const NodeDesc& n : desc_.nodes) ops += n.op + ";";
   ops_hash_ = std::hash<std::string>{}(ops);
@@ -391,16 +403,10 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
       inputs.push_back(t.to(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))));
     }
   }
-  std::vector<bool> input_mutated(nin, false);
-  for (const auto& m : g.mutations) input_mutated[m.first] = true;
   core::Signature sig;
-  sig.key.reserve(64 + nin * 24);
-  core::put<uint8_t>(sig.key, matmulPrecisionKey());  // float32 products follow torch.set_float32_matmul_precision
-  for (size_t i = 0; i < nin; ++i) sig.add(inputs[i], input_mutated[i]);
-  sig.seal();
-  // A graph without tensor inputs (only creation ops, e.g. a rotary-embedding grid built from sizes) runs on the
-  // current device.
-  if (sig.device < 0) sig.device = device;
+  std::vector<const at::Tensor*> ptrs(nin);
+  for (size_t i = 0; i < nin; ++i) ptrs[i] = &inputs[i];
+  sign(sig, ptrs.data(), device);
 
   // 2. Graphs with collectives inside: the ranks meet, and the program spans their devices.
   std::shared_ptr<core::ReplicaGroup> main;
@@ -420,17 +426,9 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
   }
 
   // 3. The program for this signature.
-  std::shared_ptr<GraphProgram> gp;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = programs_.find(prog_key);
-    if (it != programs_.end()) gp = it->second;
-  }
-  {
-    std::lock_guard<std::mutex> lk(g_stats_mu);
-    g_stats.runs++;
-    if (gp) g_stats.signature_hits++;
-  }
+  std::shared_ptr<GraphProgram> gp = cached(prog_key);
+  g_runs.fetch_add(1, std::memory_order_relaxed);
+  if (gp) g_signature_hits.fetch_add(1, std::memory_order_relaxed);
   if (!gp) {
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(sig.device)));
     auto t0 = std::chrono::steady_clock::now();
@@ -481,26 +479,139 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
     programs_.emplace(prog_key, gp);
   }
 
-  // 4. Launch (a program over several devices: with the launch id of the ranks' meeting). Host parameters are packed weights (the input index).
-  auto host = [&](const core::Param& p) -> runtime::BufferPtr {
-    return core::packedTranspose(inputs[p.index], sig.buffers[sig.tensors[p.index].slot]);
-  };
-  std::string ops;
-  if (runtime::launchTraceActive()) ops = std::to_string(gp->ops) + " ops";  // for a profiler
-  std::vector<at::Tensor> fresh;
-  {
-    runtime::LaunchScope label("compiled", &g.name, &ops);
-    fresh = gp->prog.launch(sig, host, std::nullopt, main ? step.launch_id : 0);
-  }
+  // 4. Launch (a program over several devices: with the launch id of the ranks' meeting).
+  std::vector<const at::Tensor*> given_ptrs(nin);
+  for (size_t i = 0; i < nin; ++i) given_ptrs[i] = &given[i];
+  std::vector<at::Tensor> results = launch(*gp, sig, given_ptrs.data(), main ? step.launch_id : 0);
   // Host inputs were uploaded for this call: their mutations are copied back.
   for (const auto& m : g.mutations)
     if (!given[m.first].is_privateuseone()) given[m.first].copy_(inputs[m.first]);
+  return results;
+}
+
+void CompiledGraph::sign(core::Signature& sig, const at::Tensor* const* inputs, int device) const {
+  const size_t nin = desc_.inputs.size();
+  sig.key.reserve(64 + nin * 24);
+  core::put<uint8_t>(sig.key, matmulPrecisionKey());  // float32 products follow torch.set_float32_matmul_precision
+  for (size_t i = 0; i < nin; ++i) sig.add(*inputs[i], input_mutated_[i] != 0);
+  sig.seal();
+  // A graph without tensor inputs (only creation ops, e.g. a rotary-embedding grid built from sizes) runs on the
+  // current device.
+  if (sig.device < 0) sig.device = device;
+}
+
+std::shared_ptr<GraphProgram> CompiledGraph::cached(const std::string& key) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = programs_.find(key);
+  return it == programs_.end() ? nullptr : it->second;
+}
+
+std::vector<at::Tensor> CompiledGraph::launch(const GraphProgram& gp, core::Signature& sig,
+                                              const at::Tensor* const* given, int launch_id) {
+  const GraphDesc& g = desc_;
+  // Host parameters are packed weights (the input index).
+  auto host = [&](const core::Param& p) -> runtime::BufferPtr {
+    return core::packedTranspose(sig.tensors[p.index].t, sig.buffers[sig.tensors[p.index].slot]);
+  };
+  std::string ops;
+  if (runtime::launchTraceActive()) ops = std::to_string(gp.ops) + " ops";  // for a profiler
+  std::vector<at::Tensor> fresh;
+  {
+    runtime::LaunchScope label("compiled", &g.name, &ops);
+    fresh = gp.prog.launch(sig, host, std::nullopt, launch_id);
+  }
   std::vector<at::Tensor> results(g.outputs.size());
   for (size_t k = 0; k < g.outputs.size(); ++k)
-    if (gp->passthrough[k] >= 0) results[k] = given[gp->passthrough[k]];
+    if (gp.passthrough[k] >= 0) results[k] = *given[gp.passthrough[k]];
   for (size_t j = 0; j < fresh.size(); ++j)
-    results[gp->fresh_out[j]] = gp->fresh_cpu[j] ? fresh[j].cpu() : std::move(fresh[j]);
+    results[gp.fresh_out[j]] = gp.fresh_cpu[j] ? fresh[j].cpu() : std::move(fresh[j]);
   return results;
+}
+
+namespace {
+
+// The signature of the current graph call on this thread, reused from call to call (its capacity kept; emptied
+// after each call, so no tensor outlives the call). A call nested in another's launch gets a fresh one.
+class SignatureScope {
+ public:
+  SignatureScope() {
+    thread_local core::Signature reused;
+    thread_local bool busy = false;
+    busy_ = &busy;
+    if (!busy) {
+      busy = true;
+      sig_ = &reused;
+      mine_ = true;
+    } else {
+      own_ = std::make_unique<core::Signature>();
+      sig_ = own_.get();
+    }
+  }
+  ~SignatureScope() {
+    sig_->clear();
+    if (mine_) *busy_ = false;
+  }
+  core::Signature& get() { return *sig_; }
+
+ private:
+  core::Signature* sig_ = nullptr;
+  std::unique_ptr<core::Signature> own_;
+  bool* busy_ = nullptr;
+  bool mine_ = false;
+};
+
+}  // namespace
+
+bool CompiledGraph::runCached(const at::Tensor* const* inputs, size_t n, std::vector<at::Tensor>& results) {
+  if (n != desc_.inputs.size() || !collective_groups_.empty() || retired_.load(std::memory_order_relaxed))
+    return false;
+  for (size_t i = 0; i < n; ++i)
+    if (!inputs[i]->defined() || !inputs[i]->is_privateuseone()) return false;
+  SignatureScope scope;
+  core::Signature& sig = scope.get();
+  sign(sig, inputs, n ? -1 : currentDevice());
+  std::shared_ptr<GraphProgram> gp = cached(sig.key);
+  if (!gp) return false;
+  g_runs.fetch_add(1, std::memory_order_relaxed);
+  g_signature_hits.fetch_add(1, std::memory_order_relaxed);
+  g_fast_calls.fetch_add(1, std::memory_order_relaxed);
+  results = launch(*gp, sig, inputs, 0);
+  return true;
+}
+
+std::vector<std::pair<std::string, double>> CompiledGraph::timeStages(const std::vector<at::Tensor>& inputs,
+                                                                      int64_t n) {
+  using clock = std::chrono::steady_clock;
+  const size_t nin = inputs.size();
+  TORCH_CHECK(nin == desc_.inputs.size() && collective_groups_.empty(), "tpu compiled graph '", desc_.name,
+              "': _time_stages needs the graph's inputs and no collectives");
+  std::vector<const at::Tensor*> ptrs(nin);
+  for (size_t i = 0; i < nin; ++i) ptrs[i] = &inputs[i];
+  double sign_ns = 0, lookup_ns = 0, launch_ns = 0;
+  runtime::startLaunchTrace();
+  for (int64_t it = 0; it < n; ++it) {
+    SignatureScope scope;
+    core::Signature& sig = scope.get();
+    auto t0 = clock::now();
+    sign(sig, ptrs.data(), -1);
+    auto t1 = clock::now();
+    std::shared_ptr<GraphProgram> gp = cached(sig.key);
+    TORCH_CHECK(gp != nullptr, "tpu compiled graph '", desc_.name, "': no program for these inputs yet");
+    auto t2 = clock::now();
+    std::vector<at::Tensor> results = launch(*gp, sig, ptrs.data(), 0);
+    auto t3 = clock::now();
+    sign_ns += std::chrono::duration<double, std::nano>(t1 - t0).count();
+    lookup_ns += std::chrono::duration<double, std::nano>(t2 - t1).count();
+    launch_ns += std::chrono::duration<double, std::nano>(t3 - t2).count();
+  }
+  std::vector<runtime::LaunchRecord> recs = runtime::stopLaunchTrace();
+  double exec_ns = 0;
+  for (const auto& r : recs) exec_ns += static_cast<double>(r.queued_ns - r.launch_ns);
+  const double k = static_cast<double>(std::max<int64_t>(n, 1));
+  return {{"signature", sign_ns / k},
+          {"program lookup", lookup_ns / k},
+          {"launch bookkeeping and output tensors", (launch_ns - exec_ns) / k},
+          {"PJRT execute (traced)", exec_ns / k}};
 }
 
 }  // namespace torch_tpu::compile

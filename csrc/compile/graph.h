@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -74,6 +75,7 @@ struct CompileStats {
   double compile_seconds = 0;  // XLA compile (and deserialize) time
   double lower_seconds = 0;    // building programs
   int64_t packed_weights = 0;  // transposed copies of weights made for inference programs (see plan.h)
+  int64_t fast_calls = 0;      // runs served by runCached (the C++ graph call of inference graphs), included in runs
 };
 CompileStats compileStats();
 void resetCompileStats();
@@ -105,6 +107,20 @@ class CompiledGraph {
   std::vector<at::Tensor> run(const std::vector<at::Tensor>& inputs, CompileEvent* event,
                               std::vector<std::pair<int, std::string>>* errors);
 
+  // The steady state of run(), for callers that keep no Python between Dynamo and the launch (the graph call of
+  // inference graphs, python/compile_bindings.cpp): when every input is a tpu tensor and the graph already has a
+  // program for this call's signature, launches it and fills `results` (undefined tensors for None outputs);
+  // otherwise runs nothing and returns false (the caller takes the full path, which builds the program or reports
+  // the error). Graphs with collectives inside, and retired graphs, always return false.
+  bool runCached(const at::Tensor* const* inputs, size_t n, std::vector<at::Tensor>& results);
+  // The graph's runs go another way from now on (its caller replaced it after a lowering error): runCached
+  // declines every call.
+  void retire() { retired_.store(true, std::memory_order_relaxed); }
+
+  // Benchmarks: runs the steady state `n` times and returns the mean nanoseconds of its stages (signature, program
+  // lookup, launch bookkeeping, PJRT execute, output tensors). Requires a program for the inputs' signature.
+  std::vector<std::pair<std::string, double>> timeStages(const std::vector<at::Tensor>& inputs, int64_t n);
+
  private:
   GraphDesc desc_;
   std::unique_ptr<GraphPlan> plan_;
@@ -113,6 +129,15 @@ class CompiledGraph {
   std::string meet(const core::Signature& sig, std::shared_ptr<core::ReplicaGroup>& main,
                    core::ReplicaGroup::Step& step, CollectiveEnv& coll);
 
+  // The call's signature over tpu inputs (input i is tensor i): cache-key bytes, storages, donation.
+  void sign(core::Signature& sig, const at::Tensor* const* inputs, int device) const;
+  // Launches gp for the signed call; `given` are the caller's inputs (passthrough outputs).
+  std::vector<at::Tensor> launch(const GraphProgram& gp, core::Signature& sig, const at::Tensor* const* given,
+                                 int launch_id);
+  std::shared_ptr<GraphProgram> cached(const std::string& key);
+
+  std::vector<uint8_t> input_mutated_;           // per input: the graph writes it
+  std::atomic<bool> retired_{false};
   std::vector<std::string> collective_groups_;  // the c10d group names its collectives address, in order
   size_t ops_hash_ = 0;                         // of the nodes' op names (ranks check they run the same graph)
   std::mutex mu_;

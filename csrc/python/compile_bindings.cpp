@@ -1,7 +1,10 @@
 // torch_tpu._C bindings of the torch.compile layer (csrc/compile): graph descriptions from Python, compiled graphs,
 // compile statistics and the disk cache directory.
 #include <torch/csrc/Dtype.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/extension.h>
+
+#include <c10/util/SmallVector.h>
 
 #include "compile/graph.h"
 #include "core/executables.h"
@@ -127,8 +130,45 @@ py::dict statsDict() {
   d["compile_seconds"] = s.compile_seconds;
   d["lower_seconds"] = s.lower_seconds;
   d["packed_weights"] = s.packed_weights;
+  d["fast_calls"] = s.fast_calls;
   return d;
 }
+
+// What the tpu backend returns to Dynamo for an inference graph that AOTAutograd's runtime wrappers would pass
+// through unchanged (torch_tpu/_dynamo_backend.py decides): a C++ callable that takes Dynamo's arguments straight to
+// the graph's launch. `slow` is the full path (AOTAutograd's wrappers and the backend's runner), taken for every
+// call the steady state does not serve: a signature without a program yet (built there), a CPU tensor or non-tensor
+// argument, a retired graph. `bump` lists the inputs whose in-graph mutation autograd sees (their version counters
+// advance, as AOTAutograd's wrapper does).
+struct GraphCall {
+  std::shared_ptr<compile::CompiledGraph> graph;
+  py::object slow;
+  std::vector<int> bump;
+
+  py::object call(py::args args) {
+    const size_t n = args.size();
+    c10::SmallVector<const at::Tensor*, 16> ptrs(n);
+    for (size_t i = 0; i < n; ++i) {
+      PyObject* o = PyTuple_GET_ITEM(args.ptr(), static_cast<Py_ssize_t>(i));
+      if (!THPVariable_Check(o)) return slow(*args);
+      ptrs[i] = &THPVariable_Unpack(o);
+    }
+    std::vector<at::Tensor> outs;
+    if (!graph->runCached(ptrs.data(), n, outs)) return slow(*args);
+    for (int i : bump)  // (inference tensors have no version counter: torch._C._increment_version skips them too)
+      if (!ptrs[static_cast<size_t>(i)]->is_inference()) ptrs[static_cast<size_t>(i)]->unsafeGetTensorImpl()->bump_version();
+    py::list res(outs.size());
+    for (size_t k = 0; k < outs.size(); ++k) {
+      if (outs[k].defined()) {
+        PyList_SET_ITEM(res.ptr(), static_cast<Py_ssize_t>(k), THPVariable_Wrap(std::move(outs[k])));
+      } else {
+        Py_INCREF(Py_None);
+        PyList_SET_ITEM(res.ptr(), static_cast<Py_ssize_t>(k), Py_None);
+      }
+    }
+    return std::move(res);
+  }
+};
 
 }  // namespace
 
@@ -154,8 +194,29 @@ void bindCompile(py::module_& m) {
              if (ev.happened) e = py::make_tuple(ev.source, ev.ops, ev.seconds, ev.key);
              return py::make_tuple(py::cast(outs), e, py::cast(errors));
            })
+      .def("retire", &compile::CompiledGraph::retire)
+      .def("_time_stages",
+           [](compile::CompiledGraph& g, const std::vector<at::Tensor>& inputs, int64_t n) {
+             std::vector<std::pair<std::string, double>> st;
+             {
+               py::gil_scoped_release nogil;
+               st = g.timeStages(inputs, n);
+             }
+             py::dict d;
+             for (auto& [k, v] : st) d[py::str(k)] = v;
+             return d;
+           })
       .def_property_readonly("name", [](const compile::CompiledGraph& g) { return g.desc().name; })
       .def_property_readonly("num_ops", [](const compile::CompiledGraph& g) { return g.desc().nodes.size(); });
+  py::class_<GraphCall>(m, "_GraphCall")
+      .def(py::init([](std::shared_ptr<compile::CompiledGraph> g, py::object slow, std::vector<int> bump) {
+             for (int i : bump)
+               TORCH_CHECK(i >= 0 && static_cast<size_t>(i) < g->desc().inputs.size(), "_GraphCall: bad input index ", i);
+             return GraphCall{std::move(g), std::move(slow), std::move(bump)};
+           }),
+           py::arg("graph"), py::arg("slow"), py::arg("bump") = std::vector<int>{})
+      .def("__call__", &GraphCall::call)
+      .def_readonly("slow", &GraphCall::slow);
   m.def("_compile_has_rule", [](const std::string& op) { return core::ruleFor(op).rule != nullptr; });
   m.def("_compile_rule_names", []() { return lowering::registry().names(); });
   m.def("_compile_stats", &statsDict);

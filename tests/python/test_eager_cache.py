@@ -246,3 +246,34 @@ print("RESULT" + json.dumps({"hits_134": s1["hits"] - s0["hits"], "misses_2": s2
     r = _result(run_python(code, env={"TORCH_TPU_CACHE_DIR": "", "TORCH_TPU_NUM_DEVICES": "1"}))
     assert r["hits_134"] == 3 and r["misses_2"] == 1
     assert r["entries"] == 3 and r["evictions"] >= 2
+
+
+def test_default_numbers_are_built_into_programs():
+    # A Scalar argument passed at its schema default (add's alpha=1: every `a + b`) is part of the program, not one
+    # more input to pass at every launch; other values stay inputs shared by one program. Fused eager shows the
+    # per-op programs (functions of the pending trace) with their parameters.
+    import re
+
+    import torch
+
+    import torch_tpu
+
+    a, b = torch.randn(8), torch.randn(8)
+    at, bt = a.to("tpu"), b.to("tpu")
+    torch_tpu._C._clear_cache()
+    before = torch_tpu.cache_stats()
+    torch_tpu.set_eager_mode("fused")
+    try:
+        got = [at + bt, torch.add(at, bt, alpha=2), torch.add(at, bt, alpha=3), torch.add(at, bt, alpha=1.0),
+               torch.sub(at, bt)]
+        text = torch_tpu._C._fused_pending_text()
+    finally:
+        torch_tpu.set_eager_mode("strict")
+    after = torch_tpu.cache_stats()
+    want = [a + b, torch.add(a, b, alpha=2), torch.add(a, b, alpha=3), torch.add(a, b, alpha=1.0), a - b]
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w)
+    # a + b, add(alpha=2) (alpha=3 calls the same program), add(alpha=1.0) (a float is not the int default), a - b.
+    params = [len(re.findall(r"%arg\d+:", m)) for m in re.findall(r"func\.func private @e\d+\(([^)]*)\)", text)]
+    assert params == [2, 3, 3, 2], text
+    assert after["misses"] - before["misses"] == 4 and after["hits"] - before["hits"] == 1
