@@ -1082,6 +1082,9 @@ static void coverageCases() {
       {"aten::glu_backward", {T(f32, {2, 3}), T(f32, {2, 6}), I(1)}, {{f32, {2, 6}}}},
       {"aten::pixel_shuffle", {T(f32, {1, 4, 2, 3}), I(2)}, {{f32, {1, 1, 4, 6}}}},
       {"aten::pixel_unshuffle", {T(f32, {1, 1, 4, 6}), I(2)}, {{f32, {1, 4, 2, 3}}}},
+      {"aten::_weight_norm_interface", {T(f32, {4, 3, 2}), T(f32, {4, 1, 1}), I(0)}, {{f32, {4, 3, 2}}, {f32, {4, 1, 1}}}},
+      {"aten::_weight_norm_interface", {T(DType::BF16, {4, 3}), T(DType::BF16, {1, 3}), I(1)}, {{DType::BF16, {4, 3}}, {f32, {1, 3}}}},
+      {"aten::_weight_norm_interface_backward", {T(f32, {4, 3}), T(f32, {4, 3}), T(f32, {4, 1}), T(f32, {4, 1}), I(0)}, {{f32, {4, 3}}, {f32, {4, 1}}}},
       {"aten::col2im", {T(f32, {1, 4, 4}), L({3, 3}), L({2, 2}), L({1, 1}), L({0, 0}), L({1, 1})}, {{f32, {1, 1, 3, 3}}}},
       {"aten::col2im", {T(DType::C64, {4, 4}), L({3, 3}), L({2, 2}), L({1, 1}), L({0, 0}), L({1, 1})}, {{DType::C64, {1, 3, 3}}}},
       {"aten::col2im", {T(DType::BF16, {2, 8, 8}), L({4, 3}), L({2, 2}), L({2, 1}), L({1, 0}), L({1, 1})}, {{DType::BF16, {2, 2, 4, 3}}}},
@@ -1641,6 +1644,9 @@ static void numericTests() {
   expect("scatter.src", "aten::scatter.src",
          {T(f32, {2, 3}), I(1), T(s64, {1, 2}, {2, 0}), T(f32, {2, 2}, {7, 8, 9, 9})}, {},
          {{8, pattern(f32, 6)[1], 7, pattern(f32, 6)[3], pattern(f32, 6)[4], pattern(f32, 6)[5]}});
+  // weight norm: rows (3, 4) and (0, 5) have norms 5 and 5; g = (10, 1)
+  expect("weight_norm", "aten::_weight_norm_interface", {T(f32, {2, 2}, {3, 4, 0, 5}), T(f32, {2, 1}, {10, 1}), I(0)},
+         {{DType::F32, {2, 2}}, {DType::F32, {2, 1}}}, {{6, 8, 0, 1}, {5, 5}});
   // col2im / im2col (F.fold / F.unfold), 1-d patches of width 2; padding 1 on the right of the width
   expect("col2im overlap-add", "aten::col2im", {T(f32, {1, 2, 3}, {1, 2, 3, 4, 5, 6}), L({1, 4}), L({1, 2}), L({1, 1}),
          L({0, 0}), L({1, 1})}, {{DType::F32, {1, 1, 1, 4}}}, {{1, 6, 8, 6}});
