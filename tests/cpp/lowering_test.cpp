@@ -1085,6 +1085,14 @@ static void coverageCases() {
       {"aten::glu_backward", {T(f32, {2, 3}), T(f32, {2, 6}), I(1)}, {{f32, {2, 6}}}},
       {"aten::pixel_shuffle", {T(f32, {1, 4, 2, 3}), I(2)}, {{f32, {1, 1, 4, 6}}}},
       {"aten::pixel_unshuffle", {T(f32, {1, 1, 4, 6}), I(2)}, {{f32, {1, 4, 2, 3}}}},
+      {"aten::_weight_norm_interface", {T(f32, {4, 3, 2}), T(f32, {4, 1, 1}), I(0)}, {{f32, {4, 3, 2}}, {f32, {4, 1, 1}}}},
+      {"aten::_weight_norm_interface", {T(DType::BF16, {4, 3}), T(DType::BF16, {1, 3}), I(1)}, {{DType::BF16, {4, 3}}, {f32, {1, 3}}}},
+      {"aten::_weight_norm_interface_backward", {T(f32, {4, 3}), T(f32, {4, 3}), T(f32, {4, 1}), T(f32, {4, 1}), I(0)}, {{f32, {4, 3}}, {f32, {4, 1}}}},
+      {"aten::col2im", {T(f32, {1, 4, 4}), L({3, 3}), L({2, 2}), L({1, 1}), L({0, 0}), L({1, 1})}, {{f32, {1, 1, 3, 3}}}},
+      {"aten::col2im", {T(DType::C64, {4, 4}), L({3, 3}), L({2, 2}), L({1, 1}), L({0, 0}), L({1, 1})}, {{DType::C64, {1, 3, 3}}}},
+      {"aten::col2im", {T(DType::BF16, {2, 8, 8}), L({4, 3}), L({2, 2}), L({2, 1}), L({1, 0}), L({1, 1})}, {{DType::BF16, {2, 2, 4, 3}}}},
+      {"aten::im2col", {T(f32, {1, 1, 3, 3}), L({2, 2}), L({1, 1}), L({1, 1}), L({2, 2})}, {{f32, {1, 4, 4}}}},
+      {"aten::im2col", {T(DType::C64, {2, 3, 3}), L({2, 2}), L({1, 1}), L({0, 0}), L({1, 1})}, {{DType::C64, {8, 4}}}},
       {"aten::binary_cross_entropy", {T(f32, {2, 3}), T(f32, {2, 3}), T(f32, {3}), I(0)}, {{f32, {2, 3}}}},
       {"aten::binary_cross_entropy_backward", {T(f32, {2, 3}), T(f32, {2, 3}), T(f32, {2, 3}), N(), I(0)}, {{f32, {2, 3}}}},
       {"aten::binary_cross_entropy_with_logits", {T(f32, {2, 3}), T(f32, {2, 3}), N(), T(f32, {3}), I(0)}, {{f32, {2, 3}}}},
@@ -1747,6 +1755,16 @@ static void numericTests() {
   expect("scatter.src", "aten::scatter.src",
          {T(f32, {2, 3}), I(1), T(s64, {1, 2}, {2, 0}), T(f32, {2, 2}, {7, 8, 9, 9})}, {},
          {{8, pattern(f32, 6)[1], 7, pattern(f32, 6)[3], pattern(f32, 6)[4], pattern(f32, 6)[5]}});
+  // weight norm: rows (3, 4) and (0, 5) have norms 5 and 5; g = (10, 1)
+  expect("weight_norm", "aten::_weight_norm_interface", {T(f32, {2, 2}, {3, 4, 0, 5}), T(f32, {2, 1}, {10, 1}), I(0)},
+         {{DType::F32, {2, 2}}, {DType::F32, {2, 1}}}, {{6, 8, 0, 1}, {5, 5}});
+  // col2im / im2col (F.fold / F.unfold), 1-d patches of width 2; padding 1 on the right of the width
+  expect("col2im overlap-add", "aten::col2im", {T(f32, {1, 2, 3}, {1, 2, 3, 4, 5, 6}), L({1, 4}), L({1, 2}), L({1, 1}),
+         L({0, 0}), L({1, 1})}, {{DType::F32, {1, 1, 1, 4}}}, {{1, 6, 8, 6}});
+  expect("col2im padding dropped", "aten::col2im", {T(f32, {1, 2, 3}, {1, 2, 3, 4, 5, 6}), L({1, 2}), L({1, 2}),
+         L({1, 1}), L({0, 1}), L({1, 1})}, {{DType::F32, {1, 1, 1, 2}}}, {{6, 8}});
+  expect("im2col padding reads zeros", "aten::im2col", {T(f32, {1, 1, 1, 3}, {1, 2, 3}), L({1, 2}), L({1, 1}),
+         L({0, 1}), L({1, 1})}, {{DType::F32, {1, 2, 4}}}, {{0, 1, 2, 3, 1, 2, 3, 0}});
   expect("scatter_add duplicates", "aten::scatter_add",
          {T(f32, {3}, {0, 0, 0}), I(0), T(s64, {3}, {1, 1, 2}), T(f32, {3}, {1, 2, 3})}, {}, {{0, 3, 3}});
   expect("scatter_reduce amax exclude self", "aten::scatter_reduce.two",
@@ -1770,6 +1788,13 @@ static void numericTests() {
          {T(f32, {2, 2}, {0, 0, 0, 0}), TL({T(s64, {1}, {1})}), T(f32, {2}, {5, 6}), B(false)}, {}, {{0, 0, 5, 6}});
   expect("index_put mask", "aten::index_put",
          {T(f32, {3}, {1, 2, 3}), TL({T(DType::Pred, {3}, {1, 0, 1})}), T(f32, {}, {0}), B(false)}, {}, {{0, 2, 0}});
+  // a lone mask with one row for every selected row (x[mask] = pad_token): data-independent, a select
+  expect("index_put mask row", "aten::index_put",
+         {T(f32, {3, 2}, {1, 2, 3, 4, 5, 6}), TL({T(DType::Pred, {3}, {0, 1, 1})}), T(f32, {1, 2}, {7, 8}), B(false)}, {},
+         {{1, 2, 7, 8, 7, 8}});
+  expect("index_put mask after a slice, accumulate", "aten::index_put",
+         {T(f32, {2, 2}, {1, 2, 3, 4}), TL({N(), T(DType::Pred, {2}, {1, 0})}), T(f32, {2, 1}, {10, 20}), B(true)}, {},
+         {{11, 2, 23, 4}});
   expect("flip", "aten::flip", {T(f32, {2, 2}, {1, 2, 3, 4}), L({0})}, {}, {{3, 4, 1, 2}});
   expect("roll", "aten::roll", {T(f32, {4}, {1, 2, 3, 4}), L({1}), L({0})}, {}, {{4, 1, 2, 3}});
   expect("roll flat", "aten::roll", {T(f32, {2, 2}, {1, 2, 3, 4}), L({-1}), L({})}, {}, {{2, 3, 4, 1}});

@@ -257,10 +257,6 @@ _UINT64 = 'hash_tensor returns uint64, a dtype tpu tensors do not support'
 X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward', _UINT64,
           error='UInt64 are not supported')
 
-_UNFOLD = 'im2col / col2im (nn.functional.unfold / fold) have no lowering: CPU fallback'
-X += xfail('nn.functional.unfold', ('bfloat16', 'float32'), 'backward', _UNFOLD,
-          fallback=['aten::col2im', 'aten::im2col'])
-X += xfail('nn.functional.unfold', ('bfloat16', 'bool', 'float32'), 'forward', _UNFOLD, fallback=['aten::im2col'])
 
 EXPECTED_FAILURES = X
 

@@ -10,6 +10,7 @@
 //   grad_bias             sum of grad_output over every dim but 1
 // (the formulas of JAX's conv_general_dilated transposes). Padding may come out negative, which crops.
 // bf16/f16 convolve in f32 (PyTorch CPU accumulates in float) and round once.
+// im2col / col2im (F.unfold / F.fold): one gather / one scatter-add at patch positions computed with iotas.
 #include <algorithm>
 
 #include "lowering/families.h"
@@ -260,6 +261,85 @@ bool convAccepts(const Context& ctx) {
   return true;
 }
 
+// The patch grid of im2col / col2im: for kernel offset (ki, kj) and block (bi, bj), the flat position
+// r * W + c of the image element it reads or writes, r = bi * stride_h - pad_h + ki * dilation_h (c likewise),
+// shaped (kh * kw * bh * bw) in the order of the columns tensor's (C, kh, kw, L) layout. Out-of-image positions
+// (the zero padding) map to `outside`. Computed with iotas, so the program's size does not grow with the kernel.
+Value patchPositions(Builder& b, const std::vector<int64_t>& ks, const std::vector<int64_t>& dil,
+                     const std::vector<int64_t>& pad, const std::vector<int64_t>& st, int64_t bh, int64_t bw,
+                     int64_t H, int64_t W, int64_t outside) {
+  Shape grid{ks[0], ks[1], bh, bw};
+  auto num = [&](int64_t v) { return b.broadcastTo(b.constantInt(v, DType::S64), grid); };
+  auto io = [&](int64_t d) { return b.iota({DType::S64, grid}, d); };
+  Value r = b.add(b.add(b.mul(io(2), num(st[0])), b.mul(io(0), num(dil[0]))), num(-pad[0]));
+  Value c = b.add(b.add(b.mul(io(3), num(st[1])), b.mul(io(1), num(dil[1]))), num(-pad[1]));
+  Value inside = b.andOp(b.andOp(b.compare(r, num(0), Cmp::GE), b.compare(r, num(H), Cmp::LT)),
+                         b.andOp(b.compare(c, num(0), Cmp::GE), b.compare(c, num(W), Cmp::LT)));
+  Value flat = b.select(inside, b.add(b.mul(r, num(W)), c), num(outside));
+  return b.reshape(flat, {ks[0] * ks[1] * bh * bw, 1});
+}
+
+int64_t blocks(int64_t size, int64_t k, int64_t dil, int64_t pad, int64_t st) {
+  return (size + 2 * pad - dil * (k - 1) - 1) / st + 1;
+}
+
+// col2im(self, output_size, kernel_size, dilation, padding, stride) (F.fold): columns (N, C*kh*kw, L) or
+// (C*kh*kw, L) summed into the image (N, C, H, W): one scatter-add of every column element at its patch position
+// into a flat image with one extra slot that takes the padding's elements and is cut off. Sums in accType.
+std::vector<Value> col2imRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const std::vector<int64_t> os = ctx.toInts(1), ks = ctx.toInts(2), dil = ctx.toInts(3), pad = ctx.toInts(4),
+                             st = ctx.toInts(5);
+  if (os.size() != 2 || ks.size() != 2 || dil.size() != 2 || pad.size() != 2 || st.size() != 2)
+    ctx.fail("needs two entries per size argument");
+  bool batched = x.rank() == 3;
+  int64_t N = batched ? x.shape()[0] : 1, CK = x.shape()[batched ? 1 : 0], L = x.shape().back();
+  int64_t K = ks[0] * ks[1], C = CK / K, H = os[0], W = os[1];
+  int64_t bh = blocks(H, ks[0], dil[0], pad[0], st[0]), bw = blocks(W, ks[1], dil[1], pad[1], st[1]);
+  if (bh * bw != L) ctx.fail("column count does not match the blocks of output_size");
+  DType acc = accType(x.dtype());
+  Value out = b.zeros({acc, {N, C, H * W + 1}});
+  if (N * C * K * L > 0) {
+    Value idx = patchPositions(b, ks, dil, pad, st, bh, bw, H, W, H * W);
+    Value upd = b.reshape(b.convert(x, acc), {N, C, K * L});
+    Builder::ScatterDims sd;
+    sd.update_window_dims = {0, 1};
+    sd.inserted_window_dims = {2};
+    sd.scatter_dims_to_operand_dims = {2};
+    sd.index_vector_dim = 1;
+    out = b.scatter(out, idx, upd, sd, ReduceKind::Sum);
+  }
+  out = b.sliceInDim(out, 0, H * W, 1, 2);
+  return {b.convert(b.reshape(out, ctx.outputs[0].shape), x.dtype())};
+}
+
+// im2col(self, kernel_size, dilation, padding, stride) (F.unfold): the image (N, C, H, W) or (C, H, W) to columns
+// (N, C*kh*kw, L): one gather from the flat image with a zero appended, which the padding's positions read.
+std::vector<Value> im2colRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const std::vector<int64_t> ks = ctx.toInts(1), dil = ctx.toInts(2), pad = ctx.toInts(3), st = ctx.toInts(4);
+  if (ks.size() != 2 || dil.size() != 2 || pad.size() != 2 || st.size() != 2)
+    ctx.fail("needs two entries per size argument");
+  bool batched = x.rank() == 4;
+  int64_t N = batched ? x.shape()[0] : 1, C = x.shape()[batched ? 1 : 0];
+  int64_t H = x.shape()[size_t(x.rank() - 2)], W = x.shape()[size_t(x.rank() - 1)];
+  int64_t bh = blocks(H, ks[0], dil[0], pad[0], st[0]), bw = blocks(W, ks[1], dil[1], pad[1], st[1]);
+  int64_t K = ks[0] * ks[1], L = bh * bw;
+  if (N * C * K * L == 0 || H * W == 0) return {b.zeros(ctx.outputs[0])};
+  Value flat = b.reshape(x, {N, C, H * W});
+  flat = b.concatenate({flat, b.zeros({x.dtype(), {N, C, 1}})}, 2);
+  Value idx = patchPositions(b, ks, dil, pad, st, bh, bw, H, W, H * W);
+  Builder::GatherDims gd;
+  gd.offset_dims = {0, 1};
+  gd.collapsed_slice_dims = {2};
+  gd.start_index_map = {2};
+  gd.index_vector_dim = 1;
+  Value cols = b.gather(flat, idx, gd, {N, C, 1}, {N, C, K * L}, /*indices_are_sorted=*/false);
+  return {b.reshape(cols, ctx.outputs[0].shape)};
+}
+
 }  // namespace
 
 void populateConv(Registry& r) {
@@ -271,6 +351,8 @@ void populateConv(Registry& r) {
       .accepts(convAccepts);
   r.add("aten::convolution_backward_overrideable", 
           [](Context& ctx) { return convolutionBackwardRule(ctx, 3); }).accepts(convAccepts);
+  r.add("aten::col2im", col2imRule).accepts(realDTypes).complex();
+  r.add("aten::im2col", im2colRule).accepts(realDTypes).complex();
 }
 
 }  // namespace torch_tpu::lowering

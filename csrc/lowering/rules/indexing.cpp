@@ -183,13 +183,23 @@ std::vector<Value> indexPutRule(Context& ctx) {
   const auto& tensors = ctx.arg(1).tensors;
   Value values = b.convert(ctx.tensor(2), self.dtype());
   bool accumulate = ctx.has(3) && ctx.toBool(3);
-  // One boolean mask with a single value: a select.
+  // One boolean mask with values that do not depend on how many elements it selects (a single value, or a row
+  // broadcast to every selected row, `x[mask] = pad_token`): a select.
   for (size_t k = 0; k < tensors.size(); ++k)
     if (isBoolIndex(tensors[k])) {
       Value m = tensors[k];
       if (m.dtype() != DType::Pred) m = b.compare(m, b.zerosLike(m), Cmp::NE);
-      Value mask = b.broadcastInDim(m, self.shape(), range(int64_t(k), int64_t(k) + m.rank()));
-      Value v = b.broadcastTo(b.reshape(values, {}), self.shape());
+      int64_t lo = int64_t(k), hi = lo + m.rank();
+      Value mask = b.broadcastInDim(m, self.shape(), range(lo, hi));
+      // values broadcast to the selection's shape with its selected dimension 1: self[:k] + (1,) + self[k+rank:]
+      Shape one(self.shape().begin(), self.shape().begin() + lo), ones = one;
+      one.push_back(1);
+      ones.insert(ones.end(), size_t(m.rank()), 1);
+      for (int64_t d = hi; d < self.rank(); ++d) {
+        one.push_back(self.shape()[size_t(d)]);
+        ones.push_back(self.shape()[size_t(d)]);
+      }
+      Value v = b.broadcastTo(b.reshape(b.broadcastTo(values, one), ones), self.shape());
       if (accumulate) return {b.select(mask, b.add(self, v), self)};
       return {b.select(mask, v, self)};
     }
@@ -226,8 +236,17 @@ bool indexPutAccepts(const Context& ctx) {
     if (isBoolIndex(v)) ++bools;
   }
   if (bools == 0) return true;
-  // only a lone mask with a single value is data-independent
-  return bools == 1 && present == 1 && ctx.tensor(2).type.numel() == 1;
+  // only a lone mask whose values do not depend on the number of selected elements is data-independent: values that
+  // stop short of the selected dimension, or are 1 there (the dimensions after the mask's are `rest`)
+  if (bools != 1 || present != 1) return false;
+  if (ctx.tensor(2).type.numel() == 1) return true;
+  const auto& tensors = ctx.arg(1).tensors;
+  size_t k = 0;
+  while (!tensors[k].valid()) ++k;
+  const Shape vs = ctx.tensor(2).shape();
+  int64_t rest = ctx.tensor(0).rank() - int64_t(k) - tensors[k].rank();
+  int64_t at = int64_t(vs.size()) - 1 - rest;  // the values' dimension that meets the selected one
+  return at < 0 || vs[size_t(at)] == 1;
 }
 
 // A reduction's mean from its sum and count (count >= 1): integer means floor, as PyTorch divides them with

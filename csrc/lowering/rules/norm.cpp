@@ -380,10 +380,55 @@ std::vector<Value> layerNormBackwardRule(Context& ctx) {
   return res;
 }
 
+
+// _weight_norm_interface(v, g, dim) (torch.nn.utils.weight_norm): norm = ||v|| over every dimension but `dim`
+// (kept as size 1), w = v * (g / norm); computed in accType, norm returned in it (PyTorch's float norms for bf16).
+std::vector<Value> weightNormRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value v = ctx.tensor(0), g = ctx.tensor(1);
+  int64_t n = v.rank(), dim = ctx.has(2) ? ctx.toInt(2) : 0;
+  if (dim < 0) dim += n;
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < n; ++d)
+    if (d != dim) dims.push_back(d);
+  DType c = accType(v.dtype());
+  Value vc = b.convert(v, c);
+  Value norm = b.sqrt(sumDims(b, b.mul(vc, vc), dims));  // (v.shape[dim],) or 0-d
+  Shape keep(size_t(n), 1);
+  if (n > 0) keep[size_t(dim)] = v.shape()[size_t(dim)];
+  Value normKeep = b.reshape(norm, keep);
+  Value scale = b.div(b.convert(b.reshape(g, keep), c), normKeep);
+  Value w = b.mul(vc, b.broadcastTo(scale, v.shape()));
+  return {b.convert(w, ctx.outputs[0].dtype), b.convert(b.reshape(normKeep, ctx.outputs[1].shape), ctx.outputs[1].dtype)};
+}
+
+// _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim): with d = sum(grad_w * v) over every
+// dimension but `dim`, grad_v = g / norm * (grad_w - v * d / norm^2), grad_g = d / norm.
+std::vector<Value> weightNormBackwardRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value gw = ctx.tensor(0), v = ctx.tensor(1), g = ctx.tensor(2), nrm = ctx.tensor(3);
+  int64_t n = v.rank(), dim = ctx.toInt(4);
+  if (dim < 0) dim += n;
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < n; ++d)
+    if (d != dim) dims.push_back(d);
+  DType c = accType(v.dtype());
+  Shape keep(size_t(n), 1);
+  if (n > 0) keep[size_t(dim)] = v.shape()[size_t(dim)];
+  Value vc = b.convert(v, c), gwc = b.convert(gw, c);
+  Value norm = b.reshape(b.convert(nrm, c), keep), gk = b.reshape(b.convert(g, c), keep);
+  Value d = b.reshape(sumDims(b, b.mul(gwc, vc), dims), keep);
+  Value proj = b.div(d, b.mul(norm, norm));
+  Value gv = b.mul(b.broadcastTo(b.div(gk, norm), v.shape()), b.sub(gwc, b.mul(vc, b.broadcastTo(proj, v.shape()))));
+  Value gg = b.div(d, norm);
+  return {b.convert(gv, ctx.outputs[0].dtype), b.convert(b.reshape(gg, ctx.outputs[1].shape), ctx.outputs[1].dtype)};
+}
 }  // namespace
 
 void populateNorm(Registry& r) {
   r.add("aten::native_group_norm", groupNormRule).accepts(realDTypes);
+  r.add("aten::_weight_norm_interface", weightNormRule).accepts(realDTypes);
+  r.add("aten::_weight_norm_interface_backward", weightNormBackwardRule).accepts(realDTypes);
   r.add("aten::native_group_norm_backward", groupNormBackwardRule).accepts(realDTypes);
 
   // native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
