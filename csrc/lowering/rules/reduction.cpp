@@ -164,7 +164,7 @@ std::vector<Value> varRule(Context& ctx, bool take_sqrt) {
   Value denom = b.max(b.sub(b.constant(n, rc), corr), b.constant(0, rc));
   Value var = b.div(ss, b.broadcastTo(denom, ss.shape()));
   if (take_sqrt) var = b.sqrt(var);
-  return {keepDims(b, b.convert(var, ctx.outputs.at(0).dtype), x.shape(), dims, keep),
+  return {keepDims(b, b.convert(var, shlo::isComplex(out) ? rc : out), x.shape(), dims, keep),
           keepDims(b, b.convert(mean, out), x.shape(), dims, keep)};
 }
 
@@ -494,7 +494,9 @@ void populateReduction(Registry& r) {
     std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
     // the norm of complex numbers is the norm of their moduli (a real result)
     Value v = shlo::isComplex(x.dtype()) ? ctx.b.abs(x) : x;
-    Value r = vectorNorm(ctx.b, v, ord, dims, ctx.outputs.at(0).dtype);
+    DType out = ctx.has(4) ? ctx.arg(4).dtype : toFloat(v.dtype());
+    if (shlo::isComplex(out)) out = out == DType::C128 ? DType::F64 : DType::F32;  // (a complex dtype= argument)
+    Value r = vectorNorm(ctx.b, v, ord, dims, out);
     return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
   }).staticArgs({"ord"}).accepts(floatOrComplexInput).complex();
   // norm.ScalarOpt_dim(self, Scalar? p, int[1] dim, bool keepdim=False)
@@ -503,13 +505,13 @@ void populateReduction(Registry& r) {
     double ord = ctx.has(1) ? ctx.staticDouble(1) : 2.0;
     std::vector<int64_t> dims = reduceDims(ctx, 2, x.rank());
     Value v = shlo::isComplex(x.dtype()) ? ctx.b.abs(x) : x;
-    Value r = vectorNorm(ctx.b, v, ord, dims, ctx.outputs.at(0).dtype);
+    Value r = vectorNorm(ctx.b, v, ord, dims, v.dtype());
     return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
   }).staticArgs({"p"}).accepts(floatOrComplexInput).complex();
   r.add("aten::logsumexp", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value x = ctx.tensor(0);
-    DType out = ctx.outputs.at(0).dtype;
+    DType out = shlo::isComplex(x.dtype()) ? x.dtype() : toFloat(x.dtype());
     Value xc = b.convert(x, accType(out));
     std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
     if (dims.empty()) return {b.convert(xc, out)};
