@@ -31,15 +31,33 @@ Value uniform01(Context& ctx, const Shape& shape, DType want) {
 
 DType drawType(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
-// Complex numbers of `shape` from real draws of shape + [2] (real part, imaginary part).
-Value complexOfPairs(Builder& b, Value v, const Shape& shape) {
+// The real draws a random fill of `self` makes: of its draw type and shape, or for complex numbers of the
+// component type with a trailing dimension of 2 (real part, imaginary part).
+struct Draws {
+  bool complex;
+  DType type;
+  Shape shape;
+};
+
+Draws drawsFor(const Value& self) {
+  Draws d{shlo::isComplex(self.dtype()), drawType(self.dtype()), self.shape()};
+  if (d.complex) {
+    d.type = self.dtype() == DType::C128 ? DType::F64 : DType::F32;
+    d.shape.push_back(2);
+  }
+  return d;
+}
+
+// Values drawn as drawsFor(self) says, as self's dtype (complex numbers from the pairs).
+Value drawnAs(Builder& b, Value v, const Value& self) {
+  if (!shlo::isComplex(self.dtype())) return b.convert(v, self.dtype());
   const Shape& s = v.shape();
   std::vector<int64_t> lo(s.size(), 0), hi = s, st(s.size(), 1);
   hi.back() = 1;
-  Value re = b.reshape(b.slice(v, lo, hi, st), shape);
+  Value re = b.reshape(b.slice(v, lo, hi, st), self.shape());
   lo.back() = 1;
   hi.back() = 2;
-  Value im = b.reshape(b.slice(v, lo, hi, st), shape);
+  Value im = b.reshape(b.slice(v, lo, hi, st), self.shape());
   return b.complex(re, im);
 }
 
@@ -254,16 +272,13 @@ void populateFactory(Registry& r) {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
     // complex, as PyTorch: the real and imaginary parts each drawn from [from, to)
-    const bool cplx = shlo::isComplex(self.dtype());
-    DType c = cplx ? (self.dtype() == DType::C128 ? DType::F64 : DType::F32) : drawType(self.dtype());
-    Shape shape = self.shape();
-    if (cplx) shape.push_back(2);
+    const Draws d = drawsFor(self);
+    const DType c = d.type;
+    const Shape& shape = d.shape;
     Value u = uniform01(ctx, shape, c);
     Value from = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), shape) : b.zerosLike(u);
     Value to = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), shape) : b.onesLike(u);
-    Value v = b.add(from, b.mul(u, b.sub(to, from)));
-    if (!cplx) return {b.convert(v, self.dtype())};
-    return {complexOfPairs(b, v, self.shape())};
+    return {drawnAs(b, b.add(from, b.mul(u, b.sub(to, from))), self)};
   }).staticArgs({"from", "to"}).accepts(randomAccepts([](const Context& ctx) {
     double from = staticOr(ctx, 1, 0.0), to = staticOr(ctx, 2, 1.0);
     return from <= to && std::isfinite(to - from);
@@ -274,17 +289,14 @@ void populateFactory(Registry& r) {
     Value self = ctx.tensor(0);
     // Complex, as PyTorch: the real and imaginary parts are independent normals of standard deviation std / sqrt(2)
     // (the modulus has variance std^2), both shifted by the mean.
-    const bool cplx = shlo::isComplex(self.dtype());
-    DType c = cplx ? (self.dtype() == DType::C128 ? DType::F64 : DType::F32) : drawType(self.dtype());
-    Shape shape = self.shape();
-    if (cplx) shape.push_back(2);
+    const Draws d = drawsFor(self);
+    const DType c = d.type;
+    const Shape& shape = d.shape;
     Value z = standardNormal(ctx, shape, c);
     Value mean = ctx.has(1) ? b.broadcastTo(scalarArg(ctx, 1, c), shape) : b.zerosLike(z);
     Value stdv = ctx.has(2) ? b.broadcastTo(scalarArg(ctx, 2, c), shape) : b.onesLike(z);
-    if (cplx) stdv = b.mul(stdv, b.constantF(M_SQRT1_2, c, shape));
-    Value v = b.add(mean, b.mul(z, stdv));
-    if (!cplx) return {b.convert(v, self.dtype())};
-    return {complexOfPairs(b, v, self.shape())};
+    if (d.complex) stdv = b.mul(stdv, b.constantF(M_SQRT1_2, c, shape));
+    return {drawnAs(b, b.add(mean, b.mul(z, stdv)), self)};
   }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; }))
       .complex();
   // normal.Tensor_float(mean, float std=1): mean + std * z. (The forms with a std tensor stay on the CPU kernel:
