@@ -77,7 +77,7 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
     buffer_->span = libkineto::TraceSpan(0, 0, "tpu");
     buffer_->gpuOpCount = static_cast<int>(records_.size());
     const int32_t pid = static_cast<int32_t>(::getpid());
-    std::map<int, int64_t> device_end;  // per device: when its previous program finished
+    std::map<int, std::set<int64_t>> device_ends;  // per device: when the programs before finished
     for (size_t i = 0; i < records_.size(); ++i) {
       const runtime::LaunchRecord& r = records_[i];
       devices_.insert(r.device);
@@ -102,14 +102,19 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
       h.addMetadataQuoted("device", "tpu:" + std::to_string(r.device));
       logger.handleActivity(h);
 
-      // Device side: from when the device could start it (launched, and its previous program done) to done.
-      int64_t& prev = device_end[r.device];
-      const int64_t begin = std::min(std::max(r.launch_ns, prev), std::max(r.done_ns, r.launch_ns));
-      prev = std::max(prev, r.done_ns);
+      // Device side: from when the device could start it (launched, and the programs before it that finished
+      // earlier done) to done. Completion callbacks run on the plugin's threads and may stamp a program's end
+      // before its predecessor's, so only predecessors stamped earlier than this program's end bound its start.
+      std::set<int64_t>& ends = device_ends[r.device];
+      const int64_t done = std::max(r.done_ns, r.launch_ns);
+      auto before = ends.lower_bound(done);
+      const int64_t prev = before == ends.begin() ? r.launch_ns : *std::prev(before);
+      const int64_t begin = std::max(r.launch_ns, prev);
+      ends.insert(done);
       buffer_->emplace_activity(buffer_->span, libkineto::ActivityType::CONCURRENT_KERNEL, activityName(r));
       libkineto::GenericTraceActivity& d = *buffer_->activities.back();
       d.startTime = begin;
-      d.endTime = std::max(r.done_ns, begin);
+      d.endTime = done;
       d.id = static_cast<int32_t>(r.correlation);
       d.device = r.device;
       d.resource = kProgramsResource;
