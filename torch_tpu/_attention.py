@@ -18,7 +18,8 @@ from typing import Optional
 
 import torch
 
-_lib: Optional[torch.library.Library] = None
+from . import _aten_kernels
+
 
 
 def _flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, dropout_p: float = 0.0,
@@ -51,9 +52,4 @@ def _flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
 
 def _install() -> None:
     r"""Registers ``aten::_scaled_dot_product_flash_attention`` for the tpu device."""
-    global _lib
-    if _lib is not None:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("_scaled_dot_product_flash_attention", _flash_attention, "PrivateUse1")
-    _lib = lib
+    _aten_kernels.register("_scaled_dot_product_flash_attention", _flash_attention)

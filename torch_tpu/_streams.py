@@ -18,6 +18,8 @@ from typing import Any, Dict, Optional, Union
 
 import torch
 
+from . import _aten_kernels
+
 __all__ = [
     "Stream",
     "Event",
@@ -373,7 +375,6 @@ def stream(stream: Optional[torch.Stream]) -> StreamContext:
 
 # ---- Tensor.record_stream ----
 
-_record_stream_lib: Optional[torch.library.Library] = None
 
 
 def _record_stream(self: torch.Tensor, s: torch.Stream) -> None:
@@ -399,9 +400,4 @@ def _record_stream(self: torch.Tensor, s: torch.Stream) -> None:
 
 def _install_record_stream() -> None:
     r"""Registers ``aten::record_stream`` for the tpu device (PyTorch implements it for CUDA only)."""
-    global _record_stream_lib
-    if _record_stream_lib is not None:
-        return
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("record_stream", _record_stream, "PrivateUse1")
-    _record_stream_lib = lib
+    _aten_kernels.register("record_stream", _record_stream)
