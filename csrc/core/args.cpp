@@ -58,7 +58,7 @@ namespace {
 // A complex number as a 0-d value of dtype t (its real part for a real t, as PyTorch's casts do).
 shlo::Value complexConstant(shlo::Builder& b, const HostScalar& h, shlo::DType t) {
   if (!shlo::isComplex(t)) return b.constant(h.f, t);
-  const shlo::DType c = t == shlo::DType::C128 ? shlo::DType::F64 : shlo::DType::F32;
+  const shlo::DType c = shlo::componentType(t);
   return b.complex(b.constant(h.f, c), b.constant(h.im, c));
 }
 }  // namespace

@@ -27,6 +27,7 @@ bool isFloat8(DType t);     // the F8* types: storage types, converted to and fr
 bool isInteger(DType t);    // S*, U*
 bool isSigned(DType t);     // S* and floats
 bool isComplex(DType t);
+DType componentType(DType t);  // a complex dtype's real and imaginary parts (C64 -> F32, C128 -> F64); others: t
 int bitWidth(DType t);      // Pred = 1
 const char* mlirName(DType t);  // "f32", "bf16", "i1", "i64", "ui8", "complex<f32>", ...
 

@@ -37,6 +37,8 @@ bool isSigned(DType t) {
 
 bool isComplex(DType t) { return t == DType::C64 || t == DType::C128; }
 
+DType componentType(DType t) { return t == DType::C128 ? DType::F64 : t == DType::C64 ? DType::F32 : t; }
+
 int bitWidth(DType t) {
   switch (t) {
     case DType::Pred: return 1;

@@ -173,9 +173,9 @@ void appendElemLit(std::string& s, double v, DType t) {
     appendFloatLit(s, v, t);
   } else if (isComplex(t)) {
     s += '(';
-    appendFloatLit(s, v, complexComponent(t));
+    appendFloatLit(s, v, componentType(t));
     s += ", ";
-    appendFloatLit(s, 0.0, complexComponent(t));
+    appendFloatLit(s, 0.0, componentType(t));
     s += ')';
   } else {
     appendIntLit(s, doubleToInt(v, t), t);

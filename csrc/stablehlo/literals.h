@@ -51,7 +51,4 @@ void appendElemLit(std::string& s, double v, DType t);
 
 // The double -> int64 bit pattern used for integer constants (saturating, NaN -> 0; pred: v != 0).
 int64_t doubleToInt(double v, DType t);
-// The real component type of a complex dtype.
-inline DType complexComponent(DType t) { return t == DType::C128 ? DType::F64 : DType::F32; }
-
 }  // namespace torch_tpu::shlo::detail

@@ -67,7 +67,7 @@ Value Builder::abs(Value a) {
   impl_->check("abs", a);
   requireDType("abs", a, kSInt | kUInt | kFloat | kPred | kComplex);
   if (isComplex(a.dtype()))
-    return impl_->emit("stablehlo.abs", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
+    return impl_->emit("stablehlo.abs", {a}, {}, TensorType{componentType(a.dtype()), a.shape()});
   if (a.dtype() == DType::Pred || (isInteger(a.dtype()) && !isSigned(a.dtype()))) return a;
   return impl_->emit("stablehlo.abs", {a}, {}, a.type);
 }
@@ -160,7 +160,7 @@ Value Builder::convert(Value a, DType to) {
   if (to == DType::Pred) return compare(a, zerosLike(a), Cmp::NE);
   if (isComplex(a.dtype()) && !isComplex(to)) {
     // complex -> real: take the real part (like numpy / torch with a warning)
-    Value re = impl_->emit("stablehlo.real", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
+    Value re = impl_->emit("stablehlo.real", {a}, {}, TensorType{componentType(a.dtype()), a.shape()});
     return convert(re, to);
   }
   return impl_->emit("stablehlo.convert", {a}, {}, TensorType{to, a.shape()});
@@ -180,13 +180,13 @@ Value Builder::bitcastConvert(Value a, DType to) {
 Value Builder::realPart(Value a) {
   impl_->check("realPart", a);
   requireDType("realPart", a, kComplex);
-  return impl_->emit("stablehlo.real", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
+  return impl_->emit("stablehlo.real", {a}, {}, TensorType{componentType(a.dtype()), a.shape()});
 }
 
 Value Builder::imagPart(Value a) {
   impl_->check("imagPart", a);
   requireDType("imagPart", a, kComplex);
-  return impl_->emit("stablehlo.imag", {a}, {}, TensorType{complexComponent(a.dtype()), a.shape()});
+  return impl_->emit("stablehlo.imag", {a}, {}, TensorType{componentType(a.dtype()), a.shape()});
 }
 
 Value Builder::complex(Value re, Value im) {
@@ -218,7 +218,7 @@ Value Builder::fft(Value a, const std::string& kind, const std::vector<int64_t>&
     out.back() = lengths.back() / 2 + 1;
   } else if (kind == "IRFFT") {
     requireDType("fft", a, kComplex);
-    t = complexComponent(a.dtype());
+    t = componentType(a.dtype());
     out.back() = lengths.back();
   } else {
     fail("fft", "unknown fft type '" + kind + "'");

@@ -42,7 +42,7 @@ struct Draws {
 Draws drawsFor(const Value& self) {
   Draws d{shlo::isComplex(self.dtype()), drawType(self.dtype()), self.shape()};
   if (d.complex) {
-    d.type = self.dtype() == DType::C128 ? DType::F64 : DType::F32;
+    d.type = shlo::componentType(self.dtype());
     d.shape.push_back(2);
   }
   return d;

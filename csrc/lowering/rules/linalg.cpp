@@ -327,8 +327,6 @@ struct QR {
   Value tau;  // [..., min(m, n)]
 };
 
-DType componentOf(DType t) { return t == DType::C128 ? DType::F64 : t == DType::C64 ? DType::F32 : t; }
-
 // Column j of a [..., m, n] as [..., m].
 Value columnOf(Builder& b, Value a, int64_t j) {
   int64_t r = a.rank();
@@ -364,7 +362,7 @@ QR householderQR(Builder& b, Value a) {
   Shape batch(s.begin(), s.end() - 2), col_shape = batch;
   col_shape.push_back(m);
   const bool cplx = shlo::isComplex(a.dtype());
-  const DType rt = componentOf(a.dtype());
+  const DType rt = shlo::componentType(a.dtype());
   Value rows = b.iota({DType::S64, s}, r - 2), cols = b.iota({DType::S64, s}, r - 1);
   Value rows1 = b.iota({DType::S64, col_shape}, r - 2);
   auto toT = [&](Value re) { return cplx ? b.complex(re, b.zerosLike(re)) : re; };

@@ -495,7 +495,7 @@ void populateReduction(Registry& r) {
     // the norm of complex numbers is the norm of their moduli (a real result)
     Value v = shlo::isComplex(x.dtype()) ? ctx.b.abs(x) : x;
     DType out = ctx.has(4) ? ctx.arg(4).dtype : toFloat(v.dtype());
-    if (shlo::isComplex(out)) out = out == DType::C128 ? DType::F64 : DType::F32;  // (a complex dtype= argument)
+    out = shlo::componentType(out);  // (a complex dtype= argument)
     Value r = vectorNorm(ctx.b, v, ord, dims, out);
     return {keepDims(ctx.b, r, x.shape(), dims, optBool(ctx, 3))};
   }).staticArgs({"ord"}).accepts(floatOrComplexInput).complex();
