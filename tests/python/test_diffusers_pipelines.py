@@ -187,6 +187,25 @@ def test_tp_pipeline_four_rank_threads_matches_cpu(saved, run_python, tmp_path):
     )
 
 
+def _forward(model, inputs, device):
+    """The transformer's output on ``device`` for ``inputs`` (moved there), on the host."""
+    with torch.no_grad():
+        out = model(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
+                    return_dict=False)[0]
+    return out.cpu()
+
+
+def _one_device(name):
+    """The reference for a parallel run: the tiny transformer's output on one tpu, and its weights on the host
+    (built from seed 0 without disturbing the caller's random state)."""
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    model, inputs = P.tp_transformer(name)
+    torch.random.set_rng_state(state)
+    want = _forward(model.to("tpu"), inputs, "tpu")
+    return want, {k: v.cpu() for k, v in model.state_dict().items()}
+
+
 def _enable_parallelism_job(rank, world, name, state):
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -195,22 +214,12 @@ def _enable_parallelism_job(rank, world, name, state):
     model.load_state_dict(state)
     model.enable_parallelism(config=TensorParallelConfig(mesh=init_device_mesh("tpu", (world,))))
     model = model.to(device)
-    with torch.no_grad():
-        out = model(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
-                    return_dict=False)[0]
-    return out.cpu()
+    return _forward(model, inputs, device)
 
 
 @pytest.mark.parametrize("name", ["flux", "flux2", "qwenimage", "qwenimage21"])
 def test_enable_parallelism_two_rank_threads_matches_one_device(name):
-    state = torch.random.get_rng_state()
-    torch.manual_seed(0)
-    model, inputs = P.tp_transformer(name)
-    torch.random.set_rng_state(state)
-    with torch.no_grad():
-        want = model.to("tpu")(**{k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
-                               return_dict=False)[0].cpu()
-    sd = {k: v.cpu() for k, v in model.state_dict().items()}
+    want, sd = _one_device(name)
     for rank, got in enumerate(run_ranks_as_threads(_enable_parallelism_job, 2, args=(name, sd))):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"{name} rank {rank}")
 
@@ -226,24 +235,14 @@ def _ulysses_job(rank, world, name, state):
     model = model.to(device)
     mesh = init_device_mesh("tpu", (1, world, 1), mesh_dim_names=("ring", "ulysses", "fsdp"))
     model.enable_parallelism(config=ContextParallelConfig(ulysses_degree=world, mesh=mesh))
-    with torch.no_grad():
-        out = model(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
-                    return_dict=False)[0]
-    return out.cpu()
+    return _forward(model, inputs, device)
 
 
 @pytest.mark.parametrize("name", ["flux", "qwenimage", "wan"])
 def test_context_parallel_ulysses_two_rank_threads_matches_one_device(name):
     """Context parallelism (Ulysses: the sequence split across ranks, heads exchanged with all_to_all around the
     native attention) equal to one device."""
-    state = torch.random.get_rng_state()
-    torch.manual_seed(0)
-    model, inputs = P.tp_transformer(name)
-    torch.random.set_rng_state(state)
-    with torch.no_grad():
-        want = model.to("tpu")(**{k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
-                               return_dict=False)[0].cpu()
-    sd = {k: v.cpu() for k, v in model.state_dict().items()}
+    want, sd = _one_device(name)
     for rank, got in enumerate(run_ranks_as_threads(_ulysses_job, 2, args=(name, sd))):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"{name} rank {rank}")
 
@@ -262,10 +261,7 @@ def _ring_job(rank, world, state, compiled=False):
     model.enable_parallelism(config=ContextParallelConfig(ring_degree=world, mesh=mesh))
     if compiled:
         model = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
-    with torch.no_grad():
-        out = model(**{k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
-                    return_dict=False)[0]
-    return out.cpu()
+    return _forward(model, inputs, device)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "fullgraph"])
@@ -273,14 +269,7 @@ def test_context_parallel_ring_two_rank_threads_matches_one_device(compiled, fre
     """Ring attention (the sequence split across ranks, each rank's attention merged with the others' through the
     log-sum-exp of aten::_scaled_dot_product_flash_attention, Diffusers' ``_native_flash`` backend) equal to one
     device."""
-    state = torch.random.get_rng_state()
-    torch.manual_seed(0)
-    model, inputs = P.tp_transformer("flux")
-    torch.random.set_rng_state(state)
-    with torch.no_grad():
-        want = model.to("tpu")(**{k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()},
-                               return_dict=False)[0].cpu()
-    sd = {k: v.cpu() for k, v in model.state_dict().items()}
+    want, sd = _one_device("flux")
     for rank, got in enumerate(run_ranks_as_threads(_ring_job, 2, args=(sd, compiled))):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=f"ring rank {rank}")
 
