@@ -12,6 +12,8 @@ exception never applies: every test runs.
   ``gc.collect()``, ``torch.tpu.synchronize()`` and ``torch.tpu.empty_cache()``), i.e. the test leaked no
   device memory.
 * ``TORCH_TPU_NUM_DEVICES`` defaults to 2 for the session (two virtual devices on the CPU plugin).
+* ``fresh_dynamo``: fresh dynamo state and a private compile cache directory, so a test's compile counts are its
+  own (``test_compile*.py`` apply it to every test).
 * ``run_python``: runs a snippet in a fresh interpreter (for environment-dependent behaviour such as
   ``TORCH_TPU_NUM_DEVICES`` or plugin selection) with this checkout importable.
 """
@@ -152,3 +154,16 @@ def run_python():
         return proc
 
     return run
+
+
+@pytest.fixture
+def fresh_dynamo(tmp_path):
+    """Fresh dynamo state and a private disk cache: compile counts are this test's own."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    old = torch_tpu._dynamo_backend.cache_dir()
+    torch_tpu._dynamo_backend.set_cache_dir(str(tmp_path / "cache"))
+    yield
+    torch_tpu._dynamo_backend.set_cache_dir(old)
+    torch._dynamo.reset()

@@ -24,16 +24,7 @@ from models import MLP, DecoderConfig, DiTBlock, Qwen3Decoder, UNet2D, seeded  #
 TINY = DecoderConfig(vocab=64, hidden=32, layers=2, heads=4, kv_heads=2, head_dim=8, intermediate=64)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_compile_state(tmp_path):
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    old = torch_tpu._dynamo_backend.cache_dir()
-    torch_tpu._dynamo_backend.set_cache_dir(str(tmp_path / "cache"))
-    yield
-    torch_tpu._dynamo_backend.set_cache_dir(old)
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # fresh dynamo state, a private compile cache
 
 
 def tpu_compile(fn, **kw):

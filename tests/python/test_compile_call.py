@@ -16,16 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from models import seeded  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _fresh_compile_state(tmp_path):
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    old = torch_tpu._dynamo_backend.cache_dir()
-    torch_tpu._dynamo_backend.set_cache_dir(str(tmp_path / "cache"))
-    yield
-    torch_tpu._dynamo_backend.set_cache_dir(old)
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # fresh dynamo state, a private compile cache
 
 
 def tpu_compile(fn, **kw):

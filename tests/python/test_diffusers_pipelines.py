@@ -47,18 +47,6 @@ def saved(tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def fresh_dynamo(tmp_path):
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    old = torch_tpu._dynamo_backend.cache_dir()
-    torch_tpu._dynamo_backend.set_cache_dir(str(tmp_path / "cache"))
-    yield
-    torch_tpu._dynamo_backend.set_cache_dir(old)
-    torch._dynamo.reset()
-
-
 def _counts():
     s = torch_tpu._dynamo_backend.compile_stats()
     return {k: s[k] for k in ("graphs", "compiles", "lowerings", "runs", "fallback_nodes", "eager_graphs",

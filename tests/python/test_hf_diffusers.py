@@ -122,18 +122,6 @@ def _run(pipe, output_type, height=SIZE, width=SIZE, **kw):
     return out.cpu() if isinstance(out, torch.Tensor) else torch.from_numpy(out)
 
 
-@pytest.fixture
-def fresh_dynamo(tmp_path):
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    old = torch_tpu._dynamo_backend.cache_dir()
-    torch_tpu._dynamo_backend.set_cache_dir(str(tmp_path / "cache"))
-    yield
-    torch_tpu._dynamo_backend.set_cache_dir(old)
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("name", list(PIPELINES))
 def test_pipeline_to_tpu_matches_cpu(saved, name):
     cls, d = saved[name]

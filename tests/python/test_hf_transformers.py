@@ -80,19 +80,6 @@ def checkpoints(tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def fresh_dynamo(tmp_path):
-    """Fresh dynamo state and a private disk cache: compile counts are this test's own."""
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    old = torch_tpu._dynamo_backend.cache_dir()
-    torch_tpu._dynamo_backend.set_cache_dir(str(tmp_path / "cache"))
-    yield
-    torch_tpu._dynamo_backend.set_cache_dir(old)
-    torch._dynamo.reset()
-
-
 def _load(path, device, dtype):
     if device == "cpu":
         return AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
