@@ -2,10 +2,15 @@
 
 #include <Python.h>
 #include <c10/core/DeviceGuard.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <tuple>
 
@@ -36,6 +41,8 @@ struct HostEngine::Job {
   c10::intrusive_ptr<c10d::Work> gloo_work;
   bool cpu = false;  // every tensor is a CPU tensor: the mirrors are the tensors
   Signature sig;
+  int direct_op = -1;    // see HostEngine::submit
+  bool direct = false;   // ran on the direct path (no Gloo work to wait for)
 };
 
 namespace {
@@ -81,6 +88,70 @@ at::Tensor hostCopy(const runtime::BufferPtr& buf, const at::Tensor& like) {
   return h;
 }
 
+// Smallest all_reduce (bytes) worth the direct path's three flag exchanges; smaller ones go through Gloo.
+constexpr size_t kDirectMinBytes = 256 << 10;
+// A peer's slice is read and reduced in pieces of this size (stays in cache between the read and the reduction).
+constexpr size_t kDirectPiece = 256 << 10;
+
+bool directEnabled() {
+  const char* e = std::getenv("TORCH_TPU_DIST_DIRECT");
+  return e == nullptr || std::string(e) != "0";
+}
+
+bool directDtype(c10::ScalarType t, c10d::ReduceOp::RedOpType op) {
+  using c10::ScalarType;
+  const bool integral = t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short ||
+                        t == ScalarType::Int || t == ScalarType::Long;
+  const bool floating =
+      t == ScalarType::Float || t == ScalarType::Double || t == ScalarType::Half || t == ScalarType::BFloat16;
+  switch (op) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PRODUCT:
+    case c10d::ReduceOp::MIN:
+    case c10d::ReduceOp::MAX:
+      return integral || floating;
+    case c10d::ReduceOp::BAND:
+    case c10d::ReduceOp::BOR:
+    case c10d::ReduceOp::BXOR:
+      return integral;
+    default:
+      return false;  // AVG, PREMUL_SUM (already a SUM here), UNUSED: Gloo's answer
+  }
+}
+
+// Reads `len` bytes at address `src` of process `pid` into `dst` (cross-memory attach). Returns 0 or an errno.
+int readPeer(int64_t pid, void* dst, uint64_t src, size_t len) {
+  char* d = static_cast<char*>(dst);
+  while (len > 0) {
+    struct iovec local {d, len};
+    struct iovec remote {reinterpret_cast<void*>(src), len};
+    ssize_t got = process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    if (got == 0) return EFAULT;
+    d += got;
+    src += static_cast<uint64_t>(got);
+    len -= static_cast<size_t>(got);
+  }
+  return 0;
+}
+
+// dst = dst (op) src, elementwise (CPU tensors of one dtype and size).
+void reduceInto(at::Tensor& dst, const at::Tensor& src, c10d::ReduceOp::RedOpType op) {
+  switch (op) {
+    case c10d::ReduceOp::SUM: dst.add_(src); break;
+    case c10d::ReduceOp::PRODUCT: dst.mul_(src); break;
+    case c10d::ReduceOp::MIN: at::minimum_out(dst, dst, src); break;
+    case c10d::ReduceOp::MAX: at::maximum_out(dst, dst, src); break;
+    case c10d::ReduceOp::BAND: dst.bitwise_and_(src); break;
+    case c10d::ReduceOp::BOR: dst.bitwise_or_(src); break;
+    case c10d::ReduceOp::BXOR: dst.bitwise_xor_(src); break;
+    default: TORCH_CHECK(false, "tpu_dist: reduce op ", static_cast<int>(op), " has no direct path");
+  }
+}
+
 }  // namespace
 
 HostEngine::Signature HostEngine::signature(c10d::OpType op, const at::Tensor& ref, int64_t count, int64_t numel,
@@ -98,14 +169,29 @@ HostEngine::Signature HostEngine::signature(c10d::OpType op, const at::Tensor& r
   return sig;
 }
 
-HostEngine::HostEngine(c10::intrusive_ptr<c10d::Backend> gloo, int rank)
+HostEngine::HostEngine(c10::intrusive_ptr<c10d::Backend> gloo, int rank, std::vector<int64_t> peer_pids)
     : gloo_(std::move(gloo)),
       rank_(rank),
       host_memory_(client().deviceMemoryIsHostMemory()),
       check_(checksEnabled()),
       trace_(std::getenv("TORCH_TPU_DIST_TRACE") != nullptr && std::string(std::getenv("TORCH_TPU_DIST_TRACE")) == "1") {
+  if (static_cast<int64_t>(peer_pids.size()) == gloo_->getSize() && gloo_->getSize() > 1) peer_pids_ = std::move(peer_pids);
+  probe_word_ = static_cast<int64_t>(0x7470755f64697374ULL ^ (static_cast<uint64_t>(getpid()) << 20) ^
+                                     reinterpret_cast<uintptr_t>(this));
+  // A thread that fails to start (std::system_error, e.g. under a thread limit) must not leave the other one
+  // joinable: destroying a joinable std::thread calls std::terminate (the process aborts).
   stager_ = std::thread([this] { stagerLoop(); });
-  completer_ = std::thread([this] { completerLoop(); });
+  try {
+    completer_ = std::thread([this] { completerLoop(); });
+  } catch (...) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    stager_.join();
+    throw;
+  }
 }
 
 HostEngine::~HostEngine() {
@@ -116,16 +202,24 @@ HostEngine::~HostEngine() {
   cv_.notify_all();
   // The engine threads may be completing a future whose callbacks need the GIL (DDP communication hooks).
   PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
-  stager_.join();
-  completer_.join();
+  // The last reference may be dropped on an engine thread itself (a future callback holding the process group):
+  // joining a thread from itself throws (std::terminate in a destructor); that thread ends on its own (stop_).
+  for (std::thread* t : {&stager_, &completer_}) {
+    if (!t->joinable()) continue;
+    if (t->get_id() == std::this_thread::get_id())
+      t->detach();
+    else
+      t->join();
+  }
   if (saved != nullptr) PyEval_RestoreThread(saved);
 }
 
 c10::intrusive_ptr<TpuWork> HostEngine::submit(const std::string& name, c10d::OpType op, std::vector<Arg> args,
                                                std::vector<at::Tensor> outputs, Call call, Hook pre, Hook post,
-                                               Signature sig) {
+                                               Signature sig, int direct_op) {
   auto job = std::make_shared<Job>();
   job->sig = std::move(sig);
+  job->direct_op = direct_op;
   job->name = name;
   job->work = c10::make_intrusive<TpuWork>(rank_, op, name, std::move(outputs));
   job->call = std::move(call);
@@ -190,26 +284,36 @@ c10::intrusive_ptr<TpuWork> HostEngine::submit(const std::string& name, c10d::Op
   return job->work;
 }
 
-void HostEngine::verify(Job& job) {
+std::vector<int64_t> HostEngine::exchange(const std::vector<int64_t>& mine) {
+  const int64_t n = gloo_->getSize(), k = static_cast<int64_t>(mine.size());
+  at::Tensor m = at::empty({k}, at::kLong);
+  std::copy(mine.begin(), mine.end(), m.data_ptr<int64_t>());
+  at::Tensor all = at::empty({n * k}, at::kLong);
+  c10d::AllgatherOptions o;
+  gloo_->_allgather_base(all, m, o)->wait();
+  const int64_t* w = all.data_ptr<int64_t>();
+  return std::vector<int64_t>(w, w + n * k);
+}
+
+void HostEngine::verify(Job& job) { checkSignatures(exchange(job.sig.words), kSigWords); }
+
+void HostEngine::checkSignatures(const std::vector<int64_t>& all, size_t stride) {
   const int64_t n = gloo_->getSize();
   const int64_t seq = ++checked_;
-  at::Tensor mine = at::empty({static_cast<int64_t>(kSigWords)}, at::kLong);
-  std::copy(job.sig.words.begin(), job.sig.words.end(), mine.data_ptr<int64_t>());
-  at::Tensor all = at::empty({n * static_cast<int64_t>(kSigWords)}, at::kLong);
-  c10d::AllgatherOptions o;
-  gloo_->_allgather_base(all, mine, o)->wait();
-  const int64_t* w = all.data_ptr<int64_t>();
+  const int64_t* w = all.data();
   bool same = true;
-  for (int64_t r = 1; r < n && same; ++r)
-    same = std::equal(w, w + kSigWords, w + r * static_cast<int64_t>(kSigWords));
+  for (int64_t r = 1; r < n && same; ++r) same = std::equal(w, w + kSigWords, w + r * static_cast<int64_t>(stride));
   if (same) return;
   std::string msg = "tpu_dist: collective #" + std::to_string(seq) + " does not match across ranks:";
-  for (int64_t r = 0; r < n; ++r) msg += "\n  rank " + std::to_string(r) + ": " + describeSignature(w + r * kSigWords);
+  for (int64_t r = 0; r < n; ++r)
+    msg += "\n  rank " + std::to_string(r) + ": " + describeSignature(w + r * static_cast<int64_t>(stride));
   TORCH_CHECK(false, msg);
 }
 
 void HostEngine::stage(Job& job) {
-  if (check_ && !job.sig.words.empty()) verify(job);
+  // The direct path checks the signature in its own exchange (with the addresses).
+  const bool maybe_direct = job.direct_op >= 0 && !job.cpu && !peer_pids_.empty() && direct_state_ >= 0;
+  if (check_ && !job.sig.words.empty() && !maybe_direct) verify(job);
   std::vector<at::Tensor> mirrors;
   mirrors.reserve(job.args.size());
   for (Staged& s : job.args) {
@@ -237,9 +341,116 @@ void HostEngine::stage(Job& job) {
     }
     mirrors.push_back(s.mirror);
   }
+  if (maybe_direct) {
+    // One exchange: the signature (checked first: whether the direct path applies must not differ between ranks)
+    // and the address of this rank's mirror.
+    std::vector<int64_t> mine = job.sig.words;
+    mine.resize(kSigWords, 0);
+    mine.push_back(mirrors.size() == 1 && mirrors[0].defined() && mirrors[0].numel() > 0
+                       ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(mirrors[0].data_ptr()))
+                       : 0);
+    std::vector<int64_t> all = exchange(mine);
+    if (check_ && !job.sig.words.empty()) checkSignatures(all, mine.size());
+    if (directUsable(job, mirrors)) {
+      if (job.pre) job.pre(mirrors);
+      std::vector<uint64_t> addrs;
+      for (int64_t r = 0; r < gloo_->getSize(); ++r)
+        addrs.push_back(static_cast<uint64_t>(all[static_cast<size_t>(r) * mine.size() + kSigWords]));
+      directAllreduce(job, mirrors[0], addrs);
+      job.direct = true;
+      return;
+    }
+  }
   if (job.pre) job.pre(mirrors);
   job.gloo_work = job.call(mirrors);
   TORCH_CHECK(job.gloo_work, "tpu_dist: ", job.name, ": no work from the host backend");
+}
+
+bool HostEngine::directUsable(const Job& job, const std::vector<at::Tensor>& mirrors) {
+  // Everything but the probe depends only on what every rank passes alike (checked by the signature).
+  if (mirrors.size() != 1 || job.args.size() != 1 || job.args[0].role != Role::InOut) return false;
+  const at::Tensor& m = mirrors[0];
+  if (!m.is_contiguous() || !m.device().is_cpu()) return false;
+  if (static_cast<size_t>(m.nbytes()) < kDirectMinBytes) return false;
+  if (!directDtype(m.scalar_type(), static_cast<c10d::ReduceOp::RedOpType>(job.direct_op))) return false;
+  return directProbe();
+}
+
+bool HostEngine::directProbe() {
+  if (direct_state_ != 0) return direct_state_ > 0;
+  // 1. Every rank publishes whether it wants the direct path and where a known word of its memory is;
+  // 2. every rank reads each peer's word; 3. the direct path is used iff every rank read every word.
+  const int64_t n = gloo_->getSize();
+  std::vector<int64_t> all =
+      exchange({directEnabled() ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(&probe_word_)), probe_word_});
+  int64_t ok = 1;
+  for (int64_t p = 0; p < n; ++p) {
+    if (all[static_cast<size_t>(3 * p)] == 0) ok = 0;
+    if (p == rank_ || ok == 0) continue;
+    int64_t word = 0;
+    if (readPeer(peer_pids_[static_cast<size_t>(p)], &word, static_cast<uint64_t>(all[static_cast<size_t>(3 * p + 1)]),
+                 sizeof(word)) != 0 ||
+        word != all[static_cast<size_t>(3 * p + 2)])
+      ok = 0;
+  }
+  std::vector<int64_t> oks = exchange({ok});
+  direct_state_ = std::all_of(oks.begin(), oks.end(), [](int64_t v) { return v == 1; }) ? 1 : -1;
+  if (trace_)
+    std::fprintf(stderr, "[tpu_dist rank %d] same-host direct all_reduce %s\n", rank_,
+                 direct_state_ > 0 ? "on" : "off (Gloo)");
+  return direct_state_ > 0;
+}
+
+void HostEngine::directAllreduce(Job& job, at::Tensor& mirror, const std::vector<uint64_t>& addrs) {
+  const int64_t n = gloo_->getSize();
+  const auto op = static_cast<c10d::ReduceOp::RedOpType>(job.direct_op);
+  char* base = static_cast<char*>(mirror.data_ptr());
+  const int64_t numel = mirror.numel();
+  const size_t esize = static_cast<size_t>(mirror.element_size());
+  auto lo = [&](int64_t i) { return numel * i / n; };
+
+  auto addr = [&](int64_t p) { return addrs[static_cast<size_t>(p)]; };
+  auto pid = [&](int64_t p) { return peer_pids_[static_cast<size_t>(p)]; };
+  // Every rank takes part in both flag exchanges even after a failure of its own, so no rank waits for one that
+  // gave up; a failure anywhere fails the collective on every rank.
+  auto agree = [&](int err, const char* phase) {
+    std::vector<int64_t> errs = exchange({static_cast<int64_t>(err)});
+    for (int64_t p = 0; p < n; ++p) {
+      const int e = static_cast<int>(errs[static_cast<size_t>(p)]);
+      TORCH_CHECK(e == 0, "tpu_dist: ", job.name, ": rank ", p, " could not read a peer's memory during the ", phase,
+                  " of a same-host all_reduce: ", std::strerror(e), " (TORCH_TPU_DIST_DIRECT=0 uses Gloo)");
+    }
+  };
+
+  // Reduce-scatter: this rank's slice of every peer, piece by piece, into its own mirror.
+  int err = 0;
+  const int64_t mlo = lo(rank_), mhi = lo(rank_ + 1);
+  const int64_t piece = std::max<int64_t>(1, static_cast<int64_t>(kDirectPiece / esize));
+  if (scratch_.size() < kDirectPiece) scratch_.resize(kDirectPiece + 64);
+  const auto opts = mirror.options();
+  for (int64_t step = 1; step < n && err == 0; ++step) {
+    const int64_t p = (rank_ + step) % n;
+    for (int64_t a = mlo; a < mhi && err == 0; a += piece) {
+      const int64_t len = std::min(piece, mhi - a);
+      err = readPeer(pid(p), scratch_.data(), addr(p) + static_cast<uint64_t>(a) * esize,
+                     static_cast<size_t>(len) * esize);
+      if (err != 0) break;
+      at::Tensor dst = at::from_blob(base + static_cast<size_t>(a) * esize, {len}, opts);
+      at::Tensor src = at::from_blob(scratch_.data(), {len}, opts);
+      reduceInto(dst, src, op);
+    }
+  }
+  agree(err, "reduce-scatter");
+  // All-gather: every peer's reduced slice straight into this rank's mirror.
+  for (int64_t step = 1; step < n && err == 0; ++step) {
+    const int64_t p = (rank_ + step) % n;
+    const int64_t a = lo(p), len = lo(p + 1) - a;
+    if (len > 0)
+      err = readPeer(pid(p), base + static_cast<size_t>(a) * esize, addr(p) + static_cast<uint64_t>(a) * esize,
+                     static_cast<size_t>(len) * esize);
+  }
+  agree(err, "all-gather");
+  ++direct_count_;
 }
 
 void HostEngine::publish(Job& job) {
@@ -303,9 +514,9 @@ void HostEngine::completerLoop() {
       job = to_complete_.front();
       to_complete_.pop_front();
     }
-    if (job->gloo_work) {
+    if (job->gloo_work || job->direct) {
       try {
-        job->gloo_work->wait();
+        if (job->gloo_work) job->gloo_work->wait();
         if (job->post) {
           std::vector<at::Tensor> mirrors;
           for (auto& s : job->args) mirrors.push_back(s.mirror);
