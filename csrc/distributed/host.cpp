@@ -110,12 +110,14 @@ bool directDtype(c10::ScalarType t, c10d::ReduceOp::RedOpType op) {
     case c10d::ReduceOp::MIN:
     case c10d::ReduceOp::MAX:
       return integral || floating;
+    case c10d::ReduceOp::AVG:
+      return floating;  // summed, then divided by the group size (as Gloo); Gloo has no integer average
     case c10d::ReduceOp::BAND:
     case c10d::ReduceOp::BOR:
     case c10d::ReduceOp::BXOR:
       return integral;
     default:
-      return false;  // AVG, PREMUL_SUM (already a SUM here), UNUSED: Gloo's answer
+      return false;  // PREMUL_SUM (already a SUM here), UNUSED: Gloo's answer
   }
 }
 
@@ -141,7 +143,8 @@ int readPeer(int64_t pid, void* dst, uint64_t src, size_t len) {
 // dst = dst (op) src, elementwise (CPU tensors of one dtype and size).
 void reduceInto(at::Tensor& dst, const at::Tensor& src, c10d::ReduceOp::RedOpType op) {
   switch (op) {
-    case c10d::ReduceOp::SUM: dst.add_(src); break;
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::AVG: dst.add_(src); break;
     case c10d::ReduceOp::PRODUCT: dst.mul_(src); break;
     case c10d::ReduceOp::MIN: at::minimum_out(dst, dst, src); break;
     case c10d::ReduceOp::MAX: at::maximum_out(dst, dst, src); break;
@@ -176,6 +179,7 @@ HostEngine::HostEngine(c10::intrusive_ptr<c10d::Backend> gloo, int rank, std::ve
       check_(checksEnabled()),
       trace_(std::getenv("TORCH_TPU_DIST_TRACE") != nullptr && std::string(std::getenv("TORCH_TPU_DIST_TRACE")) == "1") {
   if (static_cast<int64_t>(peer_pids.size()) == gloo_->getSize() && gloo_->getSize() > 1) peer_pids_ = std::move(peer_pids);
+  direct_wanted_ = directEnabled();  // read when the group is created
   probe_word_ = static_cast<int64_t>(0x7470755f64697374ULL ^ (static_cast<uint64_t>(getpid()) << 20) ^
                                      reinterpret_cast<uintptr_t>(this));
   // A thread that fails to start (std::system_error, e.g. under a thread limit) must not leave the other one
@@ -382,7 +386,7 @@ bool HostEngine::directProbe() {
   // 2. every rank reads each peer's word; 3. the direct path is used iff every rank read every word.
   const int64_t n = gloo_->getSize();
   std::vector<int64_t> all =
-      exchange({directEnabled() ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(&probe_word_)), probe_word_});
+      exchange({direct_wanted_ ? 1 : 0, static_cast<int64_t>(reinterpret_cast<uintptr_t>(&probe_word_)), probe_word_});
   int64_t ok = 1;
   for (int64_t p = 0; p < n; ++p) {
     if (all[static_cast<size_t>(3 * p)] == 0) ok = 0;
@@ -440,6 +444,8 @@ void HostEngine::directAllreduce(Job& job, at::Tensor& mirror, const std::vector
       reduceInto(dst, src, op);
     }
   }
+  if (op == c10d::ReduceOp::AVG && err == 0 && mhi > mlo)
+    at::from_blob(base + static_cast<size_t>(mlo) * esize, {mhi - mlo}, opts).div_(static_cast<double>(n));
   agree(err, "reduce-scatter");
   // All-gather: every peer's reduced slice straight into this rank's mirror.
   for (int64_t step = 1; step < n && err == 0; ++step) {

@@ -18,7 +18,7 @@
 // peer's mirror piece by piece (cache-sized) straight from the peer's memory and reduces it into its own mirror;
 // a flag exchange; all-gather: rank r reads every peer's reduced slice straight into its own mirror; a final flag
 // exchange (no rank reuses its memory while another still reads it). Each element is reduced by one rank only,
-// so every rank ends bitwise equal. TORCH_TPU_DIST_DIRECT=0 turns it off.
+// so every rank ends bitwise equal. TORCH_TPU_DIST_DIRECT=0 (read when a group is created) turns it off.
 #pragma once
 
 #include <atomic>
@@ -110,6 +110,7 @@ class HostEngine {
   bool stop_ = false;
   std::thread stager_, completer_;
   std::vector<int64_t> peer_pids_;
+  bool direct_wanted_ = true;       // TORCH_TPU_DIST_DIRECT != 0 when the group was created
   int direct_state_ = 0;            // stager thread: 0 not probed yet, 1 usable, -1 not
   int64_t probe_word_ = 0;          // read by the peers when probing
   std::vector<char> scratch_;       // stager thread: one piece of a peer's slice

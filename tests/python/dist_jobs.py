@@ -134,6 +134,8 @@ _DIRECT_CASES = [  # (dtype, op, numel): numels split unevenly over 2 and 3 rank
     (torch.int64, "BXOR", 65_539),
     (torch.uint8, "BAND", 300_001),
     (torch.float64, "SUM", 40_000),
+    (torch.float32, "AVG", 100_003),
+    (torch.bfloat16, "AVG", 150_001),
 ]
 
 
@@ -152,7 +154,7 @@ def _direct_expected(world: int, dtype: torch.dtype, op: str, numel: int) -> tor
     ins = [_direct_input(r, dtype, op, numel) for r in range(world)]
     out = ins[0].clone()
     for t in ins[1:]:
-        if op == "SUM":
+        if op in ("SUM", "AVG"):
             out = out + t
         elif op == "PRODUCT":
             out = out * t
@@ -164,7 +166,7 @@ def _direct_expected(world: int, dtype: torch.dtype, op: str, numel: int) -> tor
             out = out ^ t
         elif op == "BAND":
             out = out & t
-    return out
+    return out / world if op == "AVG" else out
 
 
 def direct_allreduce_job(rank: int, world: int) -> Dict[str, Any]:
@@ -183,7 +185,7 @@ def direct_allreduce_job(rank: int, world: int) -> Dict[str, Any]:
         got = x.cpu()
         direct.append(backend.direct_allreduces - before)
         digests.append(hashlib.sha1(got.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest())
-        exact = not (got.is_floating_point() and op == "SUM" and want.dtype in (torch.float32, torch.float64))
+        exact = not (op in ("SUM", "AVG") and want.dtype in (torch.float32, torch.float64))
         ok = torch.equal(got, want) if exact else torch.allclose(got, want, rtol=1e-5, atol=1e-5)
         if not ok:
             failures.append(f"{name}: max diff {(got.double() - want.double()).abs().max().item()}")
