@@ -87,6 +87,7 @@ class HostEngine {
   void stage(Job& job);
   void verify(Job& job);
   void publish(Job& job);
+  void failQuietly(Job& job, std::exception_ptr e);
   bool directUsable(const Job& job, const std::vector<at::Tensor>& mirrors);
   bool directProbe();
   // Runs the all_reduce of `mirror` on the direct path; `addrs`: every rank's mirror address.
