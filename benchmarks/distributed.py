@@ -8,8 +8,9 @@
     python benchmarks/distributed.py --section compiled --ranks 2 4 --models dtensor --repeats 3
 
 * allreduce: ranks are processes (torchrun-style, TCPStore on 127.0.0.1). In the same processes and the same
-  run, each size is reduced (float32 SUM) on tpu tensors through tpu_dist (host transport) and on CPU tensors
-  through torch's Gloo backend; the two alternate so machine load hits both alike. Bus bandwidth =
+  run, each size is reduced (float32 SUM) on tpu tensors through tpu_dist (host transport), on CPU tensors
+  through torch's Gloo backend, and on tpu tensors through a tpu_dist group with its same-host direct path off
+  (TORCH_TPU_DIST_DIRECT=0: Gloo on the device buffers); the three alternate so machine load hits all alike. Bus bandwidth =
   bytes * 2 (n - 1) / n / time, the median of --repeats timings of --iters back-to-back all_reduces.
 * xla: ranks are threads of one process, one virtual device each (TORCH_TPU_NUM_DEVICES), with the XLA transport
   (collective programs) and then the host transport (Gloo between the threads).
@@ -64,23 +65,34 @@ def allreduce_job(rank: int, world: int, sizes_mib: List[float], iters: int, rep
     import torch.distributed as dist
 
     gloo = dist.new_group(backend="gloo")
+    # The same backend with its same-host direct path off (all_reduce through Gloo on the device buffers).
+    os.environ["TORCH_TPU_DIST_DIRECT"] = "0"
+    try:
+        via_gloo = dist.new_group(backend="tpu_dist")
+    finally:
+        os.environ.pop("TORCH_TPU_DIST_DIRECT")
     dev = torch.device("tpu", torch.tpu.current_device())
     out = []
     for mib in sizes_mib:
         numel = int(mib * (1 << 20)) // 4
         x = torch.ones(numel, device=dev)
+        y = torch.ones(numel, device=dev)
         c = torch.ones(numel)
         tpu_sync = lambda t: t[:1].cpu()  # noqa: E731 - waits for the last collective's output
         cpu_sync = lambda t: None  # noqa: E731
         _time_allreduce(x, None, 1, tpu_sync)  # warm-up (compiles, connections), checked
+        _time_allreduce(y, via_gloo, 1, tpu_sync)
         _time_allreduce(c, gloo, 1, cpu_sync)
-        ok = bool((x.cpu() == world).all()) and bool((c == world).all())
-        tpu_t, cpu_t = [], []
+        ok = bool((x.cpu() == world).all()) and bool((y.cpu() == world).all()) and bool((c == world).all())
+        tpu_t, cpu_t, via_t = [], [], []
         for _ in range(repeats):
             tpu_t.append(_time_allreduce(x, None, iters, tpu_sync))
             cpu_t.append(_time_allreduce(c, gloo, iters, cpu_sync))
-        out.append({"mib": mib, "tpu_s": statistics.median(tpu_t), "gloo_s": statistics.median(cpu_t), "ok": ok})
-        del x, c
+            via_t.append(_time_allreduce(y, via_gloo, iters, tpu_sync))
+        out.append({"mib": mib, "tpu_s": statistics.median(tpu_t), "gloo_s": statistics.median(cpu_t),
+                    "via_gloo_s": statistics.median(via_t), "ok": ok})
+        del x, y, c
+    dist.destroy_process_group(via_gloo)
     dist.destroy_process_group(gloo)
     return out
 
@@ -109,13 +121,20 @@ def _bandwidth_table(title: str, names: Tuple[str, str], ranks: List[int],
 def run_allreduce(ranks: List[int], sizes: List[float], iters: int, repeats: int) -> bool:
     from torch_tpu.testing.dist import run_processes
 
-    def measure(n: int) -> List[Tuple[float, float, float, bool]]:
+    print("\n## all_reduce bus bandwidth, host transport (processes): tpu_dist on tpu tensors vs Gloo on CPU "
+          "tensors\n")
+    print("| ranks | size | tpu_dist GB/s | Gloo GB/s | ratio | tpu_dist, direct path off GB/s | ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    ok = True
+    for n in ranks:
         res = run_processes(allreduce_job, n, args=(sizes, iters, repeats), timeout=3600)
-        return [(row["mib"], row["tpu_s"], row["gloo_s"], all(r[k]["ok"] for r in res))
-                for k, row in enumerate(res[0])]
-
-    return _bandwidth_table("all_reduce bus bandwidth, host transport (processes): tpu_dist on tpu tensors vs Gloo "
-                            "on CPU tensors", ("tpu_dist", "Gloo"), ranks, measure)
+        for k, row in enumerate(res[0]):
+            ok &= all(r[k]["ok"] for r in res)
+            nbytes = int(row["mib"] * (1 << 20))
+            a, b, c = (_bus_bw(nbytes, n, row[key]) for key in ("tpu_s", "gloo_s", "via_gloo_s"))
+            print(f"| {n} | {row['mib']:g} MiB | {a:.3f} | {b:.3f} | {a / b:.2f} | {c:.3f} | {c / b:.2f} |",
+                  flush=True)
+    return ok
 
 
 def xla_job(rank: int, world: int, sizes_mib: List[float], iters: int, repeats: int) -> List[Dict[str, Any]]:

@@ -14,7 +14,11 @@ Each process group picks one of two transports when it is created (logged at INF
   with the CPU plugin, ``TORCH_TPU_NUM_DEVICES=N`` virtual chips).
 * ``"host"`` - every collective runs as the same operation of torch's ProcessGroupGloo on host mirrors of the
   tensors, asynchronously on two engine threads. Chosen when the ranks are separate processes (``torchrun``).
-  On the CPU plugin the mirrors are the device buffers themselves (no copies).
+  On the CPU plugin the mirrors are the device buffers themselves (no copies). When every rank runs on this
+  host, an all_reduce of one tensor of 256 KiB or more reads the peers' mirrors directly (cross-memory attach,
+  ``process_vm_readv``: a reduce-scatter then an all-gather, no TCP); ``TORCH_TPU_DIST_DIRECT=0`` keeps it on
+  Gloo. Where the kernel forbids reading another process's memory (e.g. Yama ptrace_scope >= 1) the group finds
+  out once, at its first such all_reduce, and uses Gloo.
 
 ``TORCH_TPU_DIST_TRANSPORT=host|xla`` overrides the choice (``xla`` needs all ranks in one process).
 Collectives on CPU tensors passed to a ``tpu_dist`` group run on its Gloo backend.
@@ -101,8 +105,11 @@ def _create_backend(dist_opts: Any, backend_opts: Any) -> Any:
 
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("tpu_dist/gloo/", store), rank, size, timeout=timeout)
     key = f"{group_id}/{infos[0]['host']}/{infos[0]['pid']}"
+    # Ranks all on this host: large all_reduces may read each other's memory directly (see get_transport).
+    same_host = all(i["host"] == me["host"] for i in infos)
+    pids = [int(i["pid"]) for i in infos] if same_host else []
     backend = _C()._dist.TpuBackend(
-        rank, size, timeout.total_seconds(), gloo, transport, key, device
+        rank, size, timeout.total_seconds(), gloo, transport, key, device, pids
     )
     if rank == 0 or transport == "host":
         logger.info(

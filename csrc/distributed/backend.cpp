@@ -130,9 +130,9 @@ bool TpuBackend::onXla(const std::vector<at::Tensor>& tensors) const {
 c10::intrusive_ptr<c10d::Work> TpuBackend::submit(const std::string& name, c10d::OpType op,
                                                   std::vector<HostEngine::Arg> args, std::vector<at::Tensor> outputs,
                                                   HostEngine::Call call, HostEngine::Hook pre,
-                                                  HostEngine::Signature sig) {
+                                                  HostEngine::Signature sig, int direct_op) {
   auto work = host_->submit(name, op, std::move(args), std::move(outputs), std::move(call), std::move(pre), {},
-                            std::move(sig));
+                            std::move(sig), direct_op);
   work->setTimeout(timeout_);
   return work;
 }
@@ -153,9 +153,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduceInPlace(const std::string& name
     o.reduceOp = c10d::ReduceOp::SUM;
   }
   auto gloo = host_->gloo();
+  const int direct_op = op == c10d::OpType::ALLREDUCE && tensors.size() == 1 ? static_cast<int>(o.reduceOp.op_) : -1;
   return submit(name, op, std::move(args), tensors,
                 [gloo, o, call = std::move(call)](std::vector<at::Tensor>& m) { return call(*gloo, m, o); }, pre,
-                sigOf(op, tensors, opCode(opts.reduceOp)));
+                sigOf(op, tensors, opCode(opts.reduceOp)), direct_op);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,

@@ -22,6 +22,8 @@ class TpuBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "tpu_dist"; }
   const std::string& transport() const { return transport_; }
+  // Host transport: all_reduces that took the same-host direct path (see host.h).
+  int64_t directAllreduces() const { return host_->directCount(); }
   // The XLA transport's engine (null under the host transport).
   const std::shared_ptr<XlaEngine>& xla() const { return xla_; }
   void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
@@ -81,7 +83,8 @@ class TpuBackend : public c10d::Backend {
   bool onXla(const std::vector<at::Tensor>& tensors) const;
   c10::intrusive_ptr<c10d::Work> submit(const std::string& name, c10d::OpType op, std::vector<HostEngine::Arg> args,
                                         std::vector<at::Tensor> outputs, HostEngine::Call call,
-                                        HostEngine::Hook pre = {}, HostEngine::Signature sig = {});
+                                        HostEngine::Hook pre = {}, HostEngine::Signature sig = {},
+                                        int direct_op = -1);
   c10d::Backend& gloo() const { return *host_->gloo(); }
   // Host transport: a collective over a flat tensor list (`flat`, one role) and a list of lists (`lists`, another
   // role); `call` runs the Gloo operation on their mirrors, given back in the same structure.

@@ -27,7 +27,8 @@ void bindDistributed(py::module_& m) {
   });
   py::class_<TpuBackend, c10d::Backend, c10::intrusive_ptr<TpuBackend>>(d, "TpuBackend")
       .def(py::init([](int rank, int size, double timeout_s, const c10::intrusive_ptr<c10d::Backend>& gloo,
-                       const std::string& transport, const std::string& group_key, int device) {
+                       const std::string& transport, const std::string& group_key, int device,
+                       std::vector<int64_t> peer_pids) {
              TORCH_CHECK(gloo, "tpu_dist: a Gloo backend is required");
              TORCH_CHECK_VALUE(transport == "host" || transport == "xla", "tpu_dist: unknown transport '", transport,
                                "' (expected 'host' or 'xla')");
@@ -37,12 +38,14 @@ void bindDistributed(py::module_& m) {
                auto group = XlaGroup::join(group_key, rank, size, device, timeout);
                xla = std::make_shared<XlaEngine>(group, rank, device, timeout);
              }
-             auto host = std::make_shared<HostEngine>(gloo, rank);
+             auto host = std::make_shared<HostEngine>(gloo, rank, std::move(peer_pids));
              return c10::make_intrusive<TpuBackend>(rank, size, timeout, host, xla, transport);
            }),
            py::arg("rank"), py::arg("size"), py::arg("timeout"), py::arg("gloo"), py::arg("transport"),
-           py::arg("group_key"), py::arg("device"), py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("transport", &TpuBackend::transport);
+           py::arg("group_key"), py::arg("device"), py::arg("peer_pids") = std::vector<int64_t>{},
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("transport", &TpuBackend::transport)
+      .def_property_readonly("direct_allreduces", &TpuBackend::directAllreduces);
 }
 
 }  // namespace torch_tpu

@@ -113,9 +113,9 @@ def dies_job(rank: int, world: int) -> Optional[str]:
         return f"{time.time() - t0:.1f}s {type(e).__name__}: {e}"
 
 
-def mismatch_job(rank: int, world: int) -> Optional[str]:
-    """Ranks pass all_reduce tensors of different sizes: every rank must get a clear error."""
-    t = torch.ones(4 if rank == 0 else 8, device=_device())
+def mismatch_job(rank: int, world: int, numel: int = 4) -> Optional[str]:
+    """Ranks pass all_reduce tensors of different sizes (numel, 2 * numel): every rank must get a clear error."""
+    t = torch.ones(numel if rank == 0 else 2 * numel, device=_device())
     t0 = time.time()
     try:
         dist.all_reduce(t)
@@ -123,6 +123,87 @@ def mismatch_job(rank: int, world: int) -> Optional[str]:
         return None
     except Exception as e:  # noqa: BLE001 - the error is the result
         return f"{time.time() - t0:.1f}s {type(e).__name__}: {e}"
+
+
+_DIRECT_CASES = [  # (dtype, op, numel): numels split unevenly over 2 and 3 ranks and over 256 KiB pieces
+    (torch.float32, "SUM", 300_007),
+    (torch.bfloat16, "SUM", 200_003),
+    (torch.float16, "MAX", 170_001),
+    (torch.int64, "MIN", 70_001),
+    (torch.int32, "PRODUCT", 90_011),
+    (torch.int64, "BXOR", 65_539),
+    (torch.uint8, "BAND", 300_001),
+    (torch.float64, "SUM", 40_000),
+    (torch.float32, "AVG", 100_003),
+    (torch.bfloat16, "AVG", 150_001),
+]
+
+
+def _direct_input(rank: int, dtype: torch.dtype, op: str, numel: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(1000 * rank + numel)
+    if op == "PRODUCT":
+        return torch.randint(1, 3, (numel,), generator=g).to(dtype)
+    if op in ("BXOR", "BAND"):
+        return torch.randint(0, 256, (numel,), generator=g).to(dtype)
+    if dtype in (torch.float32, torch.float64):
+        return torch.randn(numel, generator=g, dtype=dtype)
+    return torch.randint(-8, 9, (numel,), generator=g).to(dtype)
+
+
+def _direct_expected(world: int, dtype: torch.dtype, op: str, numel: int) -> torch.Tensor:
+    ins = [_direct_input(r, dtype, op, numel) for r in range(world)]
+    out = ins[0].clone()
+    for t in ins[1:]:
+        if op in ("SUM", "AVG"):
+            out = out + t
+        elif op == "PRODUCT":
+            out = out * t
+        elif op == "MAX":
+            out = torch.maximum(out, t)
+        elif op == "MIN":
+            out = torch.minimum(out, t)
+        elif op == "BXOR":
+            out = out ^ t
+        elif op == "BAND":
+            out = out & t
+    return out / world if op == "AVG" else out
+
+
+def direct_allreduce_job(rank: int, world: int) -> Dict[str, Any]:
+    """Large all_reduces (the same-host direct path unless TORCH_TPU_DIST_DIRECT=0) against the reduction of
+    every rank's input on CPU; a small one and a strided view; how many took the direct path; a digest of each
+    result (ranks must agree bitwise)."""
+    import hashlib
+
+    dev = _device()
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("tpu"))
+    failures, digests, direct = [], [], []
+
+    def run(name: str, x: torch.Tensor, want: torch.Tensor, op: str) -> None:
+        before = backend.direct_allreduces
+        dist.all_reduce(x, op=getattr(dist.ReduceOp, op))
+        got = x.cpu()
+        direct.append(backend.direct_allreduces - before)
+        digests.append(hashlib.sha1(got.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest())
+        exact = not (op in ("SUM", "AVG") and want.dtype in (torch.float32, torch.float64))
+        ok = torch.equal(got, want) if exact else torch.allclose(got, want, rtol=1e-5, atol=1e-5)
+        if not ok:
+            failures.append(f"{name}: max diff {(got.double() - want.double()).abs().max().item()}")
+
+    for dtype, op, numel in _DIRECT_CASES:
+        x = _direct_input(rank, dtype, op, numel).to(dev)
+        run(f"{dtype} {op} [{numel}]", x, _direct_expected(world, dtype, op, numel), op)
+    # Small: Gloo.
+    run("small", _direct_input(rank, torch.float32, "SUM", 1000).to(dev), _direct_expected(world, torch.float32, "SUM", 1000), "SUM")
+    # A strided view of a larger tensor: the rest of the tensor is left alone.
+    base = torch.full((2, 150_001), -1.0)  # row 0: 600 KB
+    base[0] = _direct_input(rank, torch.float32, "MAX", 150_001)
+    x = base.to(dev)
+    view = x[0]
+    run("row view", view, _direct_expected(world, torch.float32, "MAX", 150_001), "MAX")
+    if not bool((x[1].cpu() == -1.0).all()):
+        failures.append("row view: the other row changed")
+    return {"failures": failures, "digests": digests, "direct": direct}
 
 
 # ---------------------------------------------------------------------------------------------------- training

@@ -63,6 +63,31 @@ def test_collectives_host_transport(world):
     _no_failures(res)
 
 
+@pytest.mark.parametrize("world", [2, 3])
+def test_same_host_direct_allreduce(world):
+    res = run_processes(dist_jobs.direct_allreduce_job, world, timeout=240)
+    _no_failures(res)
+    n = len(dist_jobs._DIRECT_CASES)
+    for r in res:
+        # every large all_reduce took the direct path (the strided row too); the small one went through Gloo
+        assert r["direct"] == [1] * n + [0, 1], r["direct"]
+        assert r["digests"] == res[0]["digests"], "ranks differ bitwise"
+
+
+def test_mismatch_between_gloo_and_direct_sizes_is_an_error_on_every_rank():
+    # 160 KB on rank 0 (a Gloo-sized all_reduce), 320 KB on rank 1 (direct-sized): still one clear error.
+    res = run_processes(dist_jobs.mismatch_job, 2, args=(40_000,), timeout=60)
+    for r in res:
+        assert r is not None and "does not match across ranks" in r, r
+        assert "[40000]" in r and "[80000]" in r, r
+
+
+def test_direct_allreduce_can_be_turned_off():
+    res = run_processes(dist_jobs.direct_allreduce_job, 2, timeout=240, env={"TORCH_TPU_DIST_DIRECT": "0"})
+    _no_failures(res)
+    assert all(r["direct"] == [0] * (len(dist_jobs._DIRECT_CASES) + 2) for r in res), [r["direct"] for r in res]
+
+
 def test_init_variants():
     variants = ["tpu_dist", "device_id", "cpu:gloo,tpu:tpu_dist"]
     res = run_processes(dist_jobs.init_variants_job, 2, args=(free_port(), variants), backend=None, timeout=120)
