@@ -1,0 +1,46 @@
+"""``torch.nn.attention.flex_attention`` on tpu tensors, eagerly.
+
+PyTorch's ``flex_attention`` refuses every device outside a fixed list before any kernel runs
+(``_validate_device``: "FlexAttention is only supported on CUDA, CPU, HPU, or MPS devices"). Its eager
+implementation, however, is device-independent: the ``flex_attention`` higher-order op's CompositeExplicitAutograd
+kernel (``sdpa_dense``) evaluates ``score_mod`` and the ``BlockMask``'s ``mask_mod`` over index grids with
+``torch.vmap`` and applies a dense masked softmax, and its autograd kernel differentiates the same math
+(``flex_attention_backward``). Every op of it has a tpu lowering, so on tpu it computes what it computes on the CPU
+(and, unlike on the CPU, with gradients).
+
+This module replaces the device check with one that also accepts tpu tensors; every other device, and the other
+checks (nested tensors, dtypes, head sizes, the CPU and MPS backward restriction), are PyTorch's own.
+``create_block_mask(..., device="tpu")`` needs nothing: it builds the mask with ordinary ops. Compiling a graph with
+``flex_attention`` under ``torch.compile(backend="tpu")`` is not covered: the higher-order op has no lowering (with
+``fullgraph=True`` that is an error naming it; without it the op runs eagerly between compiled partitions).
+``TORCH_TPU_FLEX_ATTENTION=0`` leaves PyTorch's check untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+_MARK = "_torch_tpu_wrapped"
+
+
+def _install() -> None:
+    if os.environ.get("TORCH_TPU_FLEX_ATTENTION", "1") == "0":
+        return
+    try:
+        import torch.nn.attention.flex_attention as fa
+    except ImportError:  # pragma: no cover - a torch without flex attention
+        return
+    original = getattr(fa, "_validate_device", None)
+    if original is None or getattr(original, _MARK, False):
+        return
+
+    @functools.wraps(original)
+    def _validate_device(query: Any, key: Any, value: Any) -> None:
+        if query.device.type == "tpu":
+            return
+        original(query, key, value)
+
+    setattr(_validate_device, _MARK, True)
+    fa._validate_device = _validate_device
