@@ -10,9 +10,11 @@ kernel (``sdpa_dense``) evaluates ``score_mod`` and the ``BlockMask``'s ``mask_m
 
 This module replaces the device check with one that also accepts tpu tensors; every other device, and the other
 checks (nested tensors, dtypes, head sizes, the CPU and MPS backward restriction), are PyTorch's own.
-``create_block_mask(..., device="tpu")`` needs nothing: it builds the mask with ordinary ops. Compiling a graph with
-``flex_attention`` under ``torch.compile(backend="tpu")`` is not covered: the higher-order op has no lowering (with
-``fullgraph=True`` that is an error naming it; without it the op runs eagerly between compiled partitions).
+``create_block_mask(..., device="tpu")`` needs nothing: it builds the mask with ordinary ops. Under
+``torch.compile(backend="tpu")`` the higher-order op (and its backward) is traced into ATen ops from the same dense
+implementation and becomes part of the graph's program (``_dynamo_backend._inline_flex_attention``), also with
+``fullgraph=True``. The dense math materialises the scores (batch x heads x query x key), as PyTorch's CPU eager path
+does: memory grows with the square of the sequence, not the sparse blocks of a ``BlockMask``.
 ``TORCH_TPU_FLEX_ATTENTION=0`` leaves PyTorch's check untouched.
 """
 
