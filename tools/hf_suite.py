@@ -139,6 +139,10 @@ DIFFUSERS_FAMILIES = OrderedDict(
         ("qwenimage21", ("models/transformers/test_models_transformer_qwenimage21.py", "QwenImage 2.1 transformer")),
         ("unet2d_condition", ("models/unets/test_models_unet_2d_condition.py", "UNet 2D condition model")),
         ("autoencoder_kl", ("models/autoencoders/test_models_autoencoder_kl.py", "AutoencoderKL (VAE)")),
+        ("anyflow_far", ("models/transformers/test_models_transformer_anyflow_far.py",
+                         "AnyFlow FAR transformer (flex attention)")),
+        ("wan_animate_2", ("models/transformers/test_models_transformer_wan_animate_2.py",
+                           "Wan-Animate 2 transformer (complex128 rotary, flex attention)")),
     ]
 )
 
