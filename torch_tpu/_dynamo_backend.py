@@ -748,7 +748,11 @@ def _inline_flex_attention(gm: torch.fx.GraphModule) -> None:
                     continue
                 if sn.op == "get_attr":  # a constant of the traced math: copied into gm
                     attr = f"_flex_const_{len(gm.graph.nodes)}"
-                    setattr(gm, attr, _getattr_path(sub, str(sn.target)))
+                    const = _getattr_path(sub, str(sn.target))
+                    if isinstance(const, torch.Tensor):
+                        gm.register_buffer(attr, const, persistent=False)
+                    else:
+                        setattr(gm, attr, const)
                     env[sn] = gm.graph.get_attr(attr)
                     env[sn].meta.update(sn.meta)
                     continue
