@@ -46,3 +46,30 @@ def _install() -> None:
 
     setattr(_validate_device, _MARK, True)
     fa._validate_device = _validate_device
+    _register_autocast()
+
+
+def _register_autocast() -> None:
+    """``torch.autocast("tpu")`` around flex_attention: the higher-order op has autocast kernels for CUDA and the CPU
+    only, so under tpu autocast it raised NotImplementedError (Diffusers' mixed-precision training of flex-attention
+    models). As PyTorch's own: q, k and v are cast to the autocast dtype, then the op runs with autocast excluded."""
+    import torch
+    from torch._C import DispatchKey
+    from torch._higher_order_ops.flex_attention import flex_attention as hop
+
+    key = DispatchKey.AutocastPrivateUse1
+    if key in hop.py_kernels:
+        return
+
+    def autocast_tpu(query: Any, key_: Any, value: Any, score_mod: Any, block_mask: Any, scale: Any,
+                     kernel_options: Any, score_mod_other_buffers: Any = (), mask_mod_other_buffers: Any = ()) -> Any:
+        dtype = torch.get_autocast_dtype("tpu")
+
+        def cast(t: Any) -> Any:
+            return t.to(dtype) if t.is_floating_point() and t.dtype != torch.float64 else t
+
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(key)):
+            return hop(cast(query), cast(key_), cast(value), score_mod, block_mask, scale, kernel_options,
+                       score_mod_other_buffers, mask_mod_other_buffers)
+
+    hop.py_impl(key)(autocast_tpu)

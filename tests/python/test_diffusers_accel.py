@@ -334,3 +334,21 @@ def test_flex_attention_compiled_fullgraph_matches_eager(fresh_dynamo):
         torch.testing.assert_close(c.grad.cpu(), e.grad.cpu(), atol=ATOL, rtol=ATOL)
     stats = _dynamo_backend.compile_stats()
     assert stats["flex_attention_nodes"] == 2 and stats["eager_graphs"] == 0 and stats["partitioned_graphs"] == 0
+
+
+def test_flex_attention_under_tpu_autocast():
+    """torch.autocast("tpu") around flex_attention (mixed-precision training): q, k, v run in the autocast dtype, as
+    under CUDA autocast; the gradients reach the float32 inputs."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 16, generator=g) for _ in range(3))
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, 1, 1, 16, 16, device="tpu")
+    leaves = [t.to("tpu").requires_grad_() for t in (q, k, v)]
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        out = flex_attention(*leaves, block_mask=mask)
+    assert out.dtype == torch.bfloat16
+    ref = torch.nn.functional.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), is_causal=True)
+    torch.testing.assert_close(out.detach().cpu().float(), ref.float(), atol=2e-2, rtol=2e-2)
+    out.float().square().sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == torch.float32 for t in leaves)
