@@ -167,6 +167,10 @@ _inductor._install()
 from . import _safetensors  # noqa: E402
 
 _safetensors._install()
+# torch.nn.attention.flex_attention on tpu tensors (PyTorch's device check lists a fixed set of device kinds)
+from . import _flex_attention  # noqa: E402
+
+_flex_attention._install()
 
 # ---- 8. the c10d backend "tpu_dist" ----
 from . import distributed  # noqa: E402

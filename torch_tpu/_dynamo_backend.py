@@ -39,7 +39,7 @@ _BACKEND_NAME = "tpu"
 _graph_ids = itertools.count()
 _py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0,
                              "dynamic_graphs": 0, "shape_specializations": 0, "stream_nodes": 0,
-                             "program_collectives": 0}
+                             "program_collectives": 0, "flex_attention_nodes": 0}
 # Specialisations kept per dynamic graph (least recently used first out; their programs stay in the executable caches).
 _MAX_SPECIALIZATIONS = 64
 
@@ -72,7 +72,8 @@ def compile_stats() -> Dict[str, Any]:
     program_collectives (collectives compiled inside a graph's program, see docs/distributed.md), stream_nodes
     (stream and event operations, run between compiled partitions), and
     dynamic_graphs / shape_specializations (graphs with symbolic sizes, and the concrete-shape programs made for
-    them)."""
+    them), flex_attention_nodes (``flex_attention`` higher-order ops traced into ATen ops, see
+    ``_inline_flex_attention``)."""
     d = dict(_C._compile_stats())
     d.update(_py_stats)
     return d
@@ -672,10 +673,120 @@ def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
         gm.recompile()
 
 
+def _flex_attention_ops() -> Dict[Any, Callable]:
+    """flex_attention's higher-order ops -> their dense implementations (what they run eagerly on any device)."""
+    import importlib
+
+    try:
+        fa = importlib.import_module("torch._higher_order_ops.flex_attention")
+    except ImportError:  # pragma: no cover - a torch without flex attention
+        return {}
+    return {fa.flex_attention: fa.sdpa_dense, fa.flex_attention_backward: fa.sdpa_dense_backward}
+
+
+def _inline_flex_attention(gm: torch.fx.GraphModule) -> None:
+    """Replace each ``flex_attention`` / ``flex_attention_backward`` node by the ATen ops of its dense math, in place.
+
+    Dynamo keeps ``torch.nn.attention.flex_attention`` as a higher-order op whose score_mod and mask_mod are
+    subgraphs; inductor generates a kernel for it. Here the op's dense implementation (PyTorch's own: score_mod and
+    mask_mod evaluated over index grids with vmap, a masked softmax; its backward the same way) is traced with the
+    node's fake values into core ATen ops, which the graph's program then contains like any others. Nodes with
+    symbolic sizes stay (they are specialised first, see _ShapeSpecializedGraph).
+    """
+    ops = _flex_attention_ops()
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function" and n.target in ops]
+    if not nodes:
+        return
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils import _pytree as pytree
+
+    global _decomp_cache
+    if _decomp_cache is None:
+        _decomp_cache = _decompositions()
+    for n in nodes:
+        flat, spec = pytree.tree_flatten((n.args, n.kwargs))
+        values = [_getattr_path(gm, str(a.target)) if isinstance(a, torch.fx.Node) and a.op == "get_attr" else a
+                  for a in flat]
+        # tensors (graph values, and constants the graph holds as attributes) are the traced function's inputs;
+        # subgraphs (score_mod, mask_mod, their joint graphs) and Python values are baked in
+        pos = [i for i, a in enumerate(flat)
+               if isinstance(a, torch.fx.Node) and (a.op != "get_attr" or isinstance(values[i], torch.Tensor))]
+        metas = [flat[i].meta.get("val") for i in pos]
+        fake_mode = torch._guards.detect_fake_mode([m for m in metas if isinstance(m, torch.Tensor)])
+        for j, i in enumerate(pos):
+            if metas[j] is None and isinstance(values[i], torch.Tensor) and fake_mode is not None:
+                metas[j] = fake_mode.from_tensor(values[i], static_shapes=True)
+        if any(not isinstance(m, torch.Tensor) or _is_symbolic(m) for m in metas):
+            continue
+        impl = ops[n.target]
+
+        def dense(*tensors: Any, _values: List[Any] = values, _pos: List[int] = pos, _impl: Callable = impl) -> Any:
+            vals = list(_values)
+            for i, t in zip(_pos, tensors):
+                vals[i] = t
+            args, kwargs = pytree.tree_unflatten(vals, spec)
+            return _impl(*args, **kwargs)
+
+        # functionalized: the dense math writes into buffers it allocates (programs take no in-place copies); under
+        # the graph's fake mode: its index grids (arange) are made inside, and backward graphs compile lazily,
+        # outside any fake mode
+        import contextlib
+
+        with fake_mode if fake_mode is not None else contextlib.nullcontext():
+            sub = make_fx(torch.func.functionalize(dense, remove="mutations"),
+                          decomposition_table=_decomp_cache)(*metas)
+        env: Dict[torch.fx.Node, Any] = {}
+        out: Any = None
+        with gm.graph.inserting_before(n):
+            placeholders = [x for x in sub.graph.nodes if x.op == "placeholder"]
+            env.update(zip(placeholders, [flat[i] for i in pos]))
+            for sn in sub.graph.nodes:
+                if sn.op == "placeholder":
+                    continue
+                if sn.op == "output":
+                    out = torch.fx.map_arg(sn.args[0], lambda x: env[x])
+                    continue
+                if sn.op == "get_attr":  # a constant of the traced math: copied into gm
+                    attr = f"_flex_const_{len(gm.graph.nodes)}"
+                    const = _getattr_path(sub, str(sn.target))
+                    if isinstance(const, torch.Tensor):
+                        gm.register_buffer(attr, const, persistent=False)
+                    else:
+                        setattr(gm, attr, const)
+                    env[sn] = gm.graph.get_attr(attr)
+                    env[sn].meta.update(sn.meta)
+                    continue
+                env[sn] = gm.graph.node_copy(sn, lambda x: env[x])
+        out_flat, _ = pytree.tree_flatten(out)
+        for user in list(n.users):
+            if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
+                item = out[user.args[1]]
+                if isinstance(item, (list, tuple)):  # the backward's grads of score_mod buffers (a tuple)
+                    for u2 in list(user.users):
+                        if u2.op == "call_function" and u2.target is operator.getitem:
+                            u2.replace_all_uses_with(item[u2.args[1]])
+                            gm.graph.erase_node(u2)
+                    if user.users:
+                        continue
+                else:
+                    user.replace_all_uses_with(item)
+                gm.graph.erase_node(user)
+        if n.users:
+            raise RuntimeError(f"torch_tpu: cannot inline {n.format_node()}: its results are used whole")
+        gm.graph.erase_node(n)
+        _py_stats["flex_attention_nodes"] += 1
+    for a in list(gm.graph.nodes):
+        if a.op == "get_attr" and not a.users:
+            gm.graph.erase_node(a)
+    gm.graph.lint()
+    gm.recompile()
+
+
 def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], name: str,
                         fullgraph: bool, inference: bool = False, specialise: bool = True,
                         collectives_in_program: bool = True) -> Callable:
     _inline_control_deps(gm)
+    _inline_flex_attention(gm)
     if specialise and _is_dynamic(gm):
         _py_stats["dynamic_graphs"] += 1
         log.info("torch_tpu: graph %s has symbolic sizes; it is compiled once per concrete input signature", name)

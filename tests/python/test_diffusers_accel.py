@@ -248,3 +248,107 @@ def test_aoti_package_on_tpu_raises_a_clear_error(tmp_path, fresh_dynamo):
     ep = torch.export.export(model, (torch.randn(3, 4, device="tpu"),))
     with pytest.raises(RuntimeError, match="AOTInductor .* cannot compile a graph on tpu tensors"):
         torch._inductor.aoti_compile_and_package(ep, package_path=str(tmp_path / "m.pt2"))
+
+
+def _block_causal(image_ids):
+    # causal over the sequence, bidirectional inside each image block (QwenImage 2.1's mask); closes over a tensor
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (q_idx >= kv_idx) | ((image_ids[q_idx] == image_ids[kv_idx]) & (image_ids[q_idx] >= 0))
+
+    return mask_mod
+
+
+def test_flex_attention_with_a_block_mask_matches_cpu():
+    """flex_attention (PyTorch refuses devices outside its list before any kernel runs) computes on tpu what it
+    computes on the CPU: a BlockMask whose mask_mod closes over a tensor, a score_mod, and GQA."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 12, 16, generator=g)
+    k, v = torch.randn(2, 2, 12, 16, generator=g), torch.randn(2, 2, 12, 16, generator=g)
+    ids = torch.tensor([-1, -1, 0, 0, 0, -1, 1, 1, 1, 1, -1, -1])
+
+    def bias(score, b, h, q_idx, kv_idx):
+        return score + 0.1 * (h + 1) * (q_idx - kv_idx)
+
+    outs = {}
+    for dev in ("cpu", "tpu"):
+        mask = create_block_mask(_block_causal(ids.to(dev)), 2, None, 12, 12, device=dev)
+        outs[dev] = flex_attention(q.to(dev), k.to(dev), v.to(dev), score_mod=bias, block_mask=mask, enable_gqa=True)
+    assert outs["tpu"].device.type == "tpu"
+    torch.testing.assert_close(outs["tpu"].cpu(), outs["cpu"], atol=ATOL, rtol=ATOL)
+
+
+def test_flex_attention_backward_on_tpu_matches_sdpa():
+    """Gradients through flex_attention (on the CPU PyTorch has none) equal those of a causal SDPA on the CPU."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 8, 16, generator=g) for _ in range(3))
+    ref = [t.clone().requires_grad_() for t in (q, k, v)]
+    torch.nn.functional.scaled_dot_product_attention(*ref, is_causal=True).square().sum().backward()
+    dev = [t.to("tpu").requires_grad_() for t in (q, k, v)]
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, 1, 1, 8, 8, device="tpu")
+    flex_attention(*dev, block_mask=mask).square().sum().backward()
+    for d, r in zip(dev, ref):
+        torch.testing.assert_close(d.grad.cpu(), r.grad, atol=ATOL, rtol=ATOL)
+
+
+def test_flex_attention_keeps_pytorch_checks_for_other_devices():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    q = torch.randn(1, 1, 4, 16, device="meta")
+    with pytest.raises(ValueError, match="only supported on"):
+        flex_attention(q, q, q)
+    t = torch.randn(1, 1, 4, 16, device="tpu")
+    with pytest.raises(ValueError, match="same device"):
+        flex_attention(t, t.cpu(), t.cpu())
+
+
+def test_flex_attention_compiled_fullgraph_matches_eager(fresh_dynamo):
+    """torch.compile(backend="tpu", fullgraph=True) of flex_attention (a higher-order op with score_mod and mask_mod
+    subgraphs): traced into ATen ops in the graph's program, forward and backward equal to the eager run."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch_tpu import _dynamo_backend
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 8, 16, generator=g) for _ in range(3))
+    ids = torch.tensor([-1, -1, 0, 0, 0, -1, 1, 1])
+
+    def bias(score, b, h, q_idx, kv_idx):
+        return score + 0.1 * (q_idx - kv_idx)
+
+    ref = flex_attention(q, k, v, score_mod=bias, block_mask=create_block_mask(_block_causal(ids), 1, 1, 8, 8,
+                                                                               device="cpu"))
+    mask = create_block_mask(_block_causal(ids.to("tpu")), 1, 1, 8, 8, device="tpu")
+    _dynamo_backend.reset_compile_stats()
+    fn = torch.compile(lambda a, b, c: flex_attention(a, b, c, score_mod=bias, block_mask=mask), backend="tpu",
+                       fullgraph=True)
+    eager = [t.to("tpu").requires_grad_() for t in (q, k, v)]
+    compiled = [t.to("tpu").requires_grad_() for t in (q, k, v)]
+    out = fn(*compiled)
+    torch.testing.assert_close(out.detach().cpu(), ref, atol=ATOL, rtol=ATOL)
+    out.square().sum().backward()
+    flex_attention(*eager, score_mod=bias, block_mask=mask).square().sum().backward()
+    for c, e in zip(compiled, eager):
+        torch.testing.assert_close(c.grad.cpu(), e.grad.cpu(), atol=ATOL, rtol=ATOL)
+    stats = _dynamo_backend.compile_stats()
+    assert stats["flex_attention_nodes"] == 2 and stats["eager_graphs"] == 0 and stats["partitioned_graphs"] == 0
+
+
+def test_flex_attention_under_tpu_autocast():
+    """torch.autocast("tpu") around flex_attention (mixed-precision training): q, k, v run in the autocast dtype, as
+    under CUDA autocast; the gradients reach the float32 inputs."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 16, 16, generator=g) for _ in range(3))
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, 1, 1, 16, 16, device="tpu")
+    leaves = [t.to("tpu").requires_grad_() for t in (q, k, v)]
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        out = flex_attention(*leaves, block_mask=mask)
+    assert out.dtype == torch.bfloat16
+    ref = torch.nn.functional.scaled_dot_product_attention(q.bfloat16(), k.bfloat16(), v.bfloat16(), is_causal=True)
+    torch.testing.assert_close(out.detach().cpu().float(), ref.float(), atol=2e-2, rtol=2e-2)
+    out.float().square().sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == torch.float32 for t in leaves)
