@@ -13,7 +13,7 @@ exception never applies: every test runs.
   device memory.
 * ``TORCH_TPU_NUM_DEVICES`` defaults to 2 for the session (two virtual devices on the CPU plugin).
 * ``fresh_dynamo``: fresh dynamo state and a private compile cache directory, so a test's compile counts are its
-  own (``test_compile*.py`` apply it to every test).
+  own (``test_compile*.py`` apply it to every test); the counters of ``torch_tpu.compile_stats()`` start at zero.
 * ``run_python``: runs a snippet in a fresh interpreter (for environment-dependent behaviour such as
   ``TORCH_TPU_NUM_DEVICES`` or plugin selection) with this checkout importable.
 """
@@ -162,6 +162,7 @@ def fresh_dynamo(tmp_path):
     import torch._dynamo
 
     torch._dynamo.reset()
+    torch_tpu._dynamo_backend.reset_compile_stats()
     old = torch_tpu._dynamo_backend.cache_dir()
     torch_tpu._dynamo_backend.set_cache_dir(str(tmp_path / "cache"))
     yield

@@ -47,16 +47,6 @@ def reference():
         return _sd3()(**_inputs(), return_dict=False)[0]
 
 
-@pytest.fixture
-def fresh_dynamo():
-    import torch._dynamo
-
-    torch._dynamo.reset()
-    torch_tpu._dynamo_backend.reset_compile_stats()
-    yield
-    torch._dynamo.reset()
-
-
 # ---- record_stream ----------------------------------------------------------------------------------------------
 
 
