@@ -23,7 +23,9 @@ row does not match the CPU or anything recompiled.
 steps, alternately (a loop step, then a grouped step, so that load on a shared machine hits both alike); ratio =
 median loop step / median grouped step, in the same process. Also per point: the programs each path launches per
 step (``torch_tpu.launch_count``), the programs the grouped path built or compiled during the timed steps (its
-shapes do not depend on the routing: must be 0), and both paths' logits against the torch CPU run. Prints a table
+shapes do not depend on the routing: must be 0), both paths' logits against the torch CPU run, and the experts
+module alone (the first layer's, on the last step's hidden states and routing, loop and grouped alternately, each
+call waited for: the part of the step the two paths differ in). Prints a table
 (Markdown with ``--markdown``) and the worst ratio; exits 1 if a point does not match the CPU or the grouped path
 compiled during the timed steps.
 
@@ -228,6 +230,9 @@ def sweep(args) -> None:
             for layer in models["cpu"].model.layers:
                 layer.mlp.experts.register_forward_pre_hook(
                     lambda mod, a: hits.append(int(torch.unique(a[1]).numel())))
+            seen = []  # the inputs of the grouped tpu model's first experts module at the latest step
+            models["grouped"].model.layers[0].mlp.experts.register_forward_pre_hook(
+                lambda mod, a: seen.__setitem__(slice(None), [a]))
             for batch in _ints(args.sweep_batch):
                 gen = torch.Generator().manual_seed(batch)
                 prompt = torch.randint(3, args.vocab, (batch, args.prompt), generator=gen)
@@ -286,13 +291,29 @@ def sweep(args) -> None:
                         if name == "grouped":
                             built[name] += n
                         err[name] = max(err[name], (logits - ref).abs().max().item())
+                # The experts module alone (one layer), on the last step's hidden states and routing (whose programs
+                # both paths have built): loop and grouped alternately, each call waited for.
+                layer_times = {"loop": [], "grouped": []}
+                with torch.no_grad():
+                    for _ in range(args.repeats):
+                        for name in ("loop", "grouped"):
+                            mod = models[name].model.layers[0].mlp.experts
+                            torch.tpu.synchronize()
+                            t0 = time.perf_counter()
+                            mod(*seen[0])
+                            torch.tpu.synchronize()
+                            layer_times[name].append(time.perf_counter() - t0)
+                layer_ratio = statistics.median(layer_times["loop"]) / statistics.median(layer_times["grouped"])
                 loop_ms = statistics.median(times["loop"]) * 1e3
                 grouped_ms = statistics.median(times["grouped"]) * 1e3
                 cpu_ratio = statistics.median(cpu_times["loop"]) / statistics.median(cpu_times["grouped"])
                 match = max(err.values()) <= 1e-3
                 ok &= match and built["grouped"] == 0
                 rows.append(dict(experts=experts, top_k=top_k, batch=batch, loop=loop_ms, grouped=grouped_ms,
-                                 ratio=loop_ms / grouped_ms, cpu_ratio=cpu_ratio, hit=statistics.mean(hits),
+                                 ratio=loop_ms / grouped_ms, cpu_ratio=cpu_ratio, layer_ratio=layer_ratio,
+                                 layer_loop=statistics.median(layer_times["loop"]) * 1e3,
+                                 layer_grouped=statistics.median(layer_times["grouped"]) * 1e3,
+                                 hit=statistics.mean(hits),
                                  loop_launches=launches["loop"], grouped_launches=launches["grouped"],
                                  built=built["grouped"], loop_built=built["loop"], err=max(err.values()),
                                  match=match))
@@ -300,19 +321,22 @@ def sweep(args) -> None:
                 print(f"# experts {experts:4d} top-{top_k} batch {batch:4d} hit {r['hit']:5.1f}: "
                       f"loop {loop_ms:8.2f} ms ({r['loop_launches']} programs), grouped {grouped_ms:7.2f} ms "
                       f"({r['grouped_launches']} programs), ratio {r['ratio']:6.1f}x "
-                      f"(CPU time {r['cpu_ratio']:6.1f}x), "
+                      f"(CPU time {r['cpu_ratio']:6.1f}x; experts module alone {r['layer_loop']:.2f} / "
+                      f"{r['layer_grouped']:.2f} ms = {r['layer_ratio']:.1f}x), "
                       f"built: loop {r['loop_built']} grouped {r['built']}, "
                       f"err {r['err']:.1e}", flush=True)
             del models
     head = ("experts", "top-k", "batch", "experts hit per layer", "expert loop ms/step", "grouped_mm ms/step",
-            "ratio", "ratio of CPU time", "programs/step loop", "programs/step grouped",
+            "ratio", "ratio of CPU time", "experts module alone: loop / grouped ms", "ratio, module alone",
+            "programs/step loop", "programs/step grouped",
             "programs built in warm-up: loop", "grouped programs built after its first step", "max |logits - CPU|")
     print(f"Sweep, tpu eager: Qwen3-MoE-style, hidden {args.hidden}, moe_intermediate {args.moe_intermediate}, "
           f"{args.layers} layer(s), vocab {args.vocab}; one decode step (static cache, prompt {args.prompt}); "
           f"float32; median of {args.repeats} alternating steps, replayed after an untimed pass over the same steps; "
           f"plugin {torch_tpu._C._plugin_info()['platform_name']}, torch {torch.__version__}")
     cells = [(r["experts"], r["top_k"], r["batch"], f"{r['hit']:.0f}", f"{r['loop']:.2f}", f"{r['grouped']:.2f}",
-              f"{r['ratio']:.1f}x", f"{r['cpu_ratio']:.1f}x", r["loop_launches"], r["grouped_launches"],
+              f"{r['ratio']:.1f}x", f"{r['cpu_ratio']:.1f}x", f"{r['layer_loop']:.2f} / {r['layer_grouped']:.2f}",
+              f"{r['layer_ratio']:.1f}x", r["loop_launches"], r["grouped_launches"],
               r["loop_built"], r["built"], f"{r['err']:.1e}")
              for r in rows]
     if args.markdown:
@@ -325,7 +349,8 @@ def sweep(args) -> None:
             print("  ".join(f"{str(v):>8s}" for v in c))
     worst = min(rows, key=lambda r: r["ratio"])
     print(f"worst ratio: {worst['ratio']:.1f}x (experts {worst['experts']}, top-{worst['top_k']}, "
-          f"batch {worst['batch']}); best: {max(r['ratio'] for r in rows):.1f}x")
+          f"batch {worst['batch']}); best: {max(r['ratio'] for r in rows):.1f}x; experts module alone: worst "
+          f"{min(r['layer_ratio'] for r in rows):.1f}x, best {max(r['layer_ratio'] for r in rows):.1f}x")
     print(f"fallbacks: {torch_tpu._C._fallback_counts() or 'none'}")
     if not ok:
         raise SystemExit(1)
