@@ -335,6 +335,7 @@ struct Result {
   std::vector<TensorType> types;
   std::vector<std::vector<double>> vals;
   bool declined = false;
+  std::string text;  // the program
 };
 
 // Lowers `op` for the call `ins`. With `outs`, goes through lower() (result shapes checked, dtypes converted);
@@ -396,6 +397,7 @@ static Result run(const std::string& op, const std::vector<In>& ins, const std::
   for (auto& v : vals)
     if (v.valid()) live.push_back(v);
   std::string text = b.finish(live);
+  res.text = text;
   if (g_print) std::printf("---- %s\n%s", op.c_str(), text.c_str());
   runtime::Client& c = runtime::Client::get();
   runtime::ExecutablePtr exe;
@@ -1320,6 +1322,44 @@ static void groupedMMTests() {
     }
     expect("grouped_mm 2d x 3d many groups", "aten::_grouped_mm", {T(f32, {Lr, Kc}, x), T(f32, {G, Kc, Nc}, w),
            T(s32, {G}, offs), N(), N()}, {{f32, {Lr, Nc}}}, {want});
+  }
+  // Decoding shapes: about as many rows as groups (tokens x top-k against the experts), most groups of 0-2 rows and
+  // one longer than the window (its rows past the first window go through the loop). The first windows are one
+  // batched product (a dot_general with a batch dimension), with a window below the usual 8 rows; forward and the
+  // weight gradient (2-D x 2-D) against host loops.
+  for (int64_t Lr : {int64_t(16), int64_t(8)}) {
+    const int64_t Kc = 3, Nc = 2, G = 16, P = 2;
+    std::vector<double> sizes(size_t(G), 1.0);
+    if (Lr == 16) {
+      sizes[1] = 0, sizes[2] = 2, sizes[4] = 0, sizes[7] = 0, sizes[9] = 6, sizes[10] = 0, sizes[12] = 0,
+      sizes[13] = 0, sizes[15] = 0;  // 2 + 6 + 7 x 1 = 15 rows: the last row is in no group
+    } else {
+      for (auto& v : sizes) v = 0;
+      sizes[0] = 1, sizes[3] = 3, sizes[8] = 1, sizes[11] = 2, sizes[15] = 1;  // 8
+    }
+    std::vector<double> offs(static_cast<size_t>(G));
+    double run_sum = 0;
+    for (int64_t g = 0; g < G; ++g) offs[size_t(g)] = run_sum += sizes[size_t(g)];
+    auto x = vals(Lr * Kc, 0.125), w = vals(G * Kc * Nc, 0.5), a2 = vals(P * Lr, 0.25), c2 = vals(Lr * Nc, 0.5);
+    std::vector<double> want(static_cast<size_t>(Lr * Nc), 0.0), want2(static_cast<size_t>(G * P * Nc), 0.0);
+    for (int64_t r = 0; r < Lr; ++r) {
+      int64_t g = groupOf(offs, r);
+      if (g < 0) continue;
+      for (int64_t n = 0; n < Nc; ++n) {
+        for (int64_t k = 0; k < Kc; ++k) want[size_t(r * Nc + n)] += x[size_t(r * Kc + k)] * w[size_t((g * Kc + k) * Nc + n)];
+        for (int64_t p = 0; p < P; ++p) want2[size_t((g * P + p) * Nc + n)] += a2[size_t(p * Lr + r)] * c2[size_t(r * Nc + n)];
+      }
+    }
+    std::string tag = " decoding, " + std::to_string(Lr) + " rows over 16 groups";
+    expect("grouped_mm 2d x 3d" + tag, "aten::_grouped_mm", {T(f32, {Lr, Kc}, x), T(f32, {G, Kc, Nc}, w),
+           T(s32, {G}, offs), N(), N()}, {{f32, {Lr, Nc}}}, {want});
+    expect("grouped_mm 2d x 2d" + tag, "aten::_grouped_mm", {T(f32, {P, Lr}, a2), T(f32, {Lr, Nc}, c2),
+           T(s32, {G}, offs), N(), N()}, {{f32, {G, P, Nc}}}, {want2});
+    test("grouped_mm" + tag + ": first windows batched", [&] {
+      Result r = run("aten::_grouped_mm", {T(f32, {Lr, Kc}, x), T(f32, {G, Kc, Nc}, w), T(s32, {G}, offs), N(), N()},
+                     {{f32, {Lr, Nc}}}, /*execute=*/false);
+      CHECK(r.text.find("lhs_batching_dimensions = [0]") != std::string::npos);
+    });
   }
 }
 

@@ -484,6 +484,68 @@ def test_moe_experts_op_matches_transformers_experts():
                                   args[3].to("tpu"))
 
 
+def test_grouped_mm_experts_path_is_routing_independent_in_eager():
+    """Transformers' grouped_mm experts path in tpu eager mode: after the first call at a token count, other routings
+    (spread, all tokens on two experts, a single expert per slot) build no program, launch the same number of programs
+    and never read the routing on the host (no item/nonzero: shapes do not depend on it), matching the CPU each time.
+    (The per-expert loop, by contrast, reads the routing and builds programs for each expert's token count.)"""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from transformers.models.qwen3_moe import modeling_qwen3_moe as q
+
+    host_reads = {"aten::_local_scalar_dense", "aten::nonzero", "aten::unique", "aten::_unique2",
+                  "aten::masked_select"}
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.add(func._schema.name)
+            return func(*args, **(kwargs or {}))
+
+    cfg = Qwen3MoeConfig(hidden_size=32, moe_intermediate_size=16, num_experts=16, num_experts_per_tok=2)
+    torch.manual_seed(5)
+    built = {}
+    for impl in ("grouped_mm",):
+        cfg._experts_implementation = impl
+        ref = q.Qwen3MoeExperts(cfg)
+        with torch.no_grad():
+            ref.gate_up_proj.normal_(0, 0.3)
+            ref.down_proj.normal_(0, 0.3)
+        dev = copy.deepcopy(ref).to("tpu")
+        for T in (8, 32):  # fewer rows than experts (every window in the loop), and a batched first window
+            gen = torch.Generator().manual_seed(T)
+            x = torch.randn(T, cfg.hidden_size, generator=gen)
+            wts = torch.softmax(torch.randn(T, 2, generator=gen), -1)
+            routings = [torch.stack([torch.randperm(16, generator=gen)[:2] for _ in range(T)]),
+                        torch.stack([torch.randperm(16, generator=gen)[:2] for _ in range(T)]),
+                        torch.tensor([[3, 9]] * T),  # every token on the same two experts
+                        torch.stack([torch.arange(T) % 16, (torch.arange(T) + 5) % 16], 1)]
+            launches = []
+            built.setdefault(impl, 0)
+            for i, idx in enumerate(routings):
+                s0, n0 = torch_tpu.cache_stats(), torch_tpu.launch_count()
+                ops = Ops()
+                with torch.no_grad(), ops:
+                    out = dev(x.to("tpu"), idx.to("tpu"), wts.to("tpu"))
+                n1 = torch_tpu.launch_count()
+                got = out.cpu()
+                s1 = torch_tpu.cache_stats()
+                with torch.no_grad():
+                    torch.testing.assert_close(got, ref(x, idx, wts), atol=1e-5, rtol=1e-5)
+                if i == 0:
+                    continue
+                built[impl] += (s1["misses"] - s0["misses"]) + (s1["compiles"] - s0["compiles"])
+                launches.append(n1 - n0)
+                if impl == "grouped_mm":
+                    assert "aten::_grouped_mm" in ops.names
+                    assert not ops.names & host_reads, ops.names & host_reads
+            if impl == "grouped_mm":
+                assert len(set(launches)) == 1, launches
+    assert built["grouped_mm"] == 0
+
+
 def test_kernelize_training_rmsnorm_and_swiglu_mlp_match_cpu():
     from kernels import Mode, kernelize
     from transformers.models.qwen3_moe import modeling_qwen3_moe as q

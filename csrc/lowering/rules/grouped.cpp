@@ -13,14 +13,15 @@
 // - chlo.ragged_dot where the compiler has it natively (TPU, GPU): one instruction per product.
 // - Elsewhere (the CPU plugin) static shapes, no host synchronization and no data-dependent shapes. Each group's
 //   rows are cut into windows of T rows starting at its first row, T a power of two of at least twice the average
-//   group (L / G). The first window of every group is one batched product ([G, T, K] rows gathered at the groups'
-//   starts times the [G, K, N] experts: each expert's matrix read once); the rows each group has beyond its first
-//   window (rare when groups are near their average) go through a stablehlo.while whose trip count is their number
-//   of windows (data; the shapes are not): each iteration slices its rows and its group's matrix in place,
-//   multiplies them and keeps the rows of the group. The batch computes G T rows (at most about 4 L) and the loop
-//   at most L / T + G windows: the cost stays within a small multiple of the L K N useful multiply-adds, never G
-//   times, with no copy of the expert weights. With many more groups than rows (G T > 4 L: few tokens, many
-//   experts) the batch would be mostly waste, and every window goes through the loop.
+//   group (L / G), or smaller (down to 2) where that lets the batch below cover the first windows. The first window
+//   of every group is one batched product ([G, T, K] rows gathered at the groups' starts times the [G, K, N]
+//   experts: each expert's matrix read once); the rows each group has beyond its first window (rare when groups are
+//   near their average) go through a stablehlo.while whose trip count is their number of windows (data; the shapes
+//   are not): each iteration slices its rows and its group's matrix in place, multiplies them and keeps the rows of
+//   the group. The batch computes G T rows (at most about 4 L) and the loop at most L / T + G windows: the cost
+//   stays within a small multiple of the L K N useful multiply-adds, never G times, with no copy of the expert
+//   weights. With many more groups than rows (G T > 4 L: few tokens, many experts) the batch would be mostly waste,
+//   and every window goes through the loop.
 #include <algorithm>
 
 #include "lowering/families.h"
@@ -43,14 +44,25 @@ bool groupedAccepts(const Context& ctx) {
   return !ctx.has(3);  // bias: PyTorch rejects it too ("not supported yet")
 }
 
+// Whether the first window of every group is computed as one batched product ([G, T] rows, empty groups included)
+// before the loop: when that stays within 4 L rows, i.e. unless there are many more groups than rows.
+bool batchedFirst(int64_t L, int64_t G, int64_t T) { return G * T <= 4 * L; }
+
 // The window height for a ragged dimension of length L cut among G groups: a power of two in [8, 256] at least
-// twice a group's average share L / G, so that most groups fit one window, never above L rounded up to 8.
+// twice a group's average share L / G, so that most groups fit one window, never above L rounded up to 8. Where that
+// window is too tall for the batched first window (G T > 4 L: about as many rows as groups, as in decoding, where
+// tokens x top-k rows meet as many experts), the tallest smaller power of two (down to 2) that allows it: with
+// L = G = 128, T = 4 puts almost every row in the batch instead of looping over about a hundred windows of 8.
 int64_t windowFor(int64_t L, int64_t G) {
   int64_t g = std::max<int64_t>(G, 1);
   int64_t share = 2 * ((L + g - 1) / g);
   int64_t t = 8;
   while (t < share && t < 256) t *= 2;
-  return std::max<int64_t>(1, std::min(t, (L + 7) / 8 * 8));
+  t = std::max<int64_t>(1, std::min(t, (L + 7) / 8 * 8));
+  if (!batchedFirst(L, G, t))
+    for (int64_t s = t / 2; s >= 2; s /= 2)
+      if (batchedFirst(L, G, s)) return s;
+  return t;
 }
 
 // The groups' row ranges [starts[g], ends[g]) within [0, L], as s32 [G] values (ends clamped to L; a group whose
@@ -109,10 +121,6 @@ Items itemsOf(Builder& b, const Ranges& r, int64_t L, int64_t T, int64_t skip) {
   Value total = b.reshape(b.sliceInDim(cum, G - 1, G, 1, 0), {});
   return {table, total};
 }
-
-// Whether the first window of every group is computed as one batched product ([G, T] rows, empty groups included)
-// before the loop: when that stays within 4 L rows, i.e. unless there are many more groups than rows.
-bool batchedFirst(int64_t L, int64_t G, int64_t T) { return G * T <= 4 * L; }
 
 // The rows of every group's first window, [G, T, D] from v [L + T, D] (rows past a group's end are the next
 // group's or padding: their products are never used).
