@@ -70,6 +70,8 @@ struct Stats {
   int64_t fused_disk_hits = 0;// fused programs read from the disk cache
   int64_t replays = 0;        // traces run op by op (first sighting, or no fused program)
   int64_t limit_flushes = 0;  // traces cut at the size limit or the loop period
+  int64_t speed_trials = 0;   // launches timed by the speed check (fused or op by op)
+  int64_t slow_programs = 0;  // fused programs measured no faster than their trace op by op: no longer used
   int64_t entries = 0;        // fused programs in the process cache
   int64_t evictions = 0;
   double compile_seconds = 0;
@@ -78,6 +80,9 @@ Stats stats();
 void clearCache();
 // Waits for the fused programs being compiled in the background (tests, benchmarks).
 void waitForCompiles();
+// Tests: the speed check times `trials` launches of each kind (0: off, -1: TORCH_TPU_FUSED_SPEED_CHECK), adding
+// `bias_seconds` to each timed fused launch (to force either decision).
+void setSpeedCheck(int trials, double bias_seconds);
 // Process exit: drops the compiles not started, waits for the one running and stops the compile thread (a compile
 // must never run while the plugin's static destructors do). Later traces run op by op. Idempotent.
 void shutdown();
