@@ -649,14 +649,19 @@ size_t loopPeriod(const std::vector<uint64_t>& seq) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
+thread_local bool t_paused = false;
+
 bool active() {
   int m = g_mode.load(std::memory_order_relaxed);
   if (m < 0) {
     m = readMode();
     g_mode = m;
   }
-  return m == 1;
+  return m == 1 && !t_paused;
 }
+
+Pause::Pause() : prev_(t_paused) { t_paused = true; }
+Pause::~Pause() { t_paused = prev_; }
 
 std::string mode() { return active() ? "fused" : "strict"; }
 
