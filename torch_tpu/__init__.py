@@ -284,7 +284,8 @@ def cache_stats() -> Dict[str, Any]:
     ``disk``: the on-disk executable cache shared with compiled graphs (``TORCH_TPU_CACHE_DIR``, bounded by
     ``TORCH_TPU_CACHE_MAX_BYTES``): hits, misses, writes, corrupt entries ignored, evictions, pending writes.
     ``fused``: fused eager mode (see :func:`set_eager_mode`): ops recorded, traces flushed, fused programs hit,
-    compiled, read from disk, traces replayed op by op.
+    compiled, read from disk, traces replayed op by op, launches timed by the speed check (``speed_trials``) and
+    fused programs dropped as no faster than their ops one by one (``slow_programs``).
     """
     return dict(_C._cache_stats())
 

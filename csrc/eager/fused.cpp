@@ -109,6 +109,22 @@ std::recursive_mutex g_mu;  // the trace and the fused program cache
 Trace g_trace;
 size_t g_cut = 0;           // cut traces at this length (a whole number of loop periods); 0: at the size limit
 int g_cut_misses = 0;       // consecutive cut traces seen for the first time
+bool g_oneoff = false;      // the trace being flushed was cut at the size limit when its loop period was found: it
+                            // is not a step of the loop (the next ones are), so it gets no fused program
+
+// Launches timed by the speed check (each kind); 0: no check (every fused program is used).
+int speedTrials() {
+  static const int v = [] {
+    const char* e = std::getenv("TORCH_TPU_FUSED_SPEED_CHECK");
+    if (!e || !*e) return 4;
+    const int n = std::atoi(e);
+    return n > 0 ? std::min(n, 100) : 0;
+  }();
+  return v;
+}
+constexpr int kSpeedWarmup = 3;
+std::atomic<int> g_speed_trials{-1};  // -1: from the environment; set by tests
+double g_speed_bias = 0;              // tests: seconds added to each timed fused launch (negative: taken off)
 
 // Guards StorageRec::st and TpuStorage::trace against a storage being destroyed on another thread. Never held while
 // taking another lock but a storage's own mutex.
@@ -120,6 +136,15 @@ std::mutex g_live_mu;
 struct FusedProgram {
   runtime::ExecutablePtr exe;  // null: none could be built (the trace always runs op by op)
   std::vector<int> outputs;    // value ids, ascending
+  // The speed check: its first launches alternate between the fused program and the trace op by op, each timed
+  // from an idle device to completion; a program no faster than op by op is dropped (`slow`: the trace runs op by
+  // op from then on, as strict mode would).
+  int trials = 0;
+  double best_fused = 0, best_replay = 0;  // seconds, the fastest of each kind so far
+  bool slow = false;
+  // A slow program is checked again after 64 runs op by op, then 128, 256, ... (the machine's load may have misled
+  // the check).
+  int64_t slow_runs = 0, recheck_after = 64;
 };
 core::LruMap<std::shared_ptr<FusedProgram>> g_programs;  // by trace key
 std::unordered_set<uint64_t> g_seen;       // hashes of trace keys run once without a fused program
@@ -133,6 +158,7 @@ struct CompileJob {
   uint64_t hash;
   std::string text;
   std::vector<int> outputs;
+  size_t ops = 0;  // the smallest trace compiles first: the steps of a loop are usually its shortest traces
 };
 
 class Compiler {
@@ -403,6 +429,21 @@ std::vector<int> liveValues() {
   return live;
 }
 
+// Every storage's final value in the trace (alive or not), and the device-side check flags: what any launch of the
+// trace could keep.
+std::vector<int> finalValues() {
+  const Trace& t = g_trace;
+  std::vector<int> out;
+  for (size_t v = 0; v < t.vals.size(); ++v) {
+    const Val& val = t.vals[v];
+    if (val.op >= 0 && val.rec >= 0 && t.recs[val.rec].value == static_cast<int>(v)) out.push_back(static_cast<int>(v));
+  }
+  for (const auto& c : t.checks) out.push_back(c.first);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 void flushLocked(bool at_limit) {
   Trace& t = g_trace;
   if (t.ops.empty()) {
@@ -414,12 +455,21 @@ void flushLocked(bool at_limit) {
 
   // 2. The program: a cached one covering the live values, or (first sighting) one from the disk cache. Otherwise
   //    the trace runs op by op, and from its second sighting on a program is compiled in the background.
+  const bool oneoff = g_oneoff;
+  g_oneoff = false;
   std::shared_ptr<FusedProgram> fp;
   if (auto* e = g_programs.find(t.key)) fp = *e;
-  bool usable = fp && fp->exe && std::includes(fp->outputs.begin(), fp->outputs.end(), live.begin(), live.end());
-  bool hit = usable, from_disk = false, queued = false;
+  if (fp && fp->slow && ++fp->slow_runs >= fp->recheck_after) {
+    fp->slow = false;  // time it again
+    fp->trials = 0;
+    fp->slow_runs = 0;
+    fp->recheck_after = std::min<int64_t>(fp->recheck_after * 2, int64_t(1) << 20);
+  }
+  bool usable = fp && fp->exe && !fp->slow &&
+                std::includes(fp->outputs.begin(), fp->outputs.end(), live.begin(), live.end());
+  bool from_disk = false, queued = false, first = false;
   double secs = 0;
-  if (!usable && !(fp && !fp->exe)) {
+  if (!usable && !oneoff && !(fp && (!fp->exe || fp->slow))) {
     const uint64_t h = hashKey(t.key);
     if (!g_compiling.count(h)) {
       try {
@@ -435,15 +485,15 @@ void flushLocked(bool at_limit) {
           } else {
             if (g_seen.size() > 65536) g_seen.clear();
             g_seen.insert(h);
-            // Traces cut at a loop period that keep being new: the loop changed; look for its period again.
-            if (at_limit && g_cut > 0 && ++g_cut_misses >= 4) g_cut = 0;
+            first = true;
           }
         } else {
-          std::vector<int> want;
-          if (fp) std::set_union(fp->outputs.begin(), fp->outputs.end(), live.begin(), live.end(),
-                                 std::back_inserter(want));
-          else want = live;
-          Compiler::get().enqueue(CompileJob{t.key, h, fusedText(want), std::move(want)});
+          // A second live set for the same trace (e.g. a loop cut at a period that falls at several places of its
+          // step: the same trace, other Python variables alive): the program keeps every storage's final value,
+          // so that one more compile covers every later launch (growing the union one live set at a time would
+          // compile again and again, running op by op meanwhile).
+          std::vector<int> want = fp ? finalValues() : live;
+          Compiler::get().enqueue(CompileJob{t.key, h, fusedText(want), std::move(want), t.ops.size()});
           g_compiling.insert(h);
           g_seen.erase(h);
           queued = true;
@@ -454,15 +504,30 @@ void flushLocked(bool at_limit) {
       }
     }
   }
-  if (usable) g_cut_misses = 0;
+  // Traces cut at the loop period that keep being new (several in a row, none seen before): the loop changed; look
+  // for its period again.
+  if (at_limit && g_cut > 0 && t.ops.size() == g_cut) {
+    if (first) {
+      if (++g_cut_misses >= 8) g_cut = 0;
+    } else {
+      g_cut_misses = 0;
+    }
+  }
+  // The speed check: the program's first launches alternate with runs op by op, each timed to completion.
+  const int trials = g_speed_trials.load(std::memory_order_relaxed) < 0 ? speedTrials() : g_speed_trials.load();
+  // The first kSpeedWarmup launches are not timed (a new executable's first runs pay one-time costs: they can be
+  // ten times slower); then launches alternate, op by op first.
+  const bool trial = usable && trials > 0 && fp->trials < kSpeedWarmup + 2 * trials;
+  const bool trial_replay = trial && fp->trials >= kSpeedWarmup && (fp->trials - kSpeedWarmup) % 2 == 0;
   {
     std::lock_guard<std::mutex> g(g_stats_mu);
     g_stats.flushes++;
     if (at_limit) g_stats.limit_flushes++;
-    if (hit) g_stats.fused_hits++;
+    if (usable && !trial_replay) g_stats.fused_hits++;
     if (from_disk) g_stats.fused_disk_hits++;
     if (queued) g_stats.fused_compiles++;
-    if (!usable) g_stats.replays++;
+    if (!usable || trial_replay) g_stats.replays++;
+    if (trial) g_stats.speed_trials++;
     g_stats.compile_seconds += secs;
     g_stats.entries = static_cast<int64_t>(g_programs.size());
     g_stats.evictions = g_programs.evictions();
@@ -471,8 +536,15 @@ void flushLocked(bool at_limit) {
   // 3. Launch.
   std::vector<int> outputs = live;
   std::vector<runtime::BufferPtr> out_bufs;
+  bool timed = trial && fp->trials >= kSpeedWarmup;  // false when the fused launch fails (nothing to compare)
+  if (trial && !timed) fp->trials++;
+  std::chrono::steady_clock::time_point t0;
   try {
-    if (usable) {
+    if (timed) {
+      client().synchronize(t.device);  // the timed launch runs alone
+      t0 = std::chrono::steady_clock::now();
+    }
+    if (usable && !trial_replay) {
       std::vector<runtime::Buffer*> raw;
       raw.reserve(t.externals.size());
       for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
@@ -488,13 +560,30 @@ void flushLocked(bool at_limit) {
       } catch (const std::exception&) {
         // Nothing ran. Run op by op: the op that fails names itself.
         usable = false;
+        timed = false;
       }
       if (usable && launchBlocking()) client().synchronize(t.device);
     }
-    if (!usable) {
+    if (!usable || trial_replay) {
+      outputs = live;
       std::vector<runtime::BufferPtr> all = replay(t);
       out_bufs.clear();
       for (int v : outputs) out_bufs.push_back(std::move(all[v]));
+    }
+    if (timed) {
+      client().synchronize(t.device);
+      const double dt = secondsSince(t0);
+      if (trial_replay) {
+        fp->best_replay = fp->trials == kSpeedWarmup ? dt : std::min(fp->best_replay, dt);
+      } else {
+        const double f = std::max(0.0, dt + g_speed_bias);
+        fp->best_fused = fp->trials == kSpeedWarmup + 1 ? f : std::min(fp->best_fused, f);
+      }
+      if (++fp->trials == kSpeedWarmup + 2 * trials && fp->best_fused >= fp->best_replay) {
+        fp->slow = true;  // no faster than op by op: stop fusing this trace
+        std::lock_guard<std::mutex> g(g_stats_mu);
+        g_stats.slow_programs++;
+      }
     }
   } catch (...) {
     abandonTrace();
@@ -513,8 +602,10 @@ void Compiler::run() {
   for (;;) {
     cv_.wait(lk, [&] { return !q_.empty() || stopped_; });
     if (q_.empty()) break;
-    CompileJob job = std::move(q_.front());
-    q_.pop_front();
+    auto next = std::min_element(q_.begin(), q_.end(),
+                                 [](const CompileJob& a, const CompileJob& b) { return a.ops < b.ops; });
+    CompileJob job = std::move(*next);
+    q_.erase(next);
     busy_ = true;
     lk.unlock();
     std::shared_ptr<FusedProgram> fp = std::make_shared<FusedProgram>();
@@ -558,14 +649,19 @@ size_t loopPeriod(const std::vector<uint64_t>& seq) {
 
 // ---------------------------------------------------------------------------------------------------------------
 
+thread_local bool t_paused = false;
+
 bool active() {
   int m = g_mode.load(std::memory_order_relaxed);
   if (m < 0) {
     m = readMode();
     g_mode = m;
   }
-  return m == 1;
+  return m == 1 && !t_paused;
 }
+
+Pause::Pause() : prev_(t_paused) { t_paused = true; }
+Pause::~Pause() { t_paused = prev_; }
 
 std::string mode() { return active() ? "fused" : "strict"; }
 
@@ -679,6 +775,8 @@ std::vector<at::Tensor> record(const std::shared_ptr<EagerProgram>& p, core::Sig
     size_t p_len = loopPeriod(t.seq);
     g_cut = p_len ? p_len * ((kMinCut + p_len - 1) / p_len) : 0;
     if (g_cut > maxOps()) g_cut = 0;
+    g_oneoff = g_cut > 0;
+    g_cut_misses = 0;
     flushLocked(true);
   }
   return fresh;
@@ -717,6 +815,12 @@ void clearCache() {
 }
 
 void waitForCompiles() { Compiler::get().wait(); }
+
+void setSpeedCheck(int trials, double bias_seconds) {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  g_speed_trials = trials;
+  g_speed_bias = bias_seconds;
+}
 
 void shutdown() { Compiler::get().shutdown(); }
 

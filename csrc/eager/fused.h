@@ -22,8 +22,14 @@
 // A trace seen for the first time runs op by op (the per-op executables, as strict mode would) unless the disk cache
 // has its fused program; from the second time on its fused program is compiled in the background while the trace
 // keeps running op by op, and used once ready. What is alive at a launch can vary between identical steps (garbage
-// collection timing): a program's outputs grow to the union of the live sets seen. An op whose program fails names
+// collection timing, a loop period falling at several places of the step): a launch whose live values a program
+// does not cover compiles the trace again keeping every storage's final value. An op whose program fails names
 // itself in the error.
+//
+// Speed check (TORCH_TPU_FUSED_SPEED_CHECK launches of each kind, default 4; 0: off): a fused program's first
+// launches alternate with the trace run op by op, each timed from an idle device to completion; a program no
+// faster than op by op is dropped (the trace runs op by op, as strict mode would) and timed again after 64, 128,
+// ... such runs.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -42,6 +48,18 @@ namespace torch_tpu::fused {
 
 // Whether ops are recorded (fused) or launched one by one (strict). Cheap.
 bool active();
+// While alive, the ops this thread calls launch at once even in fused mode: what recording one op needs launched
+// first (the packed copy of a weight, made from a buffer that is not pending).
+class Pause {
+ public:
+  Pause();
+  ~Pause();
+  Pause(const Pause&) = delete;
+  Pause& operator=(const Pause&) = delete;
+
+ private:
+  bool prev_;
+};
 // "strict" or "fused"; switching launches what was recorded.
 void setMode(const std::string& mode);
 std::string mode();
@@ -70,6 +88,8 @@ struct Stats {
   int64_t fused_disk_hits = 0;// fused programs read from the disk cache
   int64_t replays = 0;        // traces run op by op (first sighting, or no fused program)
   int64_t limit_flushes = 0;  // traces cut at the size limit or the loop period
+  int64_t speed_trials = 0;   // launches timed by the speed check (fused or op by op)
+  int64_t slow_programs = 0;  // fused programs measured no faster than their trace op by op: no longer used
   int64_t entries = 0;        // fused programs in the process cache
   int64_t evictions = 0;
   double compile_seconds = 0;
@@ -78,6 +98,9 @@ Stats stats();
 void clearCache();
 // Waits for the fused programs being compiled in the background (tests, benchmarks).
 void waitForCompiles();
+// Tests: the speed check times `trials` launches of each kind (0: off, -1: TORCH_TPU_FUSED_SPEED_CHECK), adding
+// `bias_seconds` to each timed fused launch (to force either decision).
+void setSpeedCheck(int trials, double bias_seconds);
 // Process exit: drops the compiles not started, waits for the one running and stops the compile thread (a compile
 // must never run while the plugin's static destructors do). Later traces run op by op. Idempotent.
 void shutdown();

@@ -246,12 +246,12 @@ void scanNumber(std::string& k, const c10::Scalar& v, bool is_static) {
 
 int64_t intOf(const c10::IValue& e) { return e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__); }
 
-// Inference products read a transposed weight through its packed copy (core/packed.h): with autograd off, outside
-// fused recording, when the operand is the transpose of its whole storage, that storage has a buffer, and no other
-// tensor of the call shares it.
+// Inference products read a transposed weight through its packed copy (core/packed.h): with autograd off, when the
+// operand is the transpose of its whole storage, that storage has a buffer (in fused recording: is not pending), and
+// no other tensor of the call shares it.
 int packDecision(const OpInfo& info, const torch::jit::Stack& stack, size_t base, const Call& c) {
   const int si = info.packable_arg;
-  if (si < 0 || c.sig.recording || at::GradMode::is_enabled() || !core::packWeightsEnabled()) return -1;
+  if (si < 0 || at::GradMode::is_enabled() || !core::packWeightsEnabled()) return -1;
   const c10::IValue& v = stack[base + si];
   const int ti = c.first_tensor[si];
   // (a conjugate or negative view is read through its bits by the program, never as a packed copy)
@@ -667,9 +667,12 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
   }
   // The packed weight, made (by an eager program) before this launch starts.
   runtime::BufferPtr packed;
-  if (c.pack_arg >= 0)  // the operand is the transpose of the weight's storage: the weight is its transpose back
+  if (c.pack_arg >= 0) {  // the operand is the transpose of the weight's storage: the weight is its transpose back
+    std::optional<fused::Pause> pause;  // recording: the copy is made now, from the weight's current buffer
+    if (record) pause.emplace();
     packed = core::packedTranspose((*stack)[base + c.pack_arg].toTensor().transpose(-2, -1),
                                    c.sig.buffers[c.sig.tensors[c.first_tensor[c.pack_arg]].slot]);
+  }
   // Host inputs: Python numbers (Scalar / float arguments) and 0-d CPU tensors, by stack index; the packed weight.
   auto host = [&](const core::Param& prm) -> runtime::BufferPtr {
     if (prm.index == c.pack_arg) return packed;

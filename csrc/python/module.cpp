@@ -263,6 +263,8 @@ PYBIND11_MODULE(_C, m) {
     fu["disk_hits"] = f.fused_disk_hits;
     fu["replays"] = f.replays;
     fu["limit_flushes"] = f.limit_flushes;
+    fu["speed_trials"] = f.speed_trials;
+    fu["slow_programs"] = f.slow_programs;
     fu["entries"] = f.entries;
     fu["evictions"] = f.evictions;
     fu["compile_seconds"] = f.compile_seconds;
@@ -296,6 +298,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_plugin_load_tried", []() { return pluginLoadTried(); });
   m.def("_fused_pending_text", []() { return fused::pendingText(); });
+  m.def("_fused_set_speed_check", [](int trials, double bias) { fused::setSpeedCheck(trials, bias); });
   m.def("_fused_pending_ops", []() { return static_cast<int64_t>(fused::pendingOps()); });
   m.def("_set_launch_blocking", [](bool on) { setLaunchBlocking(on); });
   m.def("_launch_blocking", []() { return launchBlocking(); });

@@ -244,7 +244,8 @@ for i in range(300):
 assert torch.allclose(acc.cpu(), ref, atol=1e-5), (acc.cpu() - ref).abs().max()
 print(s1["limit_flushes"] - s0["limit_flushes"], s1["hits"] - s0["hits"], s1["compiles"])
 """
-    r = run_python(code, env={"TORCH_TPU_FUSED_MAX_OPS": "100", "TORCH_TPU_CACHE_DIR": ""})
+    # (speed check off: its timed runs op by op would count as launches that are not hits)
+    r = run_python(code, env={"TORCH_TPU_FUSED_MAX_OPS": "100", "TORCH_TPU_CACHE_DIR": "", "TORCH_TPU_FUSED_SPEED_CHECK": "0"})
     cuts, hits, compiles = map(int, r.stdout.split())
     assert cuts >= 8 and hits == cuts and compiles <= 2, r.stdout
 
@@ -293,3 +294,128 @@ def test_device_checks_hold_in_fused_blocks():
         torch_tpu._C._fused_wait()
     assert torch_tpu._C._pending_device_checks() == 0
     assert fused_stats()["hits"] - before["hits"] >= 1
+
+
+# ---- the speed check: a fused program no faster than its trace op by op is dropped ----
+
+
+@pytest.fixture
+def speed_check():
+    def set_check(trials, bias):
+        torch_tpu._C._fused_set_speed_check(trials, bias)
+
+    yield set_check
+    torch_tpu._C._fused_set_speed_check(-1, 0.0)
+
+
+def _speed_step(x, w):
+    # 5 ops, one trace per call (.cpu() launches it); shapes no other test uses, so the trace is new here.
+    return ((x @ w).tanh() * 0.5 + 1).sum(0).cpu()
+
+
+def _until(cond, step, limit=40):
+    for _ in range(limit):
+        out = step()
+        torch_tpu._C._fused_wait()  # the fused program compiled in the background lands
+        if cond():
+            return out
+    pytest.fail(f"not reached in {limit} steps: {fused_stats()}")
+
+
+def test_speed_check_drops_a_slower_fused_program_and_checks_it_again(speed_check):
+    # Every timed fused launch counts 10 s more than it took: the check must find it slower than op by op.
+    speed_check(2, 10.0)
+    x, w = torch.randn(3, 24).to("tpu"), torch.randn(24, 37).to("tpu")
+    ref = strict(_speed_step, x, w)
+    s0 = fused_stats()
+    step = lambda: _speed_step(x, w)  # noqa: E731
+    out = _until(lambda: fused_stats()["slow_programs"] > s0["slow_programs"], step)
+    torch.testing.assert_close(out, ref)
+    s1 = fused_stats()
+    assert s1["speed_trials"] - s0["speed_trials"] >= 3 + 2 * 2  # untimed first launches, then 2 of each kind
+    # Dropped: the trace runs op by op from now on (the same values as strict mode), no new compile.
+    for _ in range(5):
+        assert torch.equal(step(), ref)
+    s2 = fused_stats()
+    assert s2["hits"] == s1["hits"] and s2["replays"] - s1["replays"] == 5
+    assert s2["compiles"] == s1["compiles"]
+    # After 64 runs op by op it is timed again (and, still slower, dropped again).
+    for _ in range(64 + 3 + 4):
+        step()
+    s3 = fused_stats()
+    assert s3["slow_programs"] == s1["slow_programs"] + 1
+    assert s3["hits"] > s2["hits"]
+
+
+def test_speed_check_keeps_a_faster_fused_program(speed_check):
+    speed_check(2, -10.0)  # every timed fused launch counts as free
+    x, w = torch.randn(5, 24).to("tpu"), torch.randn(24, 29).to("tpu")
+    ref = strict(_speed_step, x, w)
+    s0 = fused_stats()
+    step = lambda: _speed_step(x, w)  # noqa: E731
+    _until(lambda: fused_stats()["speed_trials"] - s0["speed_trials"] >= 3 + 2 * 2, step)
+    s1 = fused_stats()
+    for _ in range(5):
+        torch.testing.assert_close(step(), ref)
+    s2 = fused_stats()
+    assert s2["slow_programs"] == s0["slow_programs"]
+    assert s2["hits"] - s1["hits"] == 5 and s2["speed_trials"] == s1["speed_trials"]
+    # Off: a new fused program is used from its first launch, untimed.
+    speed_check(0, 10.0)
+    x2 = torch.randn(6, 24).to("tpu")
+    _until(lambda: fused_stats()["hits"] > s2["hits"], lambda: _speed_step(x2, w))
+    assert fused_stats()["speed_trials"] == s2["speed_trials"]
+    assert fused_stats()["slow_programs"] == s0["slow_programs"]
+
+
+def test_identical_blocks_without_synchronization_settle_on_fused_programs(run_python):
+    # 6 identical residual blocks of 5 ops per step, no synchronization: the op sequence's period is one block, so
+    # traces are cut every 35 ops, at 6 different places of the 30-op step (6 traces, each new at first). The cut
+    # must survive those first sightings (not fall back to the size limit), and the trace cut at the size limit when
+    # the period was found is not compiled: after warm-up every cut is one launch.
+    code = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("fused")
+torch.manual_seed(0)
+ws = [torch.randn(16, 16).to("tpu") * 0.1 for _ in range(6)]
+x0 = torch.randn(2, 16).to("tpu")
+def step(x):
+    for w in ws:  # 5 ops per block
+        x = x + ((x @ w).tanh() * 0.5 - 0.1)
+    return x
+def loop(n):
+    x = x0
+    for _ in range(n):
+        x = step(x)
+    return x
+for _ in range(3):  # first sightings; programs for one live set; programs for every live set
+    loop(40); torch.tpu.synchronize()
+    torch_tpu._C._fused_wait()
+s0 = torch_tpu.cache_stats()["fused"]
+y = loop(40)
+s1 = torch_tpu.cache_stats()["fused"]
+torch_tpu.set_eager_mode("strict")
+ref = loop(40)
+assert torch.allclose(y.cpu(), ref.cpu(), atol=1e-5)
+d = {k: s1[k] - s0[k] for k in ("flushes", "limit_flushes", "hits", "replays", "compiles")}
+print(d["limit_flushes"], d["hits"], d["replays"], d["compiles"])
+"""
+    r = run_python(code, env={"TORCH_TPU_FUSED_MAX_OPS": "200", "TORCH_TPU_CACHE_DIR": "",
+                              "TORCH_TPU_FUSED_SPEED_CHECK": "0"})
+    cuts, hits, replays, compiles = map(int, r.stdout.split())
+    assert cuts >= 30 and replays <= 1 and compiles == 0 and hits >= cuts, r.stdout
+
+
+def test_inference_products_read_packed_weights_while_recording():
+    # With autograd off, a product recorded in fused mode reads the weight through its packed (row-major transposed)
+    # copy like strict mode: the copy is made when the op is recorded, from the weight's buffer.
+    lin = torch.nn.Linear(32, 48).to("tpu")
+    x = torch.randn(4, 32).to("tpu")
+    before = torch_tpu.cache_stats()["packed_weights"]
+    with torch.no_grad():
+        y = (lin(x) * 2).cpu()
+    assert torch_tpu.cache_stats()["packed_weights"] == before + 1
+    with torch.no_grad():
+        ref = strict(lambda: (lin(x) * 2).cpu())
+    torch.testing.assert_close(y, ref)
+    torch.testing.assert_close(y, (torch.nn.functional.linear(x.cpu(), lin.weight.cpu(), lin.bias.cpu()) * 2))
