@@ -10,9 +10,12 @@ jax.numpy, its weights copied from the torch model (linear weights as [in, out] 
 * prefill: batch 4 x 128 tokens, causal, no cache.
 
 Before timing, 6 decode steps from empty caches and one prefill are run on both sides and their logits compared.
-Timing: `--iters` steps launched back to back, one synchronization at the end (both sides dispatch asynchronously),
-best of `--repeats`; then the same steps each waited for ("latency"). `--runs N` repeats the whole measurement.
-Usage: python3 benchmarks/decode_vs_jax.py [--runs 3] [--iters 200] [--markdown]
+Timing: `--iters` decode steps (a fortieth as many prefills, at least 3) launched back to back, one synchronization
+at the end, best of `--repeats` samples, the two sides alternating sample by sample; the same for a quarter as many
+steps each waited for ("waited"), and the process CPU time per step. `--runs N` repeats the whole measurement.
+Then the stages of one steady-state compiled decode call (CompiledGraph._time_stages). XLA_FLAGS=--xla_dump_to=DIR
+dumps both sides' optimized HLO (the CPU plugin honours XLA_FLAGS as jaxlib does).
+Usage: python3 benchmarks/decode_vs_jax.py [--runs 3] [--iters 100] [--repeats 10]
 """
 
 from __future__ import annotations
@@ -236,6 +239,7 @@ def decode_stages(s: Sides, n: int) -> dict:
 
         return call
 
+    torch._dynamo.reset()  # a new model of the same class would reuse the graph compiled for the timed one
     _dynamo_backend._C = type("C", (), {"__getattr__": lambda self, k: getattr(_C, k), "_GraphCall":
                                         staticmethod(recording)})()
     try:
@@ -258,7 +262,6 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     print(f"# cpus {os.cpu_count()}, load average {os.getloadavg()}, jax {jax.__version__}, torch {torch.__version__}")
     s = Sides()
