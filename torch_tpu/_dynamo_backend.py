@@ -66,7 +66,8 @@ class UnsupportedGraph(RuntimeError):
 
 def compile_stats() -> Dict[str, Any]:
     r"""torch.compile counters: graphs, runs, signature_hits, fast_calls (runs launched by the C++ graph call of
-    inference graphs, see ``_graph_call``), lowerings, compiles (XLA), memory_hits, disk_hits,
+    inference graphs, see ``_graph_call``), donated (input buffers donated to a run's program: mutated inputs
+    nobody else holds, such as a static KV cache, are updated in place), lowerings, compiles (XLA), memory_hits, disk_hits,
     disk_writes, compile_seconds, lower_seconds, partitioned_graphs / eager_graphs / fallback_nodes /
     collective_nodes (collectives run through their process group between compiled partitions) /
     program_collectives (collectives compiled inside a graph's program, see docs/distributed.md), stream_nodes

@@ -39,7 +39,7 @@ std::mutex g_stats_mu;
 CompileStats g_stats;
 int64_t g_packed_base = 0;  // core::packedWeightsMade() at the last reset
 // Counted on every run without the lock (a graph call's steady state takes no lock for its statistics).
-std::atomic<int64_t> g_runs{0}, g_signature_hits{0}, g_fast_calls{0};
+std::atomic<int64_t> g_runs{0}, g_signature_hits{0}, g_fast_calls{0}, g_donated{0};
 
 double secondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -54,6 +54,7 @@ CompileStats compileStats() {
   s.runs = g_runs.load(std::memory_order_relaxed);
   s.signature_hits = g_signature_hits.load(std::memory_order_relaxed);
   s.fast_calls = g_fast_calls.load(std::memory_order_relaxed);
+  s.donated = g_donated.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -64,6 +65,7 @@ void resetCompileStats() {
   g_runs = 0;
   g_signature_hits = 0;
   g_fast_calls = 0;
+  g_donated = 0;
 }
 
 void clearCompileCache() {
@@ -492,6 +494,10 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
 void CompiledGraph::sign(core::Signature& sig, const at::Tensor* const* inputs, int device) const {
   const size_t nin = desc_.inputs.size();
   sig.key.reserve(64 + nin * 24);
+  // The graph's input mutations (a static KV cache's index_copy_, running statistics) update their storages in
+  // place: a written storage nobody else holds is donated to the program whatever its size. Otherwise XLA copies
+  // the whole buffer into the program's new output on every call before updating a few elements of it.
+  sig.donate_any_size = true;
   core::put<uint8_t>(sig.key, matmulPrecisionKey());  // float32 products follow torch.set_float32_matmul_precision
   for (size_t i = 0; i < nin; ++i) sig.add(*inputs[i], input_mutated_[i] != 0);
   sig.seal();
@@ -515,6 +521,9 @@ std::vector<at::Tensor> CompiledGraph::launch(const GraphProgram& gp, core::Sign
   };
   std::string ops;
   if (runtime::launchTraceActive()) ops = std::to_string(gp.ops) + " ops";  // for a profiler
+  int64_t donated = 0;
+  for (uint8_t d : sig.donatable) donated += d;
+  if (donated) g_donated.fetch_add(donated, std::memory_order_relaxed);
   std::vector<at::Tensor> fresh;
   {
     runtime::LaunchScope label("compiled", &g.name, &ops);

@@ -76,6 +76,7 @@ struct CompileStats {
   double lower_seconds = 0;    // building programs
   int64_t packed_weights = 0;  // transposed copies of weights made for inference programs (see plan.h)
   int64_t fast_calls = 0;      // runs served by runCached (the C++ graph call of inference graphs), included in runs
+  int64_t donated = 0;         // input storage buffers donated to the programs of runs (updated in place)
 };
 CompileStats compileStats();
 void resetCompileStats();

@@ -61,6 +61,7 @@ void Signature::clear() {
   donatable.clear();
   pending.clear();
   recording = false;
+  donate_any_size = false;
 }
 
 int Signature::add(const at::Tensor& t, bool writes) {
@@ -131,8 +132,9 @@ void Signature::seal() {
   for (size_t s = 0; s < storages.size(); ++s) {
     const runtime::BufferPtr& buf = buffers[s];
     // Donated when nobody but the storage (and this call) holds the buffer, and it is large enough that donating
-    // beats copying.
-    donatable[s] = !recording && written[s] && buf && buf.use_count() <= 2 && buf->byteSize() >= donateMinBytes();
+    // beats copying (or the caller donates every size, see donate_any_size).
+    donatable[s] = !recording && written[s] && buf && buf.use_count() <= 2 &&
+                   (donate_any_size || buf->byteSize() >= donateMinBytes());
     put<uint8_t>(key, !buf && !pending[s] ? 'z' : donatable[s] ? 'D' : 'b');
   }
   overlap_hazard = write_alias = false;

@@ -65,6 +65,10 @@ class Signature {
   std::vector<shlo::DType> btype;            // buffer element type
   std::vector<uint8_t> written;              // per slot: the call may write it
   std::vector<uint8_t> donatable;            // per slot: written, and nobody else holds the buffer (see seal)
+  // Written storages are donated whatever their size (no TORCH_TPU_DONATE_MIN_BYTES floor): compiled graphs, whose
+  // state (a static KV cache, running statistics) is updated in place like jax.jit's donated arguments instead of
+  // being copied into a new buffer on every call. Set before seal; clear() resets it.
+  bool donate_any_size = false;
   // A written tensor overlaps itself (a stride-0 dimension) or partially overlaps another tensor of the call: PyTorch
   // rejects such writes for most ops (at::assert_no_internal_overlap / assert_no_partial_overlap); see seal.
   bool overlap_hazard = false;

@@ -131,6 +131,7 @@ py::dict statsDict() {
   d["lower_seconds"] = s.lower_seconds;
   d["packed_weights"] = s.packed_weights;
   d["fast_calls"] = s.fast_calls;
+  d["donated"] = s.donated;
   return d;
 }
 
