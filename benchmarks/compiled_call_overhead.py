@@ -28,24 +28,16 @@ call minus the runner is AOTAutograd's wrappers, the runner minus the C++ run is
 """
 import argparse
 import os
-import time
 
 import torch
 
 import torch_tpu
+from eager_op_latency import per_call  # this directory is on sys.path when the script runs
 
 
-def best_per_call(fn, n, batches=5):
-    for _ in range(min(500, n)):
-        fn()
-    per = max(1, n // batches)
-    best = float("inf")
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(per):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / per)
-    return best * 1e6
+def best_per_call(fn, n):
+    """Microseconds per call (eager_op_latency.per_call: the best of 5 batches), after 500 untimed calls."""
+    return per_call(fn, n, warmup=500) * 1e6
 
 
 def compiled_fn_of(fn):

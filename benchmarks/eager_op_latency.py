@@ -23,10 +23,10 @@ import torch_tpu
 BATCHES = 5
 
 
-def per_call(fn, n):
-    """Seconds per call: the best of BATCHES batches of n / BATCHES calls (on a shared machine the slow batches are
-    the ones another process took the core from)."""
-    for _ in range(min(200, n)):
+def per_call(fn, n, warmup=200):
+    """Seconds per call: the best of BATCHES batches of n / BATCHES calls, after min(warmup, n) untimed calls (on a
+    shared machine the slow batches are the ones another process took the core from)."""
+    for _ in range(min(warmup, n)):
         fn()
     per = max(1, n // BATCHES)
     best = float("inf")
