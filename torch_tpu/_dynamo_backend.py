@@ -20,6 +20,7 @@ installed packages. The default backend of ``torch.compile`` is never changed.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import operator
@@ -625,6 +626,35 @@ class _ShapeSpecializedGraph:
         return self.run(list(args))
 
 
+def _copy_graph_before(gm: torch.fx.GraphModule, before: torch.fx.Node, sub: torch.fx.GraphModule,
+                       args: Sequence[Any], const_prefix: str = "_inlined_const") -> Any:
+    """Copies ``sub``'s nodes into ``gm`` ahead of ``before``, its placeholders bound to ``args``; returns what its
+    output node returns, in ``gm``'s nodes. A constant ``sub`` holds as an attribute becomes an attribute of ``gm``
+    (a tensor as a non-persistent buffer) named ``const_prefix`` and a number."""
+    env: Dict[torch.fx.Node, Any] = {}
+    out: Any = None
+    with gm.graph.inserting_before(before):
+        env.update(zip([x for x in sub.graph.nodes if x.op == "placeholder"], args))
+        for sn in sub.graph.nodes:
+            if sn.op == "placeholder":
+                continue
+            if sn.op == "output":
+                out = torch.fx.map_arg(sn.args[0], lambda x: env[x])
+                continue
+            if sn.op == "get_attr":
+                attr = f"{const_prefix}_{len(gm.graph.nodes)}"
+                const = _getattr_path(sub, str(sn.target))
+                if isinstance(const, torch.Tensor):
+                    gm.register_buffer(attr, const, persistent=False)
+                else:
+                    setattr(gm, attr, const)
+                env[sn] = gm.graph.get_attr(attr)
+                env[sn].meta.update(sn.meta)
+                continue
+            env[sn] = gm.graph.node_copy(sn, lambda x: env[x])
+    return out
+
+
 def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
     """Replace each ``control_deps(deps, subgraph, *args)`` node by the nodes of its subgraph, in place.
 
@@ -645,20 +675,9 @@ def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
         if not isinstance(sub, torch.fx.GraphModule) or any(x.op == "get_attr" for x in sub.graph.nodes):
             continue
         args = list(n.args[2:])
-        env: Dict[torch.fx.Node, Any] = {}
-        out: Any = None
-        with gm.graph.inserting_before(n):
-            placeholders = [x for x in sub.graph.nodes if x.op == "placeholder"]
-            if len(placeholders) != len(args):
-                continue
-            env.update(zip(placeholders, args))
-            for sn in sub.graph.nodes:
-                if sn.op == "placeholder":
-                    continue
-                if sn.op == "output":
-                    out = torch.fx.map_arg(sn.args[0], lambda x: env[x])
-                    continue
-                env[sn] = gm.graph.node_copy(sn, lambda x: env[x])
+        if sum(x.op == "placeholder" for x in sub.graph.nodes) != len(args):
+            continue
+        out = _copy_graph_before(gm, n, sub, args)
         for user in list(n.users):
             if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
                 user.replace_all_uses_with(out[user.args[1]])
@@ -731,34 +750,11 @@ def _inline_flex_attention(gm: torch.fx.GraphModule) -> None:
         # functionalized: the dense math writes into buffers it allocates (programs take no in-place copies); under
         # the graph's fake mode: its index grids (arange) are made inside, and backward graphs compile lazily,
         # outside any fake mode
-        import contextlib
-
         with fake_mode if fake_mode is not None else contextlib.nullcontext():
             sub = make_fx(torch.func.functionalize(dense, remove="mutations"),
                           decomposition_table=_decomp_cache)(*metas)
-        env: Dict[torch.fx.Node, Any] = {}
-        out: Any = None
-        with gm.graph.inserting_before(n):
-            placeholders = [x for x in sub.graph.nodes if x.op == "placeholder"]
-            env.update(zip(placeholders, [flat[i] for i in pos]))
-            for sn in sub.graph.nodes:
-                if sn.op == "placeholder":
-                    continue
-                if sn.op == "output":
-                    out = torch.fx.map_arg(sn.args[0], lambda x: env[x])
-                    continue
-                if sn.op == "get_attr":  # a constant of the traced math: copied into gm
-                    attr = f"_flex_const_{len(gm.graph.nodes)}"
-                    const = _getattr_path(sub, str(sn.target))
-                    if isinstance(const, torch.Tensor):
-                        gm.register_buffer(attr, const, persistent=False)
-                    else:
-                        setattr(gm, attr, const)
-                    env[sn] = gm.graph.get_attr(attr)
-                    env[sn].meta.update(sn.meta)
-                    continue
-                env[sn] = gm.graph.node_copy(sn, lambda x: env[x])
-        out_flat, _ = pytree.tree_flatten(out)
+        # the traced math's constants are copied into gm
+        out = _copy_graph_before(gm, n, sub, [flat[i] for i in pos], const_prefix="_flex_const")
         for user in list(n.users):
             if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
                 item = out[user.args[1]]
