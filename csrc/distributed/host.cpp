@@ -53,8 +53,9 @@ namespace {
 constexpr size_t kSigWords = 12;  // op, extra, dtype, count, numel, rank, dims[6]
 constexpr size_t kSigDims = 6;
 
-bool checksEnabled() {
-  const char* e = std::getenv("TORCH_TPU_DIST_CHECK");
+// A setting that is on unless the variable is "0".
+bool envNotZero(const char* name) {
+  const char* e = std::getenv(name);
   return e == nullptr || std::string(e) != "0";
 }
 
@@ -95,11 +96,6 @@ at::Tensor hostCopy(const runtime::BufferPtr& buf, const at::Tensor& like) {
 constexpr size_t kDirectMinBytes = 256 << 10;
 // A peer's slice is read and reduced in pieces of this size (stays in cache between the read and the reduction).
 constexpr size_t kDirectPiece = 256 << 10;
-
-bool directEnabled() {
-  const char* e = std::getenv("TORCH_TPU_DIST_DIRECT");
-  return e == nullptr || std::string(e) != "0";
-}
 
 bool directDtype(c10::ScalarType t, c10d::ReduceOp::RedOpType op) {
   using c10::ScalarType;
@@ -237,10 +233,10 @@ HostEngine::HostEngine(c10::intrusive_ptr<c10d::Backend> gloo, int rank, std::ve
     : gloo_(std::move(gloo)),
       rank_(rank),
       host_memory_(client().deviceMemoryIsHostMemory()),
-      check_(checksEnabled()),
+      check_(envNotZero("TORCH_TPU_DIST_CHECK")),
       trace_(std::getenv("TORCH_TPU_DIST_TRACE") != nullptr && std::string(std::getenv("TORCH_TPU_DIST_TRACE")) == "1") {
   if (static_cast<int64_t>(peer_pids.size()) == gloo_->getSize() && gloo_->getSize() > 1) peer_pids_ = std::move(peer_pids);
-  direct_wanted_ = directEnabled();  // read when the group is created
+  direct_wanted_ = envNotZero("TORCH_TPU_DIST_DIRECT");  // read when the group is created
   probe_word_ = static_cast<int64_t>(0x7470755f64697374ULL ^ (static_cast<uint64_t>(getpid()) << 20) ^
                                      reinterpret_cast<uintptr_t>(this));
   // A thread that fails to start (std::system_error, e.g. under a thread limit) must not leave the other one

@@ -514,7 +514,8 @@ void flushLocked(bool at_limit) {
     }
   }
   // The speed check: the program's first launches alternate with runs op by op, each timed to completion.
-  const int trials = g_speed_trials.load(std::memory_order_relaxed) < 0 ? speedTrials() : g_speed_trials.load();
+  const int set_trials = g_speed_trials.load(std::memory_order_relaxed);
+  const int trials = set_trials < 0 ? speedTrials() : set_trials;
   // The first kSpeedWarmup launches are not timed (a new executable's first runs pay one-time costs: they can be
   // ten times slower); then launches alternate, op by op first.
   const bool trial = usable && trials > 0 && fp->trials < kSpeedWarmup + 2 * trials;
