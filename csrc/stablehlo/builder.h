@@ -192,6 +192,10 @@ class Builder {
                     const std::vector<std::pair<int64_t, int64_t>>& padding, const std::vector<int64_t>& lhs_dilation,
                     const std::vector<int64_t>& rhs_dilation, int64_t feature_group_count, int64_t batch_group_count,
                     const Shape& result_shape, DType result = DType::Invalid);
+  // Eigendecomposition of Hermitian (real: symmetric) matrices a [..., n, n], read from their lower triangle, by
+  // XLA's Jacobi eigensolver (stablehlo.custom_call "Eigh": expanded into HLO by XLA's compilers, native on TPU).
+  // Returns {eigenvectors [..., n, n] (as columns, orthonormal), eigenvalues [..., n] (real, ascending)}.
+  std::vector<Value> eigh(Value a);
 
   // ---- indexing ----
   struct GatherDims {

@@ -1,4 +1,4 @@
-// Linear algebra builders: dot_general and convolution. Methods of shlo::Builder (builder.h).
+// Linear algebra builders: dot_general, convolution and the Hermitian eigensolver. Methods of shlo::Builder (builder.h).
 #include <string>
 
 #include "stablehlo/builder_impl.h"
@@ -112,6 +112,23 @@ Value Builder::convolution(Value lhs, Value rhs, const ConvDims& d, const std::v
   if (lhs.dtype() == DType::F32) attrs.entryText(precisionConfig(lhs.dtype()));
   return impl_->emit("stablehlo.convolution", {lhs, rhs}, attrs,
                      TensorType{result == DType::Invalid ? lhs.dtype() : result, result_shape});
+}
+
+std::vector<Value> Builder::eigh(Value a) {
+  impl_->check("eigh", a);
+  const DType t = a.dtype();
+  if (!isFloat(t) && !isComplex(t)) fail("eigh", "needs a floating or complex operand, got " + a.type.str());
+  const int64_t r = a.rank();
+  if (r < 2 || a.shape()[size_t(r - 1)] != a.shape()[size_t(r - 2)])
+    fail("eigh", "needs square matrices [..., n, n], got " + a.type.str());
+  Shape ws(a.shape().begin(), a.shape().end() - 1);
+  // backend_config: lower, sort_eigenvalues (ascending), max_iter, tolerance of the Jacobi sweeps
+  Attrs attrs;
+  attrs.entryText("api_version = 1 : i32")
+      .entryText("backend_config = \"1,1,100,1e-6\"")
+      .entryText("call_target_name = \"Eigh\"");
+  const TensorType results[2] = {a.type, TensorType{componentType(t), ws}};
+  return impl_->emitMulti("stablehlo.custom_call", &a, 1, {}, attrs.str(), results, 2);
 }
 
 }  // namespace torch_tpu::shlo

@@ -1075,6 +1075,8 @@ static void coverageCases() {
       {"aten::linalg_lu_factor_ex", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), B(true), B(false)}, {{f32, {3, 3}}, {s32, {3}}, {s32, {}}}},
       {"aten::linalg_qr", {T(f32, {2, 4, 3}), Str("reduced")}, {{f32, {2, 4, 3}}, {f32, {2, 3, 3}}}},
       {"aten::linalg_householder_product", {T(f32, {4, 3}), T(f32, {2})}, {{f32, {4, 3}}}},
+      {"aten::_linalg_eigh", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), Str("L"), B(true)}, {{f32, {3}}, {f32, {3, 3}}}},
+      {"aten::_linalg_svd", {T(f32, {2, 4, 3}), B(false), B(true), N()}, {{f32, {2, 4, 3}}, {f32, {2, 3}}, {f32, {2, 3, 3}}}},
       {"aten::ormqr", {T(f32, {4, 3}), T(f32, {2}), T(f32, {4, 2}), B(true), B(false)}, {{f32, {4, 2}}}},
       {"aten::_linalg_det", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0})}, {{f32, {}}, {f32, {3, 3}}, {s32, {3}}}},
       {"aten::_linalg_slogdet", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0})}, {{f32, {}}, {f32, {}}, {f32, {3, 3}}, {s32, {3}}}},
@@ -1463,6 +1465,21 @@ static void complexLinalgTests() {
          {{f32, {3, 2}}, {f32, {2, 2}}},
          {{-0.169030905, -0.403187543, -0.507092595, -0.746888041, -0.845154345, 0.528770208},
           {-5.91607952, -1.5212779, 0, -4.32269764}}, 1e-5, {f32, f32});
+  // Hermitian eigendecomposition (eigenvalues ascending, from the chosen triangle) and singular values (descending)
+  const std::vector<double> sym3 = {4, 1, 0.5, 1, 3, 0.25, 0.5, 0.25, 2};
+  expect("f32 eigh lower", "aten::_linalg_eigh", {T(f32, {3, 3}, sym3), Str("L"), B(true)}, {{f32, {3}}, {f32, {3, 3}}},
+         {{1.88168021, 2.38676037, 4.73155942}}, 1e-5, {f32, f32});
+  expect("f32 eigh upper reads the upper triangle", "aten::_linalg_eigh",
+         {T(f32, {3, 3}, {4, 1, 0.5, 7, 3, 0.25, 9, -5, 2}), Str("U"), B(false)}, {{f32, {3}}, {f32, {0}}},
+         {{1.88168021, 2.38676037, 4.73155942}}, 1e-5, {f32});
+  expect("complex eigh lower", "aten::_linalg_eigh", {T(c64, {3, 3}, sym3), Str("L"), B(true)},
+         {{f32, {3}}, {c64, {3, 3}}}, {{1.30702261, 2.52702075, 5.16595664}}, 1e-5, {f32, c64});
+  expect("f32 svd", "aten::_linalg_svd", {T(f32, {3, 2}, {1, 2, 3, 4, 5, -1}), B(true), B(true), N()},
+         {{f32, {3, 3}}, {f32, {2}}, {f32, {2, 2}}}, {{}, {6.27708167, 4.07409447}}, 1e-5, {f32, f32, f32});
+  expect("complex svd", "aten::_linalg_svd", {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), B(false), B(true), N()},
+         {{c64, {3, 2}}, {f32, {2}}, {c64, {2, 2}}}, {{}, {6.4562319, 4.50744603}}, 1e-5, {c64, f32, c64});
+  expect("complex logaddexp", "aten::logaddexp", {T(c64, {2}, {1, 2}), T(c64, {2}, {0.5, 3})}, {{c64, {2}}},
+         {{1.46671739, 3.28859437}}, 1e-5, {c64});
   expect("complex householder_product", "aten::linalg_householder_product",
          {T(c64, {3, 2}, {1, 2, 3, 4, 5, -1}), T(c64, {2}, {0.5, 1.5})}, {{c64, {3, 2}}},
          {{0.5, -11.640625, -1.875, -37.5, -3.625, -62.5625}}, 1e-5, {c64});

@@ -112,16 +112,6 @@ _EIG = 'general eigendecomposition (complex results) has no lowering: CPU fallba
 X += xfail('linalg.eig', 'float32', 'forward', _EIG, fallback=['aten::abs', 'aten::linalg_eig'])
 X += xfail('linalg.eigvals', 'float32', 'forward', _EIG, fallback=['aten::linalg_eig'])
 
-_EIGH = (
-    'symmetric eigendecomposition has no lowering (StableHLO has no eigh; an iterative Jacobi solver is '
-    'not implemented): CPU fallback')
-X += xfail('linalg.eigh', 'float32', ('backward', 'forward'), _EIGH, fallback=['aten::_linalg_eigh.eigenvalues'])
-X += xfail('linalg.eigvalsh', 'float32', ('backward', 'forward'), _EIGH, fallback=['aten::_linalg_eigh.eigenvalues'])
-X += xfail('linalg.matrix_rank.hermitian', 'float32', 'forward', _EIGH,
-          samples=[0], fallback=['aten::_linalg_eigh.eigenvalues'])
-X += xfail('linalg.pinv.hermitian', 'float32', ('backward', 'forward'), _EIGH,
-          samples=[0], fallback=['aten::_linalg_eigh.eigenvalues'])
-
 _EMBBAG = 'embedding_bag has no lowering (embedding does): CPU fallback'
 X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'backward', _EMBBAG,
           fallback=['aten::_embedding_bag',
@@ -183,8 +173,9 @@ X += xfail('nn.functional.multilabel_margin_loss', 'float32', 'forward', _LOSSES
           fallback=['aten::multilabel_margin_loss_forward'])
 
 _LSTSQ = 'least squares (QR / SVD based) has no lowering: CPU fallback'
-X += xfail('linalg.lstsq', 'float32', 'forward', _LSTSQ, fallback=['aten::linalg_lstsq.out'])
-X += xfail('linalg.lstsq.grad_oriented', 'float32', 'forward', _LSTSQ, fallback=['aten::linalg_lstsq.out'])
+X += xfail('linalg.lstsq', 'float32', ('backward', 'forward'), _LSTSQ, fallback=['aten::linalg_lstsq.out'])
+X += xfail('linalg.lstsq.grad_oriented', 'float32', ('backward', 'forward'), _LSTSQ,
+          fallback=['aten::linalg_lstsq.out'])
 
 _MATEXP = 'matrix exponential has no lowering: CPU fallback'
 X += xfail('matrix_exp', ('bfloat16', 'float32'), ('backward', 'forward'), _MATEXP,
@@ -229,29 +220,6 @@ X += xfail('sparse.sampled_addmm', 'float32', 'forward', _SPARSE,
           error="^NotImplementedError: Could not run 'aten::\\w*sparse")
 X += xfail('to_sparse', ('bfloat16', 'bool', 'float32', 'int64'), 'forward', _SPARSE,
           error="^NotImplementedError: Could not run 'aten::\\w*sparse")
-
-_SVD = 'SVD has no lowering (StableHLO has no SVD; an iterative Jacobi solver is not implemented): CPU fallback'
-X += xfail('linalg.cond', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('linalg.lstsq', 'float32', 'backward', _SVD, fallback=['aten::_linalg_svd.U', 'aten::linalg_lstsq.out'])
-X += xfail('linalg.lstsq.grad_oriented', 'float32', 'backward', _SVD,
-          fallback=['aten::_linalg_svd.U', 'aten::linalg_lstsq.out'])
-X += xfail('linalg.matrix_rank', 'float32', 'forward', _SVD, samples=[0], fallback=['aten::_linalg_svd.U'])
-X += xfail('linalg.pinv', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('linalg.pinv.hermitian', 'float32', ('backward', 'forward'), _SVD,
-          samples=[1, 2, 3], fallback=['aten::_linalg_svd.U'])
-X += xfail('linalg.pinv.singular', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('linalg.svd', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('linalg.svdvals', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('norm.nuc', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('pca_lowrank', 'float32', ('backward', 'forward'), _SVD,
-          fallback=['aten::_linalg_svd.U', 'aten::linalg_qr.out'])
-X += xfail('pinverse', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('svd', 'float32', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
-X += xfail('svd_lowrank', 'float32', ('backward', 'forward'), _SVD,
-          fallback=['aten::_linalg_svd.U', 'aten::linalg_qr.out'])
-
-# ---- complex linear algebra: LU, Cholesky and triangular solves compute complex64 on the device; SVD does not ----
-X += xfail('linalg.svd', 'complex64', ('backward', 'forward'), _SVD, fallback=['aten::_linalg_svd.U'])
 
 X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward',
           'hash_tensor (a uint64 result) has no lowering: CPU fallback', fallback=['aten::hash_tensor.out'])

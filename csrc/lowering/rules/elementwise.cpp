@@ -239,12 +239,25 @@ void populateElementwise(Registry& r) {
     return b.select(isNan(b, y), y, res);
   }, true)).accepts(elementwiseAccepts);
   r.add("aten::logaddexp", binary([](Builder& b, Value x, Value y) {
+    if (shlo::isComplex(x.dtype())) {
+      // As PyTorch's complex kernel: min/max by the real parts, log1p(exp(min - max)) + max; when both real parts
+      // are the same infinity, min (-inf) or log(exp(min) + exp(max)) (+inf). NaNs propagate through either.
+      Value xr = b.realPart(x), yr = b.realPart(y);
+      Value x_lt = b.compare(xr, yr, Cmp::LT);
+      Value mn = b.select(x_lt, x, y), mx = b.select(x_lt, y, x);
+      Value mnr = b.realPart(mn);
+      Value res = b.add(b.log1p(b.exp(b.sub(mn, mx))), mx);
+      Value same_inf = b.andOp(b.compare(mnr, b.realPart(mx), Cmp::EQ),
+                               b.compare(b.abs(mnr), cst(b, INFINITY, mnr), Cmp::EQ));
+      Value inf_res = b.select(b.compare(mnr, b.zerosLike(mnr), Cmp::LT), mn, b.log(b.add(b.exp(mn), b.exp(mx))));
+      return b.select(same_inf, inf_res, res);
+    }
     Value m = b.max(x, y);
     Value res = b.add(m, b.log1p(b.exp(b.neg(b.abs(b.sub(x, y))))));
     // equal infinities: x - y is NaN; the answer is that infinity
     Value same_inf = b.andOp(b.compare(x, y, Cmp::EQ), b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ));
     return b.select(same_inf, x, res);
-  }, true)).accepts(elementwiseAccepts);
+  }, true)).accepts(elementwiseAccepts).complex();
 
   r.add("aten::logaddexp2", binary([](Builder& b, Value x, Value y) {
     Value m = b.max(x, y);

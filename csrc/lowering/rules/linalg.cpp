@@ -1,5 +1,6 @@
 // Linear-algebra family: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot, _addmm_activation, addr, linalg_cross,
-// Cholesky and triangular solves, LU (factor, solve, det, slogdet, inverse, unpack).
+// Cholesky and triangular solves, LU (factor, solve, det, slogdet, inverse, unpack), QR, the Hermitian
+// eigendecomposition (_linalg_eigh) and the SVD (_linalg_svd), both through Builder::eigh.
 //
 // matmul/linear are CompositeImplicit in PyTorch and reach these through views. bf16/f16 products accumulate in f32
 // (dot_general with an f32 result) and the whole epilogue (beta*self + alpha*product) runs in f32 before one
@@ -454,6 +455,44 @@ Value applyQ(Builder& b, Value a, Value tau, Value x, bool adjoint) {
 }
 
 // QR rules: a float or complex (batch of) matrix whose smaller side is at most kMaxLU.
+// ---- Hermitian eigendecomposition and SVD (Builder::eigh: XLA's Jacobi eigensolver) ----
+
+// The Hermitian matrix LAPACK's heevd reads from a's lower triangle (upper: from its upper triangle): the other
+// triangle is the conjugate transpose, of the diagonal only the real part counts.
+Value hermitianFromTriangle(Builder& b, Value a, bool upper) {
+  const int64_t r = a.rank();
+  Value row = b.iota({DType::S64, a.shape()}, r - 2), col = b.iota({DType::S64, a.shape()}, r - 1);
+  Value mine = b.compare(row, col, upper ? Cmp::LT : Cmp::GT), mirrored = b.compare(row, col, upper ? Cmp::GT : Cmp::LT);
+  Value diag = a;
+  if (shlo::isComplex(a.dtype())) {
+    Value re = b.realPart(a);
+    diag = b.complex(re, b.zerosLike(re));
+  }
+  return b.select(mine, a, b.select(mirrored, mH(b, a), diag));
+}
+
+// The solver's tolerance suits single precision only: float32 and complex64 (double precision declines to the
+// CPU's LAPACK).
+bool eighAccepts(const Context& ctx) {
+  if (!realDTypes(ctx)) return false;
+  Value a = ctx.tensor(0);
+  return (a.dtype() == DType::F32 || a.dtype() == DType::C64) && a.rank() >= 2;
+}
+
+// Columns `cols` (ascending list start..start+count-1, taken in reverse when `reversed`) of v [..., p, q], rows
+// [r0, r1), each column scaled to unit norm (a zero column stays zero).
+Value unitColumns(Builder& b, Value v, int64_t r0, int64_t r1, int64_t start, int64_t count, bool reversed) {
+  const int64_t r = v.rank();
+  Value x = b.sliceInDim(b.sliceInDim(v, r0, r1, 1, r - 2), start, start + count, 1, r - 1);
+  if (reversed) x = b.reverse(x, {r - 1});
+  Value mag = b.abs(x);
+  Value norm = b.sqrt(b.reduce(b.mul(mag, mag), {r - 2}, ReduceKind::Sum));  // [..., count]
+  Value safe = b.select(b.compare(norm, b.zerosLike(norm), Cmp::GT), norm, b.onesLike(norm));
+  Value scale = alongRows(b, safe, x.shape(), true);
+  if (shlo::isComplex(x.dtype())) scale = b.complex(scale, b.zerosLike(scale));
+  return b.div(x, scale);
+}
+
 bool qrAccepts(const Context& ctx) {
   if (!floatMatrices(ctx)) return false;
   Value a = ctx.tensor(0);
@@ -913,6 +952,53 @@ void populateLinalg(Registry& r) {
     const std::string mode = ctx.has(1) ? ctx.arg(1).s : "reduced";
     return mode == "reduced" || mode == "complete" || mode == "r";
   }).complex();
+  // ---- Hermitian eigendecomposition and SVD ----
+  // _linalg_eigh(A, UPLO="L", compute_v=True) -> (eigenvalues ascending, eigenvectors as columns)
+  r.add("aten::_linalg_eigh", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0);
+    const TensorType &wt = ctx.outputs.at(0), &vt = ctx.outputs.at(1);
+    auto unasked = [&](const TensorType& t) { return b.zeros(t.dtype == DType::Invalid ? TensorType{a.dtype(), {0}} : t); };
+    if (a.type.numel() == 0) return {b.zeros(wt), unasked(vt)};
+    const bool upper = ctx.has(1) && ctx.arg(1).s == "U", vectors = !ctx.has(2) || ctx.toBool(2);
+    std::vector<Value> ev = b.eigh(hermitianFromTriangle(b, a, upper));
+    return {ev[1], vectors ? ev[0] : unasked(vt)};
+  }).accepts(eighAccepts).complex();
+  // _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None) -> (U, S descending, Vh), from the
+  // eigendecomposition of the Hermitian [[0, A], [A^H, 0]] ((m + n) x (m + n)): its eigenvalues are +-S and
+  // |m - n| zeros, the eigenvector of +s is [u; v] / sqrt(2) (A v = s u, A^H u = s v), so S is as accurate as the
+  // eigensolver (no squared condition number as through A^H A). The eigenvectors of the |m - n| zero eigenvalues are
+  // [u; 0] (m > n) or [0; v] (m < n): the rest of U or V that full_matrices asks for.
+  r.add("aten::_linalg_svd", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a = ctx.tensor(0);
+    const DType t = a.dtype();
+    const int64_t rk = a.rank(), m = a.shape()[size_t(rk - 2)], n = a.shape()[size_t(rk - 1)], k = std::min(m, n);
+    const TensorType &ut = ctx.outputs.at(0), &st = ctx.outputs.at(1), &vht = ctx.outputs.at(2);
+    const bool full = ctx.has(1) && ctx.toBool(1), uv = !ctx.has(2) || ctx.toBool(2);
+    auto unasked = [&](const TensorType& tt) { return b.zeros(tt.dtype == DType::Invalid ? TensorType{t, {0}} : tt); };
+    if (a.type.numel() == 0) {  // as PyTorch: S empty, a U / Vh that has rows and columns is the identity
+      auto eye = [&](const TensorType& tt) { return tt.dtype == DType::Invalid || tt.numel() == 0 ? unasked(tt) : identity(b, tt.shape, t); };
+      return {uv ? eye(ut) : unasked(ut), b.zeros(st), uv ? eye(vht) : unasked(vht)};
+    }
+    Shape batch(a.shape().begin(), a.shape().end() - 2);
+    auto zeros = [&](int64_t rows, int64_t cols) {
+      Shape s = batch;
+      s.push_back(rows);
+      s.push_back(cols);
+      return b.zeros({t, s});
+    };
+    Value top = b.concatenate({zeros(m, m), a}, rk - 1), bottom = b.concatenate({mH(b, a), zeros(n, n)}, rk - 1);
+    std::vector<Value> ev = b.eigh(b.concatenate({top, bottom}, rk - 2));
+    const int64_t p = m + n;
+    Value s = b.reverse(b.sliceInDim(ev[1], p - k, p, 1, rk - 2), {rk - 2});  // eigenvalues: [..., p]
+    s = b.select(b.compare(s, b.zerosLike(s), Cmp::GT), s, b.zerosLike(s));  // a zero singular value: never -0.0 or -eps
+    if (!uv) return {unasked(ut), s, unasked(vht)};
+    Value u = unitColumns(b, ev[0], 0, m, p - k, k, true), v = unitColumns(b, ev[0], m, p, p - k, k, true);
+    if (full && m > n) u = b.concatenate({u, unitColumns(b, ev[0], 0, m, k, m - n, false)}, rk - 1);
+    if (full && n > m) v = b.concatenate({v, unitColumns(b, ev[0], m, p, k, n - m, false)}, rk - 1);
+    return {u, s, mH(b, v)};
+  }).accepts([](const Context& ctx) { return eighAccepts(ctx) && !ctx.has(3); }).complex();
   // _addmm_activation(self, mat1, mat2, *, beta=1, alpha=1, bool use_gelu=False)
   r.add("aten::_addmm_activation", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
