@@ -111,6 +111,8 @@ X += xfail('nn.functional.bilinear', 'bfloat16', 'backward', _DOT_BF16,
 _EIG = 'general eigendecomposition (complex results) has no lowering: CPU fallback'
 X += xfail('linalg.eig', 'float32', 'forward', _EIG, fallback=['aten::abs', 'aten::linalg_eig'])
 X += xfail('linalg.eigvals', 'float32', 'forward', _EIG, fallback=['aten::linalg_eig'])
+X += xfail(['linalg.eig', 'linalg.eigvals'], 'float32', 'backward', _EIG, fallback=['aten::linalg_eig'])
+X += xfail(['linalg.eig', 'linalg.eigvals'], 'complex64', ('backward', 'forward'), _EIG, fallback=['aten::linalg_eig'])
 
 _EMBBAG = 'embedding_bag has no lowering (embedding does): CPU fallback'
 X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'backward', _EMBBAG,
@@ -159,6 +161,12 @@ _LDL = 'LDL factorization has no lowering (LU and Cholesky do): CPU fallback'
 X += xfail('linalg.ldl_factor', 'float32', 'forward', _LDL, fallback=['aten::linalg_ldl_factor_ex.out'])
 X += xfail('linalg.ldl_factor_ex', 'float32', 'forward', _LDL, fallback=['aten::linalg_ldl_factor_ex.out'])
 X += xfail('linalg.ldl_solve', 'float32', 'forward', _LDL, fallback=['aten::linalg_ldl_solve.out'])
+X += xfail(['linalg.ldl_factor', 'linalg.ldl_factor_ex'], 'complex64', 'forward', _LDL,
+          fallback=['aten::linalg_ldl_factor_ex.out'])
+X += xfail('linalg.ldl_solve', 'complex64', 'forward', _LDL, fallback=['aten::linalg_ldl_solve.out'])
+X += xfail('logcumsumexp', 'complex64', ('backward', 'forward'),
+           'complex logcumsumexp has no lowering: PyTorch accumulates log-add-exp sequentially, and a parallel scan '
+           'lands on other branches of the imaginary part (2 pi apart): CPU fallback', fallback=['aten::logcumsumexp'])
 
 _LOSSES = 'multi-margin, multilabel-margin and CTC losses have no lowering: CPU fallback'
 X += xfail('nn.functional.ctc_loss', 'float32', 'backward', _LOSSES,
@@ -173,12 +181,11 @@ X += xfail('nn.functional.multilabel_margin_loss', 'float32', 'forward', _LOSSES
           fallback=['aten::multilabel_margin_loss_forward'])
 
 _LSTSQ = 'least squares (QR / SVD based) has no lowering: CPU fallback'
-X += xfail('linalg.lstsq', 'float32', ('backward', 'forward'), _LSTSQ, fallback=['aten::linalg_lstsq.out'])
-X += xfail('linalg.lstsq.grad_oriented', 'float32', ('backward', 'forward'), _LSTSQ,
+X += xfail(['linalg.lstsq', 'linalg.lstsq.grad_oriented'], ('complex64', 'float32'), ('backward', 'forward'), _LSTSQ,
           fallback=['aten::linalg_lstsq.out'])
 
 _MATEXP = 'matrix exponential has no lowering: CPU fallback'
-X += xfail('matrix_exp', ('bfloat16', 'float32'), ('backward', 'forward'), _MATEXP,
+X += xfail('matrix_exp', ('bfloat16', 'complex64', 'float32'), ('backward', 'forward'), _MATEXP,
           fallback=['aten::linalg_matrix_exp'])
 
 
