@@ -14,6 +14,8 @@ exception never applies: every test runs.
 * ``TORCH_TPU_NUM_DEVICES`` defaults to 2 for the session (two virtual devices on the CPU plugin).
 * ``fresh_dynamo``: fresh dynamo state and a private compile cache directory, so a test's compile counts are its
   own (``test_compile*.py`` apply it to every test); the counters of ``torch_tpu.compile_stats()`` start at zero.
+* ``strict_fallback``: fallbacks strict for the test (an op without a lowering raises instead of running on the
+  CPU); a module applies it to every test with ``pytestmark = pytest.mark.usefixtures("strict_fallback")``.
 * ``run_python``: runs a snippet in a fresh interpreter (for environment-dependent behaviour such as
   ``TORCH_TPU_NUM_DEVICES`` or plugin selection) with this checkout importable.
 """
@@ -108,6 +110,15 @@ def _settled_allocated() -> int:
     torch.tpu.synchronize()
     torch.tpu.empty_cache()
     return torch.tpu.memory_allocated()
+
+
+@pytest.fixture
+def strict_fallback():
+    """Fallbacks strict for the test, restored after it."""
+    prev = torch_tpu.fallback_strict()
+    torch_tpu.set_fallback_strict(True)
+    yield
+    torch_tpu.set_fallback_strict(prev)
 
 
 @pytest.fixture

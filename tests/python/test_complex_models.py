@@ -10,17 +10,11 @@ shapes or .item()/.tolist() in their forward) run eagerly only; docs/hf_testing.
 import pytest
 import torch
 
-import torch_tpu
 
 DEV = "tpu"
 
 
-@pytest.fixture(autouse=True)
-def _strict():
-    prev = torch_tpu.fallback_strict()
-    torch_tpu.set_fallback_strict(True)
-    yield
-    torch_tpu.set_fallback_strict(prev)
+pytestmark = pytest.mark.usefixtures("strict_fallback")
 
 
 def _to(v, dev):

@@ -6,18 +6,12 @@ decompositions leave (the phase of each eigen- or singular vector). Every test r
 import pytest
 import torch
 
-import torch_tpu
 
 DEV = "tpu"
 DTYPES = [torch.float32, torch.complex64]
 
 
-@pytest.fixture(autouse=True)
-def _strict():
-    prev = torch_tpu.fallback_strict()
-    torch_tpu.set_fallback_strict(True)
-    yield
-    torch_tpu.set_fallback_strict(prev)
+pytestmark = pytest.mark.usefixtures("strict_fallback")
 
 
 def rand(*shape, dtype=torch.float32, seed=0):
