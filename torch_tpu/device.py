@@ -7,6 +7,7 @@ that needs the runtime) runs :func:`_lazy_init`.
 
 from __future__ import annotations
 
+import datetime
 import enum
 import threading
 import traceback
@@ -571,17 +572,42 @@ class precision:
 # ---------------------------------------------------------------------------------------------------------------
 
 
+class CacheEntryStats:
+    r"""One program the process holds, in ``torch.tpu._get_cache_stats().per_entry_stats`` (TorchTPU's fields):
+    ``read_count`` (launches of the program), ``last_read`` (local time of the latest launch, a
+    ``datetime.datetime``; ``None`` before the first), ``compilation_duration`` (a ``datetime.timedelta``: the XLA
+    compile; zero when the program was loaded from the disk cache). Also ``source`` (``"compiled"`` or ``"disk"``) and
+    ``key`` (a hash of the program text, stable for the same program across processes)."""
+
+    __slots__ = ("key", "read_count", "last_read", "compilation_duration", "source")
+
+    def __init__(self, key_hash: int, read_count: int, last_read_ns: int, compile_seconds: float,
+                 from_disk: bool) -> None:
+        self.key = f"{key_hash:016x}"
+        self.read_count = int(read_count)
+        self.last_read = datetime.datetime.fromtimestamp(last_read_ns / 1e9) if last_read_ns else None
+        self.compilation_duration = datetime.timedelta(seconds=float(compile_seconds))
+        self.source = "disk" if from_disk else "compiled"
+
+    def __repr__(self) -> str:
+        last = self.last_read.isoformat(sep=" ", timespec="milliseconds") if self.last_read else None
+        return (f"CacheEntryStats(key={self.key}, read_count={self.read_count}, last_read={last}, "
+                f"compilation_duration={self.compilation_duration}, source={self.source})")
+
+
 class CacheStats:
     r"""What ``torch.tpu._get_cache_stats()`` returns: the program caches' counters.
 
     TorchTPU's fields: ``num_cache_reqs`` (op calls and compiled-graph runs looking up a program),
     ``num_cache_hits`` (served by a cached program: the process cache, or the disk cache instead of compiling),
-    ``num_cache_misses`` (programs compiled), ``per_entry_stats`` (not kept here: always empty). Also
-    ``compile_seconds``, and the full counters as ``eager`` (``torch_tpu.cache_stats()``) and ``compiled``
-    (``torch_tpu.compile_stats()``); ``stats["name"]`` reads ``eager`` entries.
+    ``num_cache_misses`` (programs compiled), ``per_entry_stats`` (one :class:`CacheEntryStats` per program the
+    process's caches hold, in the order they were made). Also ``compile_seconds``, and the full counters as
+    ``eager`` (``torch_tpu.cache_stats()``) and ``compiled`` (``torch_tpu.compile_stats()``); ``stats["name"]``
+    reads ``eager`` entries.
     """
 
-    def __init__(self, eager: Dict[str, Any], compiled: Dict[str, Any]) -> None:
+    def __init__(self, eager: Dict[str, Any], compiled: Dict[str, Any],
+                 entries: Optional[List[Tuple[int, int, int, float, bool]]] = None) -> None:
         self.eager = eager
         self.compiled = compiled
         fused = eager.get("fused", {}) or {}
@@ -590,7 +616,7 @@ class CacheStats:
                                  + int(compiled.get("compiles", 0)))
         self.num_cache_hits = max(self.num_cache_reqs - int(eager.get("compiles", 0)) - int(compiled.get("compiles", 0)), 0)
         self.compile_seconds = float(eager.get("compile_seconds", 0.0)) + float(compiled.get("compile_seconds", 0.0))
-        self.per_entry_stats: List[Any] = []
+        self.per_entry_stats: List[CacheEntryStats] = [CacheEntryStats(*e) for e in (entries or [])]
 
     def __getitem__(self, key: str) -> Any:
         return self.eager[key]
@@ -604,7 +630,7 @@ def _get_cache_stats() -> CacheStats:
     r"""TorchTPU's cache statistics call (see :class:`CacheStats`)."""
     from torch_tpu import cache_stats, compile_stats
 
-    return CacheStats(cache_stats(), compile_stats())
+    return CacheStats(cache_stats(), compile_stats(), _C()._executable_entries())
 
 
 def _get_cache_requests() -> int:

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -453,6 +454,33 @@ std::vector<std::string> takeRecordedTexts() {
 
 namespace {
 
+// Every executable made by lookup(), for executableEntries(); entries whose executable is gone are pruned when the
+// list has doubled since the last pruning.
+struct Registered {
+  std::weak_ptr<runtime::Executable> exe;
+  uint64_t key_hash;
+  double compile_seconds;
+  bool from_disk;
+};
+std::mutex g_reg_mu;
+std::vector<Registered> g_registered;
+size_t g_prune_at = 256;
+
+void pruneRegistered() {  // g_reg_mu held
+  g_registered.erase(std::remove_if(g_registered.begin(), g_registered.end(),
+                                    [](const Registered& r) { return r.exe.expired(); }),
+                     g_registered.end());
+  g_prune_at = std::max<size_t>(256, 2 * g_registered.size());
+}
+
+void registerExecutable(const runtime::ExecutablePtr& exe, const std::string& key, const ExecutableLookup& r) {
+  Registered e{exe, textHash(key), r.source == ExecutableLookup::Source::Compiled ? r.seconds : 0.0,
+               r.source == ExecutableLookup::Source::Disk};
+  std::lock_guard<std::mutex> g(g_reg_mu);
+  if (g_registered.size() >= g_prune_at) pruneRegistered();
+  g_registered.push_back(std::move(e));
+}
+
 // The lookup of a program under `key` (its text, plus the device assignment for programs over several devices);
 // `compile` makes the executable on a miss.
 ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
@@ -491,6 +519,7 @@ ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
     }
   }
   r.seconds = secondsSince(t0);
+  registerExecutable(r.exe, key, r);
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
     g_exes.insert(key, r.exe, programCacheLimit());
@@ -537,6 +566,19 @@ void clearExecutables() {
 int64_t executableEvictions() {
   std::lock_guard<std::mutex> g(g_exe_mu);
   return g_exes.evictions();
+}
+
+std::vector<ExecutableEntry> executableEntries() {
+  std::lock_guard<std::mutex> g(g_reg_mu);
+  pruneRegistered();
+  std::vector<ExecutableEntry> out;
+  out.reserve(g_registered.size());
+  for (const Registered& r : g_registered) {
+    runtime::ExecutablePtr exe = r.exe.lock();
+    if (!exe) continue;
+    out.push_back(ExecutableEntry{r.key_hash, exe->launches(), exe->lastLaunchNs(), r.compile_seconds, r.from_disk});
+  }
+  return out;
 }
 
 void setCacheDir(const std::string& dir) {

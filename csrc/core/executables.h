@@ -73,6 +73,18 @@ void trimDiskCache();
 // Entries evicted from the process cache of executables by program text.
 int64_t executableEvictions();
 
+// The programs the process holds (TorchTPU's per_entry_stats): every executable executableFor compiled or loaded
+// from the disk cache that some in-process cache (eager, fused eager, compiled graphs, collectives) still keeps, in
+// the order they were made. An executable every cache dropped is no longer listed.
+struct ExecutableEntry {
+  uint64_t key_hash = 0;        // hash of the program text (and device assignment)
+  int64_t read_count = 0;       // launches
+  int64_t last_read_ns = 0;     // wall clock of the latest launch, ns since the epoch; 0: never launched
+  double compile_seconds = 0;   // 0 when loaded from the disk cache
+  bool from_disk = false;
+};
+std::vector<ExecutableEntry> executableEntries();
+
 // Debugging and tests: while recording is on, the text of every program looked up (eager, fused, compiled, on
 // every cache path) is kept, in order; takeRecordedTexts returns them and clears the record.
 void recordProgramTexts(bool on);

@@ -222,6 +222,13 @@ PYBIND11_MODULE(_C, m) {
     for (const std::string& t : core::takeRecordedTexts()) out.append(py::str(t));
     return out;
   });
+  // TorchTPU's per_entry_stats: (key hash, launches, last launch ns since the epoch, compile seconds, from disk).
+  m.def("_executable_entries", []() {
+    py::list out;
+    for (const core::ExecutableEntry& e : core::executableEntries())
+      out.append(py::make_tuple(e.key_hash, e.read_count, e.last_read_ns, e.compile_seconds, e.from_disk));
+    return out;
+  });
   m.def("_cache_stats", []() {
     KernelCacheStats s = kernelCacheStats();
     core::DiskCacheStats d = core::diskCacheStats();

@@ -1,5 +1,7 @@
 // Executable: owns one PJRT_LoadedExecutable*. Output metadata is read once at construction and immutable
 // afterwards; execute() uses only thread_local scratch space, so it may run concurrently from many threads.
+#include <time.h>
+
 #include "runtime/pjrt_util.h"
 
 namespace torch_tpu {
@@ -87,6 +89,11 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
     throw Error("execute: donate has " + std::to_string(donate.size()) + " entries for " + std::to_string(n) +
                     " arguments",
                 kErrorInvalidArgument);
+
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  timespec now;
+  if (clock_gettime(CLOCK_REALTIME_COARSE, &now) == 0)
+    last_launch_ns_.store(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec, std::memory_order_relaxed);
 
   thread_local std::vector<PJRT_Buffer*> arg_bufs;
   thread_local std::vector<PJRT_Buffer*> out_bufs;

@@ -16,6 +16,7 @@
 // and a donated Buffer must not be used concurrently with the execute() that donates it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -201,9 +202,15 @@ class Executable {
   // PJRT_Executable_Serialize if available, else throws Error with code UNIMPLEMENTED.
   std::string serialize() const;
   PJRT_LoadedExecutable* raw() const { return exe_; }
+  // Launch telemetry (the per-program cache statistics): execute() calls so far, and the wall-clock time of the
+  // latest one in nanoseconds since the epoch (a coarse clock, a few ms of resolution; 0 before the first).
+  int64_t launches() const { return launches_.load(std::memory_order_relaxed); }
+  int64_t lastLaunchNs() const { return last_launch_ns_.load(std::memory_order_relaxed); }
 
  private:
   PJRT_LoadedExecutable* exe_;
+  std::atomic<int64_t> launches_{0};
+  std::atomic<int64_t> last_launch_ns_{0};
   size_t num_outputs_ = 0;
   std::vector<ElementType> out_types_;
   std::vector<std::vector<int64_t>> out_dims_;

@@ -374,7 +374,7 @@ def test_telemetry_names():
     assert stats.num_cache_reqs > first.num_cache_reqs
     assert stats.num_cache_hits > first.num_cache_hits  # the same programs again
     assert stats.num_cache_misses == first.num_cache_misses  # nothing compiled
-    assert stats["requests"] == torch_tpu.cache_stats()["requests"] and stats.per_entry_stats == []
+    assert stats["requests"] == torch_tpu.cache_stats()["requests"]
     summary = torch.tpu._hbm_usage_summary()
     assert "tpu:0: in use" in summary and "cached programs" in summary
     assert torch.tpu._get_autocast_dtype() == torch.bfloat16
@@ -382,6 +382,38 @@ def test_telemetry_names():
     torch.tpu._clear_cache()
     assert torch_tpu.cache_stats()["entries"] == 0
     torch.testing.assert_close((x @ x.T).cpu(), x.cpu() @ x.cpu().T, rtol=1e-5, atol=1e-5)  # rebuilt
+
+
+def test_per_entry_stats_list_the_programs_held(strict_after):
+    """TorchTPU's per-program counters (what vLLM's recompilation check reads): one entry per program the caches
+    hold, its launches, the time of the latest, its compile time; gone once the caches drop it."""
+    import datetime
+
+    torch_tpu.set_eager_mode("strict")
+    x = torch.randn(3, 37, 11, device="tpu")  # a shape no other test uses: sin's program is new here
+    torch.tpu.synchronize()
+    before = {e.key: e.read_count for e in torch.tpu._get_cache_stats().per_entry_stats}
+    start = datetime.datetime.now() - datetime.timedelta(seconds=1)
+    y = x.sin()
+    torch.tpu.synchronize()
+    made = [e for e in torch.tpu._get_cache_stats().per_entry_stats if e.key not in before]
+    assert len(made) == 1, made
+    sin = made[0]
+    assert sin.read_count == 1 and sin.source in ("compiled", "disk")
+    assert start <= sin.last_read <= datetime.datetime.now() + datetime.timedelta(seconds=1)
+    assert isinstance(sin.compilation_duration, datetime.timedelta)
+    assert (sin.compilation_duration > datetime.timedelta(0)) == (sin.source == "compiled")
+    for _ in range(4):
+        y = x.sin()
+    torch.tpu.synchronize()
+    now = {e.key: e for e in torch.tpu._get_cache_stats().per_entry_stats}
+    assert now[sin.key].read_count == 5 and now[sin.key].last_read >= sin.last_read
+    assert all(now[k].read_count == n for k, n in before.items() if k in now)  # nothing else launched
+    torch.testing.assert_close(y.cpu(), x.cpu().sin())
+    assert "read_count=5" in repr(now[sin.key])
+    _C._flush_disk_cache()  # a queued disk-cache write holds the executable until it is written
+    torch.tpu._clear_cache()
+    assert sin.key not in {e.key for e in torch.tpu._get_cache_stats().per_entry_stats}
 
 
 # ---------------------------------------------------------------------------------------------------------------
