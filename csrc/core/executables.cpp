@@ -473,8 +473,8 @@ void pruneRegistered() {  // g_reg_mu held
   g_prune_at = std::max<size_t>(256, 2 * g_registered.size());
 }
 
-void registerExecutable(const runtime::ExecutablePtr& exe, const std::string& key, const ExecutableLookup& r) {
-  Registered e{exe, textHash(key), r.source == ExecutableLookup::Source::Compiled ? r.seconds : 0.0,
+void registerExecutable(const std::string& key, const ExecutableLookup& r) {
+  Registered e{r.exe, textHash(key), r.source == ExecutableLookup::Source::Compiled ? r.seconds : 0.0,
                r.source == ExecutableLookup::Source::Disk};
   std::lock_guard<std::mutex> g(g_reg_mu);
   if (g_registered.size() >= g_prune_at) pruneRegistered();
@@ -519,7 +519,7 @@ ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
     }
   }
   r.seconds = secondsSince(t0);
-  registerExecutable(r.exe, key, r);
+  registerExecutable(key, r);
   if (caches.memory) {
     std::lock_guard<std::mutex> g(g_exe_mu);
     g_exes.insert(key, r.exe, programCacheLimit());

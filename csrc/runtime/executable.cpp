@@ -90,11 +90,6 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
                     " arguments",
                 kErrorInvalidArgument);
 
-  launches_.fetch_add(1, std::memory_order_relaxed);
-  timespec now;
-  if (clock_gettime(CLOCK_REALTIME_COARSE, &now) == 0)
-    last_launch_ns_.store(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec, std::memory_order_relaxed);
-
   thread_local std::vector<PJRT_Buffer*> arg_bufs;
   thread_local std::vector<PJRT_Buffer*> out_bufs;
   thread_local std::vector<int64_t> keep;  // non_donatable_input_indices
@@ -154,6 +149,10 @@ std::vector<BufferPtr> Executable::execute(int device, const std::vector<Buffer*
     outs.push_back(std::make_shared<Buffer>(out_bufs[i], out_types_[i], out_dims_[i], device));
   if (done != nullptr) im.trackExecution(device, done);
   im.state[device].launches.fetch_add(1, std::memory_order_relaxed);
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  timespec now;
+  if (clock_gettime(CLOCK_REALTIME_COARSE, &now) == 0)
+    last_launch_ns_.store(static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec, std::memory_order_relaxed);
 
   if (any_donated) {
     // Only inputs the program really aliases are consumed; account for those now.

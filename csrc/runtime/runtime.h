@@ -202,8 +202,8 @@ class Executable {
   // PJRT_Executable_Serialize if available, else throws Error with code UNIMPLEMENTED.
   std::string serialize() const;
   PJRT_LoadedExecutable* raw() const { return exe_; }
-  // Launch telemetry (the per-program cache statistics): execute() calls so far, and the wall-clock time of the
-  // latest one in nanoseconds since the epoch (a coarse clock, a few ms of resolution; 0 before the first).
+  // Launch telemetry (the per-program cache statistics): launches so far (counted with the device's launch count,
+  // once the plugin accepted them), and the wall-clock time of the latest one in nanoseconds since the epoch (a coarse clock, a few ms of resolution; 0 before the first).
   int64_t launches() const { return launches_.load(std::memory_order_relaxed); }
   int64_t lastLaunchNs() const { return last_launch_ns_.load(std::memory_order_relaxed); }
 
