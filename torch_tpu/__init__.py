@@ -285,7 +285,9 @@ def cache_stats() -> Dict[str, Any]:
     ``TORCH_TPU_CACHE_MAX_BYTES``): hits, misses, writes, corrupt entries ignored, evictions, pending writes.
     ``fused``: fused eager mode (see :func:`set_eager_mode`): ops recorded, traces flushed, fused programs hit,
     compiled, read from disk, traces replayed op by op, launches timed by the speed check (``speed_trials``) and
-    fused programs dropped as no faster than their ops one by one (``slow_programs``).
+    fused programs dropped as no faster than their ops one by one (``slow_programs``), and buffers donated to fused
+    programs (``donated``: storages a trace overwrites are updated in place when nothing else holds their buffer;
+    ``TORCH_TPU_FUSED_DONATE=0`` turns it off).
     """
     return dict(_C._cache_stats())
 

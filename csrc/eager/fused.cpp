@@ -265,8 +265,37 @@ int addExternal(runtime::BufferPtr buf, const std::string* type) {
 // ---------------------------------------------------------------------------------------------------------------
 // Building the fused program of a trace.
 
+// Donation (TORCH_TPU_FUSED_DONATE, default on): a storage the trace overwrites gives its old buffer to the program,
+// which writes the storage's final value into it in place, as compiled graphs do (XLA's input-output aliasing).
+bool donateWritten() {
+  static const bool v = [] {
+    const char* e = std::getenv("TORCH_TPU_FUSED_DONATE");
+    return !(e && *e && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
+// Per program input (external value): the index among `outputs` (ascending value ids) of the value that overwrites
+// its storage, when the program may take its buffer for it (same type: the storage keeps its buffer's shape), else -1.
+// A function of the trace and the outputs only, so a program's text and its launches agree.
+std::vector<int> aliasedOutputs(const std::vector<int>& outputs) {
+  const Trace& t = g_trace;
+  std::vector<int> alias(t.externals.size(), -1);
+  if (!donateWritten()) return alias;
+  for (size_t i = 0; i < t.externals.size(); ++i) {
+    const Val& in = t.vals[t.externals[i]];
+    if (in.rec < 0) continue;  // storage offsets, random keys, numbers: no storage to overwrite
+    const int last = t.recs[in.rec].value;
+    if (last == t.externals[i] || t.vals[last].op < 0 || *t.vals[last].type != *in.type) continue;
+    auto it = std::lower_bound(outputs.begin(), outputs.end(), last);
+    if (it != outputs.end() && *it == last) alias[i] = static_cast<int>(it - outputs.begin());
+  }
+  return alias;
+}
+
 std::string fusedText(const std::vector<int>& outputs) {
   const Trace& t = g_trace;
+  const std::vector<int> alias = aliasedOutputs(outputs);
   std::string s = "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n";
   std::unordered_set<uint64_t> emitted;
   std::unordered_set<std::string> tops;  // a foreign kernel's functions, once even when several programs call it
@@ -290,6 +319,7 @@ std::string fusedText(const std::vector<int>& outputs) {
   for (size_t i = 0; i < t.externals.size(); ++i) {
     if (i) s += ", ";
     s += "%arg" + std::to_string(i) + ": " + *t.vals[t.externals[i]].type;
+    if (alias[i] >= 0) s += " {tf.aliasing_output = " + std::to_string(alias[i]) + " : i32}";
   }
   s += ") -> (";
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -549,6 +579,32 @@ void flushLocked(bool at_limit) {
       std::vector<runtime::Buffer*> raw;
       raw.reserve(t.externals.size());
       for (int e : t.externals) raw.push_back(t.vals[e].buf.get());
+      // Inputs the program aliases are donated when nobody but the trace and their storage holds the buffer.
+      std::vector<bool> donate;
+      const std::vector<int> alias = aliasedOutputs(fp->outputs);
+      int64_t donated = 0;
+      std::unique_lock<std::mutex> live_lk(g_live_mu, std::defer_lock);  // a storage may die on another thread
+      if (std::find_if(alias.begin(), alias.end(), [](int a) { return a >= 0; }) != alias.end()) live_lk.lock();
+      for (size_t i = 0; i < alias.size(); ++i) {
+        if (alias[i] < 0) continue;
+        const Val& in = t.vals[t.externals[i]];
+        long holders = 1;  // the trace
+        TpuStorage* st = t.recs[in.rec].st;
+        if (st) {
+          std::lock_guard<std::mutex> sg(st->mu);
+          if (st->buffer.get() != in.buf.get()) continue;  // held elsewhere too
+          holders = 2;
+        }
+        if (in.buf.use_count() > holders) continue;
+        if (donate.empty()) donate.assign(raw.size(), false);
+        donate[i] = true;
+        ++donated;
+      }
+      if (live_lk.owns_lock()) live_lk.unlock();
+      if (donated) {
+        std::lock_guard<std::mutex> g(g_stats_mu);
+        g_stats.donated += donated;
+      }
       try {
         std::string name, ops;
         if (runtime::launchTraceActive()) {  // what a profiler names the program
@@ -556,7 +612,7 @@ void flushLocked(bool at_limit) {
           ops = opList(t, 64);
         }
         runtime::LaunchScope label("fused", &name, &ops);
-        out_bufs = fp->exe->execute(t.device, raw);
+        out_bufs = fp->exe->execute(t.device, raw, donate);
         outputs = fp->outputs;  // values that died meanwhile are dropped by finishTrace
       } catch (const std::exception&) {
         // Nothing ran. Run op by op: the op that fails names itself.

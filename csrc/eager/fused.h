@@ -90,6 +90,7 @@ struct Stats {
   int64_t limit_flushes = 0;  // traces cut at the size limit or the loop period
   int64_t speed_trials = 0;   // launches timed by the speed check (fused or op by op)
   int64_t slow_programs = 0;  // fused programs measured no faster than their trace op by op: no longer used
+  int64_t donated = 0;        // buffers donated to fused programs (storages the trace overwrites, updated in place)
   int64_t entries = 0;        // fused programs in the process cache
   int64_t evictions = 0;
   double compile_seconds = 0;

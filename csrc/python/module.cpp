@@ -272,6 +272,7 @@ PYBIND11_MODULE(_C, m) {
     fu["limit_flushes"] = f.limit_flushes;
     fu["speed_trials"] = f.speed_trials;
     fu["slow_programs"] = f.slow_programs;
+    fu["donated"] = f.donated;
     fu["entries"] = f.entries;
     fu["evictions"] = f.evictions;
     fu["compile_seconds"] = f.compile_seconds;

@@ -419,3 +419,71 @@ def test_inference_products_read_packed_weights_while_recording():
         ref = strict(lambda: (lin(x) * 2).cpu())
     torch.testing.assert_close(y, ref)
     torch.testing.assert_close(y, (torch.nn.functional.linear(x.cpu(), lin.weight.cpu(), lin.bias.cpu()) * 2))
+
+
+# ---- donation: storages a trace overwrites are updated in place ----
+
+
+def _momentum_step(params, bufs, grads):
+    snaps = []
+    for p, b, g in zip(params, bufs, grads):
+        snaps.append(p.clone())  # read before the update, in the same trace: must keep the old value
+        b.mul_(0.9).add_(g)
+        p.add_(b, alpha=-0.1)
+    torch.tpu.synchronize()
+    return snaps
+
+
+def test_overwritten_storages_are_donated_and_values_stay_right(speed_check):
+    speed_check(0, 0.0)  # every launch of the fused program counts (no runs op by op for timing)
+    g = torch.Generator().manual_seed(3)
+    init = [torch.randn(32, 16, generator=g) for _ in range(3)]
+    grads_c = [torch.randn(32, 16, generator=g) for _ in range(3)]
+
+    def run(mode_fused):
+        params = [t.to("tpu") for t in init]
+        bufs = [torch.zeros(32, 16, device="tpu") for _ in init]
+        grads = [t.to("tpu") for t in grads_c]
+        held = params[1]  # another name for the same storage: not another holder of its buffer
+        snaps = []
+        for _ in range(8):
+            snaps = _momentum_step(params, bufs, grads)
+            if mode_fused:
+                torch_tpu._C._fused_wait()
+        return [p.cpu() for p in params] + [b.cpu() for b in bufs] + [s.cpu() for s in snaps] + [held.cpu()]
+
+    want = strict(run, False)
+    s0 = fused_stats()
+    got = run(True)
+    s1 = fused_stats()
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    assert s1["hits"] > s0["hits"]
+    # Every launch of the fused program donates the 3 parameters and 3 momentum buffers it overwrites.
+    assert s1["donated"] - s0["donated"] >= 6 * (s1["hits"] - s0["hits"]), (s0, s1)
+    text = torch_tpu._C._fused_pending_text()
+    assert text == ""  # synchronized: nothing pending
+
+
+def test_donation_keeps_values_read_before_the_update_and_can_be_turned_off(run_python):
+    code = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("fused")
+torch_tpu._C._fused_set_speed_check(0, 0.0)
+x = torch.arange(64.0).reshape(8, 8).to("tpu")
+torch.tpu.synchronize()
+for i in range(6):
+    keep = x.clone()          # pending in the trace: reads x before the update
+    x.mul_(2).add_(1)
+    torch.tpu.synchronize()
+    torch_tpu._C._fused_wait()
+    assert torch.equal(keep.cpu() * 2 + 1, x.cpu())
+s = torch_tpu.cache_stats()["fused"]
+print(s["hits"], s["donated"])
+"""
+    r = run_python(code, env={"TORCH_TPU_CACHE_DIR": ""})
+    hits, donated = map(int, r.stdout.split())
+    assert hits >= 2 and donated >= hits, r.stdout
+    r = run_python(code, env={"TORCH_TPU_CACHE_DIR": "", "TORCH_TPU_FUSED_DONATE": "0"})
+    hits, donated = map(int, r.stdout.split())
+    assert hits >= 2 and donated == 0, r.stdout
