@@ -287,7 +287,8 @@ def cache_stats() -> Dict[str, Any]:
     compiled, read from disk, traces replayed op by op, launches timed by the speed check (``speed_trials``) and
     fused programs dropped as no faster than their ops one by one (``slow_programs``), and buffers donated to fused
     programs (``donated``: storages a trace overwrites are updated in place when nothing else holds their buffer;
-    ``TORCH_TPU_FUSED_DONATE=0`` turns it off).
+    ``TORCH_TPU_FUSED_DONATE=0`` turns it off) and ops run as in strict mode instead of being recorded while the
+    repeating trace they belong to could only run op by op (``bypassed``; ``TORCH_TPU_FUSED_BYPASS=0`` turns it off).
     """
     return dict(_C._cache_stats())
 

@@ -178,6 +178,11 @@ class Compiler {
     }
     cv_.notify_one();
   }
+  // No compile queued or running.
+  bool idle() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return (q_.empty() && !busy_) || !thread_;
+  }
   // Waits until every queued compile is done.
   void wait() {
     std::unique_lock<std::mutex> lk(mu_);
@@ -218,6 +223,23 @@ class Compiler {
 std::mutex g_stats_mu;
 Stats g_stats;
 std::atomic<int64_t> g_ops{0};
+
+// Bypass: a trace that has to run op by op (its fused program is compiling, was found slower than its ops, or could
+// not be built) costs its recording on top of what strict mode pays for the same ops. So when such a trace repeats
+// the trace before it (a loop of one trace), the ops that follow run as in strict mode, not recorded, until the compiles are done (or g_bypass_limit ops have run: then a
+// trace is recorded again, to try its program). For a loop cut at its period, the bypass ends at a whole number of
+// periods, so the next recorded trace starts where the loop's traces start. Guarded by g_mu but for the flag and the
+// count, which every op reads.
+std::atomic<bool> g_bypass{false};
+std::atomic<int64_t> g_bypass_ops{0};        // ops run since the bypass began
+int64_t g_bypass_limit = 0;                  // record again after this many ops
+size_t g_bypass_period = 0;                  // g_cut when it began
+int64_t g_bypass_trace_ops = 1;              // length of the trace that began it
+bool g_bypass_for_compile = false;           // ends once the background compiles are done
+std::shared_ptr<FusedProgram> g_bypass_slow;        // a dropped program: the bypassed runs count as its runs op by op
+uint64_t g_prev_hash = 0;                    // key hash of the trace launched last
+int64_t g_prev_run = 0;                      // launches in a row of that trace
+constexpr int64_t kBypassTraces = 64;        // traces' worth of ops before a trace is recorded again
 
 void died(TpuStorage* st) {
   std::lock_guard<std::mutex> g(g_live_mu);
@@ -474,6 +496,15 @@ std::vector<int> finalValues() {
   return out;
 }
 
+// TORCH_TPU_FUSED_BYPASS=0: traces that run op by op are recorded all the same (benchmarks compare).
+bool bypassAllowed() {
+  static const bool v = [] {
+    const char* e = std::getenv("TORCH_TPU_FUSED_BYPASS");
+    return !(e && *e && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
 void flushLocked(bool at_limit) {
   Trace& t = g_trace;
   if (t.ops.empty()) {
@@ -651,7 +682,40 @@ void flushLocked(bool at_limit) {
     if (it != outputs.end() && *it == c.first)
       core::addPendingCheck(t.device, out_bufs[static_cast<size_t>(it - outputs.begin())], c.second);
   }
+  // Ran op by op with no program to wait for here (compiling, dropped as slow, or none could be built): the next
+  // ops run as in strict mode (see g_bypass). A first sighting, a speed-check run and a one-off trace do not.
+  // Only when the trace repeats the one before it (a loop whose every step, or cut, is this trace): a loop of several
+  // different traces keeps recording, so that each of them is seen and compiled.
+  const uint64_t h = hashKey(t.key);
+  g_prev_run = h == g_prev_hash ? g_prev_run + 1 : 1;
+  g_prev_hash = h;
+  if (!usable && !trial_replay && !oneoff && g_prev_run >= 2 && !launchBlocking() && bypassAllowed()) {
+    // Waiting for a first program: once the trace was launched three times in a row (seen, queued, still
+    // compiling), in a loop whose steps end at synchronization points. Not in a loop cut at its period (where the
+    // cut falls can vary the trace and what is alive at its end: those variants are still to be seen), nor while a
+    // program covering more live values compiles.
+    const bool compiling = !fp && g_prev_run >= 3 && g_cut == 0 && g_compiling.count(h) > 0;
+    if (compiling || (fp && (!fp->exe || fp->slow))) {
+      g_bypass_trace_ops = static_cast<int64_t>(std::max<size_t>(t.ops.size(), 1));
+      g_bypass_limit = kBypassTraces * g_bypass_trace_ops;
+      g_bypass_period = g_cut;
+      g_bypass_for_compile = compiling;
+      g_bypass_slow = fp && fp->exe && fp->slow ? fp : nullptr;
+      g_bypass_ops.store(0, std::memory_order_relaxed);
+      g_bypass.store(true, std::memory_order_release);
+    }
+  }
   finishTrace(outputs, out_bufs);
+}
+
+void endBypassLocked() {
+  if (!g_bypass.load(std::memory_order_relaxed)) return;
+  const int64_t n = g_bypass_ops.load(std::memory_order_relaxed);
+  if (g_bypass_slow) g_bypass_slow->slow_runs += n / g_bypass_trace_ops;  // the traces it ran as strict mode would
+  g_bypass_slow.reset();
+  g_bypass.store(false, std::memory_order_release);
+  std::lock_guard<std::mutex> g(g_stats_mu);
+  g_stats.bypassed += n;
 }
 
 void Compiler::run() {
@@ -717,6 +781,19 @@ bool active() {
   return m == 1 && !t_paused;
 }
 
+bool recordNext() {
+  if (!active()) return false;
+  if (C10_LIKELY(!g_bypass.load(std::memory_order_acquire))) return true;
+  const int64_t n = g_bypass_ops.fetch_add(1, std::memory_order_relaxed);
+  const size_t period = g_bypass_period;
+  if (period > 0 && n % static_cast<int64_t>(period) != 0) return false;  // inside a period of the loop
+  if (n < g_bypass_limit && !(g_bypass_for_compile && Compiler::get().idle())) return false;
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  g_bypass_ops.fetch_sub(1, std::memory_order_relaxed);  // this op is recorded
+  endBypassLocked();
+  return true;
+}
+
 Pause::Pause() : prev_(t_paused) { t_paused = true; }
 Pause::~Pause() { t_paused = prev_; }
 
@@ -725,6 +802,10 @@ std::string mode() { return active() ? "fused" : "strict"; }
 void setMode(const std::string& m) {
   TORCH_CHECK_VALUE(m == "strict" || m == "fused", "eager mode must be 'strict' or 'fused', got '", m, "'");
   flush(-1);
+  {
+    std::lock_guard<std::recursive_mutex> lk(g_mu);
+    endBypassLocked();
+  }
   g_mode = m == "fused" ? 1 : 0;
 }
 
@@ -861,6 +942,7 @@ Stats stats() {
   std::lock_guard<std::mutex> g(g_stats_mu);
   Stats s = g_stats;
   s.ops = g_ops.load();
+  if (g_bypass.load(std::memory_order_acquire)) s.bypassed += g_bypass_ops.load(std::memory_order_relaxed);
   return s;
 }
 

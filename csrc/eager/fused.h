@@ -30,6 +30,17 @@
 // launches alternate with the trace run op by op, each timed from an idle device to completion; a program no
 // faster than op by op is dropped (the trace runs op by op, as strict mode would) and timed again after 64, 128,
 // ... such runs.
+//
+// Bypass (TORCH_TPU_FUSED_BYPASS=0: off): recording a trace only to run it op by op costs more than strict mode.
+// When the trace just launched repeats the one before it and runs op by op because its program was dropped (or
+// none could be built), or, in a loop whose steps end at synchronization points, because its first program is
+// still compiling (the third launch in a row), the ops that follow are not recorded: they launch as in strict mode
+// until the compiles are done, or for 64 traces' worth of ops; then a trace is recorded again (a dropped program is
+// timed again, counting the bypassed traces as its runs op by op). cache_stats()["fused"]["bypassed"] counts them.
+//
+// Donation (TORCH_TPU_FUSED_DONATE=0: off): a storage the trace overwrites (optimizer state, a KV cache) gives
+// its old buffer to the fused program, which writes the new value into it in place (input-output aliasing), when
+// only the trace and the storage hold that buffer; cache_stats()["fused"]["donated"] counts them.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -48,6 +59,10 @@ namespace torch_tpu::fused {
 
 // Whether ops are recorded (fused) or launched one by one (strict). Cheap.
 bool active();
+// Whether the op about to run is recorded: fused mode, except while the recorder bypasses (its traces would only
+// run op by op: their fused program is still compiling, or was dropped): those ops run as in strict mode. Counts
+// the op. Cheap.
+bool recordNext();
 // While alive, the ops this thread calls launch at once even in fused mode: what recording one op needs launched
 // first (the packed copy of a weight, made from a buffer that is not pending).
 class Pause {
@@ -90,6 +105,7 @@ struct Stats {
   int64_t limit_flushes = 0;  // traces cut at the size limit or the loop period
   int64_t speed_trials = 0;   // launches timed by the speed check (fused or op by op)
   int64_t slow_programs = 0;  // fused programs measured no faster than their trace op by op: no longer used
+  int64_t bypassed = 0;       // ops run as in strict mode while their traces' fused programs compiled (or were dropped)
   int64_t donated = 0;        // buffers donated to fused programs (storages the trace overwrites, updated in place)
   int64_t entries = 0;        // fused programs in the process cache
   int64_t evictions = 0;

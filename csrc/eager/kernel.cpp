@@ -719,7 +719,7 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
-  const bool recording = fused::active();
+  const bool recording = fused::recordNext();
   bool counted = false;
   CallScope scope;
   for (int attempt = 0; attempt < 4; ++attempt) {

@@ -273,6 +273,7 @@ PYBIND11_MODULE(_C, m) {
     fu["speed_trials"] = f.speed_trials;
     fu["slow_programs"] = f.slow_programs;
     fu["donated"] = f.donated;
+    fu["bypassed"] = f.bypassed;
     fu["entries"] = f.entries;
     fu["evictions"] = f.evictions;
     fu["compile_seconds"] = f.compile_seconds;

@@ -333,13 +333,15 @@ def test_speed_check_drops_a_slower_fused_program_and_checks_it_again(speed_chec
     torch.testing.assert_close(out, ref)
     s1 = fused_stats()
     assert s1["speed_trials"] - s0["speed_trials"] >= 3 + 2 * 2  # untimed first launches, then 2 of each kind
-    # Dropped: the trace runs op by op from now on (the same values as strict mode), no new compile.
+    # Dropped: the trace runs op by op once more, then its ops run as in strict mode, not recorded (the same values
+    # as strict mode); no new compile.
     for _ in range(5):
         assert torch.equal(step(), ref)
     s2 = fused_stats()
-    assert s2["hits"] == s1["hits"] and s2["replays"] - s1["replays"] == 5
+    assert s2["hits"] == s1["hits"] and s2["replays"] - s1["replays"] <= 1
+    assert s2["bypassed"] - s1["bypassed"] >= 4 * 5
     assert s2["compiles"] == s1["compiles"]
-    # After 64 runs op by op it is timed again (and, still slower, dropped again).
+    # After 64 traces' worth of ops it is recorded and timed again (and, still slower, dropped again).
     for _ in range(64 + 3 + 4):
         step()
     s3 = fused_stats()
