@@ -489,3 +489,35 @@ print(s["hits"], s["donated"])
     r = run_python(code, env={"TORCH_TPU_CACHE_DIR": "", "TORCH_TPU_FUSED_DONATE": "0"})
     hits, donated = map(int, r.stdout.split())
     assert hits >= 2 and donated == 0, r.stdout
+
+
+def test_ops_launch_as_in_strict_mode_while_a_repeating_trace_compiles(run_python):
+    code = """
+import torch, torch_tpu
+torch_tpu.set_eager_mode("fused")
+torch_tpu._C._fused_set_speed_check(0, 0.0)
+torch.manual_seed(0)
+w = torch.randn(24, 24).to("tpu")
+x = torch.randn(4, 24).to("tpu")
+def step(x):
+    for _ in range(4):
+        x = (x @ w).tanh() * 0.9 + 0.1
+    return x
+outs = [step(x).sum(0).cpu() for _ in range(12)]  # each step ends at .cpu(): one trace, the same every step
+s = torch_tpu.cache_stats()["fused"]
+torch_tpu._C._fused_wait()
+later = [step(x).sum(0).cpu() for _ in range(4)]
+s2 = torch_tpu.cache_stats()["fused"]
+torch_tpu.set_eager_mode("strict")
+ref = step(x).sum(0).cpu()
+assert all(torch.allclose(o, ref, rtol=1e-5, atol=1e-5) for o in outs + later)
+print(s["bypassed"], s["replays"], s2["hits"] - s["hits"], s["ops"])
+"""
+    r = run_python(code, env={"TORCH_TPU_CACHE_DIR": ""})
+    bypassed, replays, hits, ops = map(int, r.stdout.split())
+    # Seen, queued, still compiling: three runs op by op, then the ops of the next steps are not recorded until the
+    # program lands (its compile takes far longer than these steps); afterwards every step is one launch.
+    assert replays == 3 and ops == 3 * 17 and bypassed == 9 * 17 and hits >= 3, r.stdout
+    r = run_python(code, env={"TORCH_TPU_CACHE_DIR": "", "TORCH_TPU_FUSED_BYPASS": "0"})
+    bypassed, replays, hits, ops = map(int, r.stdout.split())
+    assert bypassed == 0 and replays >= 12 and hits >= 3, r.stdout
