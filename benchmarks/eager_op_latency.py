@@ -3,7 +3,8 @@
     python benchmarks/eager_op_latency.py [--n 20000] [--batches 5]
 
 Prints a table: per-call latency of `a + b` on 1k floats (launch only, and launch + wait), the same op on torch
-CPU eager, their ratio, and the first-compile time of the op (cache cleared first). Fused eager rows
+CPU eager, their ratio, and the first-compile time of the op (cache cleared first). The same add on 999 floats (and
+its own torch CPU reference) is below the CPU plugin's inline threshold: it runs on the calling thread. Fused eager rows
 (torch_tpu.set_eager_mode("fused")): the op is recorded, and a loop of them runs as one program cut at the loop
 period (32 ops): "results dropped" lets the program skip the adds whose results died (what fused eager does with
 temporaries), "results kept" keeps every result alive (every add computed), "+ synchronize" runs one recorded op per
@@ -42,6 +43,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--numel", type=int, default=1000)
+    ap.add_argument("--inline-numel", type=int, default=999,
+                    help="elements of the add below the CPU plugin's inline threshold (fewer than 1000 flops)")
     ap.add_argument("--batches", type=int, default=5, help="timed batches per row; each row reports the best")
     args = ap.parse_args()
     global BATCHES
@@ -88,6 +91,15 @@ def main():
 
     waited = per_call(add_and_wait, args.n // 4)
     cpu = per_call(lambda: a_cpu + b_cpu, args.n)
+    # The CPU plugin runs a program on the calling thread, with no hand-off to its worker threads, only when XLA's
+    # cost analysis counts fewer than 1000 flops and nothing it depends on is still running: a 1000-element add is
+    # exactly at that threshold; one element fewer is below it. The PJRT C API has no option to ask for it.
+    small = args.inline_numel
+    a_s_cpu, b_s_cpu = torch.randn(small), torch.randn(small)
+    a_s, b_s = a_s_cpu.to("tpu"), b_s_cpu.to("tpu")
+    launch_small = per_call(lambda: a_s + b_s, args.n)
+    torch.tpu.synchronize()
+    cpu_small = per_call(lambda: a_s_cpu + b_s_cpu, args.n)
     kept = []
 
     def keep_cpu():
@@ -127,6 +139,8 @@ def main():
         ("tpu eager, cached add(alpha=2) (launch)", launch_alpha * 1e6, launch_alpha / cpu),
         ("tpu eager, cached add + synchronize", waited * 1e6, waited / cpu),
         ("torch CPU eager add", cpu * 1e6, 1.0),
+        (f"tpu eager, cached add of {small} (launch, inline)", launch_small * 1e6, launch_small / cpu_small),
+        (f"torch CPU eager add of {small}", cpu_small * 1e6, 1.0),
         ("tpu fused eager, add (results dropped)", fused * 1e6, fused / cpu),
         ("tpu fused eager, add (results kept)", fused_kept * 1e6, fused_kept / cpu_kept),
         ("torch CPU eager add (results kept)", cpu_kept * 1e6, cpu_kept / cpu),

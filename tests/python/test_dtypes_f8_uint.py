@@ -224,6 +224,23 @@ def test_scaled_mm_matches_cpu(rowwise, out_dtype):
         with strict():
             got = torch._scaled_mm(a.to("tpu"), b.to("tpu"), sa.to("tpu"), sb.to("tpu"), **dev)
         assert got.dtype == want.dtype and got.shape == want.shape
+        if want.dtype in (torch.float8_e4m3fn,):
+            # A float8 result is the float32 product rounded to 3 mantissa bits: where that product falls next to
+            # a rounding midpoint, the order in which XLA and the CPU kernel sum it (it differs between machines'
+            # vector widths) decides the neighbour. Allow one float8 step (1/8 relative; the smallest subnormal
+            # absolute) on a few elements, and compare the float32 product itself tightly.
+            diff = (got.cpu().float() - want.float()).abs()
+            step = want.float().abs() * 0.125 + 2.0**-9
+            assert bool((diff <= step).all()), diff.max()
+            assert int((diff > 0).sum()) <= max(1, want.numel() // 20), int((diff > 0).sum())
+            f32 = {k: v for k, v in kw.items()}
+            f32["out_dtype"] = torch.float32
+            want32 = torch._scaled_mm(a, b, sa, sb, **f32)
+            with strict():
+                got32 = torch._scaled_mm(a.to("tpu"), b.to("tpu"), sa.to("tpu"), sb.to("tpu"),
+                                         **{k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in f32.items()})
+            torch.testing.assert_close(got32.cpu(), want32, atol=1e-4, rtol=1e-5)
+            continue
         tol = {"atol": 1e-4, "rtol": 1e-5} if want.dtype == torch.float32 else {}
         torch.testing.assert_close(got.cpu().float(), want.float(), **tol)
 
