@@ -100,6 +100,22 @@ def main():
     launch_small = per_call(lambda: a_s + b_s, args.n)
     torch.tpu.synchronize()
     cpu_small = per_call(lambda: a_s_cpu + b_s_cpu, args.n)
+    # Reference: jax.jit's dispatch of the same add on its own XLA:CPU client (XLA's C++ client, no C API between),
+    # dispatch only like the tpu launch rows; skipped without jax (the [jax] extra).
+    jax_rows = []
+    try:
+        import jax
+        import numpy as np
+
+        jadd = jax.jit(lambda x, y: x + y)
+        for numel, (xa, xb) in ((args.numel, (a_cpu, b_cpu)), (small, (a_s_cpu, b_s_cpu))):
+            ja, jb = jax.device_put(np.asarray(xa)), jax.device_put(np.asarray(xb))
+            jadd(ja, jb).block_until_ready()
+            t = per_call(lambda: jadd(ja, jb), args.n)
+            jadd(ja, jb).block_until_ready()
+            jax_rows.append((f"jax.jit add of {numel} (dispatch)", t * 1e6, t / (cpu if numel == args.numel else cpu_small)))
+    except ImportError:
+        pass
     kept = []
 
     def keep_cpu():
@@ -141,6 +157,7 @@ def main():
         ("torch CPU eager add", cpu * 1e6, 1.0),
         (f"tpu eager, cached add of {small} (launch, inline)", launch_small * 1e6, launch_small / cpu_small),
         (f"torch CPU eager add of {small}", cpu_small * 1e6, 1.0),
+        *jax_rows,
         ("tpu fused eager, add (results dropped)", fused * 1e6, fused / cpu),
         ("tpu fused eager, add (results kept)", fused_kept * 1e6, fused_kept / cpu_kept),
         ("torch CPU eager add (results kept)", cpu_kept * 1e6, cpu_kept / cpu),

@@ -30,7 +30,11 @@ call waited for: the part of the step the two paths differ in). Prints a table
 compiled during the timed steps.
 
     python benchmarks/moe_decode.py --sweep [--sweep-experts 8,16,64,128 --sweep-top-k 1,2,8 \
-        --sweep-batch 1,16,64,256 --repeats 5 --markdown]
+        --sweep-batch 1,16,64,256 --repeats 5 --markdown] [--sweep-grouped-mode fused]
+
+``--sweep-grouped-mode fused`` runs the grouped path's steps in fused eager mode (each step reads nothing on the host,
+so it becomes one fused program; give ``--repeats`` of 20 or more so that the speed check's first launches fall in
+the untimed pass); the per-expert loop stays in strict mode (its host reads cut every step into many traces).
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ def main() -> None:
     ap.add_argument("--sweep-experts", default="8,16,64,128")
     ap.add_argument("--sweep-top-k", default="1,2,8")
     ap.add_argument("--sweep-batch", default="1,16,64,256")
+    ap.add_argument("--sweep-grouped-mode", choices=("strict", "fused"), default="strict",
+                    help="eager mode of the grouped path's steps in the sweep (fused: each step, which reads nothing "
+                         "on the host, becomes one fused program; the loop stays strict)")
     args = ap.parse_args()
     small = dict(hidden=64, moe_intermediate=32, layers=1, vocab=256, repeats=5)
     large = dict(hidden=128, moe_intermediate=64, layers=2, vocab=1024, repeats=10)
@@ -250,11 +257,18 @@ def sweep(args) -> None:
 
                 def step(name, i):
                     model, dev = models[name], models[name].device
-                    pos = torch.tensor([args.prompt + i], device=dev)
-                    with torch.no_grad():
-                        out = model(input_ids=ids[i].to(dev), past_key_values=caches[name], cache_position=pos,
-                                    position_ids=pos.expand(batch, 1), use_cache=True).logits
-                    return out.cpu()  # .cpu(): the step has finished
+                    fused = name == "grouped" and args.sweep_grouped_mode == "fused"
+                    if fused:
+                        torch_tpu.set_eager_mode("fused")
+                    try:
+                        pos = torch.tensor([args.prompt + i], device=dev)
+                        with torch.no_grad():
+                            out = model(input_ids=ids[i].to(dev), past_key_values=caches[name],
+                                        cache_position=pos, position_ids=pos.expand(batch, 1), use_cache=True).logits
+                        return out.cpu()  # .cpu(): the step has finished
+                    finally:
+                        if fused:
+                            torch_tpu.set_eager_mode("strict")
 
                 def built_by(fn):
                     s0 = torch_tpu.cache_stats()
@@ -271,6 +285,8 @@ def sweep(args) -> None:
                         _, n = built_by(lambda: step(name, i))
                         if name == "loop" or i > 0:
                             built[name] += n
+                    if i == 2:
+                        torch_tpu._C._fused_wait()  # fused grouped steps: the program queued at the second step
                 # Pass 2: the same steps from a new prefill, timed, loop and grouped alternately, against the CPU.
                 prefill(models)
                 times = {"loop": [], "grouped": []}
@@ -333,6 +349,7 @@ def sweep(args) -> None:
     print(f"Sweep, tpu eager: Qwen3-MoE-style, hidden {args.hidden}, moe_intermediate {args.moe_intermediate}, "
           f"{args.layers} layer(s), vocab {args.vocab}; one decode step (static cache, prompt {args.prompt}); "
           f"float32; median of {args.repeats} alternating steps, replayed after an untimed pass over the same steps; "
+          f"grouped steps in {args.sweep_grouped_mode} eager mode; "
           f"plugin {torch_tpu._C._plugin_info()['platform_name']}, torch {torch.__version__}")
     cells = [(r["experts"], r["top_k"], r["batch"], f"{r['hit']:.0f}", f"{r['loop']:.2f}", f"{r['grouped']:.2f}",
               f"{r['ratio']:.1f}x", f"{r['cpu_ratio']:.1f}x", f"{r['layer_loop']:.2f} / {r['layer_grouped']:.2f}",

@@ -1,6 +1,10 @@
 // Errors, element types and the single PJRT_Error -> runtime::Error conversion point. Stateless; thread-safe.
 #include <string>
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 #include "runtime/pjrt_util.h"
 #include "runtime/shutdown.h"
 
@@ -147,6 +151,25 @@ void destroyEvent(PJRT_Event* ev) noexcept {
 }
 
 void awaitEvent(PJRT_Event* ev, const char* what) {
+  // Spin briefly before blocking: a program launched just before the wait (a fused trace launched at its
+  // synchronization point) often completes within microseconds, and waking a blocked thread costs more than that.
+  static const int64_t spin_ns = [] {
+    const char* e = std::getenv("TORCH_TPU_SPIN_WAIT_US");
+    return static_cast<int64_t>((e && *e ? std::atof(e) : 50.0) * 1000);
+  }();
+  if (spin_ns > 0) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (;;) {
+      Args<PJRT_Event_IsReady_Args> r;
+      r->event = ev;
+      PJRT_Error* err = TPU_PJRT_FN(PJRT_Event_IsReady)(r.get());
+      if (err != nullptr) throw toError(err, what);
+      if (r->is_ready) break;
+      if (std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count() > spin_ns)
+        break;
+      std::this_thread::yield();
+    }
+  }
   Args<PJRT_Event_Await_Args> a;
   a->event = ev;
   PJRT_Error* err = TPU_PJRT_FN(PJRT_Event_Await)(a.get());
