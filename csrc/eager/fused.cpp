@@ -226,17 +226,17 @@ std::atomic<int64_t> g_ops{0};
 
 // Bypass: a trace that has to run op by op (its fused program is compiling, was found slower than its ops, or could
 // not be built) costs its recording on top of what strict mode pays for the same ops. So when such a trace repeats
-// the trace before it (a loop of one trace), the ops that follow run as in strict mode, not recorded, until the compiles are done (or g_bypass_limit ops have run: then a
-// trace is recorded again, to try its program). For a loop cut at its period, the bypass ends at a whole number of
-// periods, so the next recorded trace starts where the loop's traces start. Guarded by g_mu but for the flag and the
-// count, which every op reads.
+// the trace before it (a loop of one trace), the ops that follow run as in strict mode, not recorded, until the
+// compiles are done (or g_bypass_limit ops have run: then a trace is recorded again, to try its program). For a loop
+// cut at its period, the bypass ends at a whole number of periods, so the next recorded trace starts where the
+// loop's traces start. Guarded by g_mu but for the flag and the count, which every op reads.
 std::atomic<bool> g_bypass{false};
 std::atomic<int64_t> g_bypass_ops{0};        // ops run since the bypass began
 int64_t g_bypass_limit = 0;                  // record again after this many ops
 size_t g_bypass_period = 0;                  // g_cut when it began
 int64_t g_bypass_trace_ops = 1;              // length of the trace that began it
 bool g_bypass_for_compile = false;           // ends once the background compiles are done
-std::shared_ptr<FusedProgram> g_bypass_slow;        // a dropped program: the bypassed runs count as its runs op by op
+std::shared_ptr<FusedProgram> g_bypass_slow;  // a dropped program: the bypassed runs count as its runs op by op
 uint64_t g_prev_hash = 0;                    // key hash of the trace launched last
 int64_t g_prev_run = 0;                      // launches in a row of that trace
 constexpr int64_t kBypassTraces = 64;        // traces' worth of ops before a trace is recorded again
