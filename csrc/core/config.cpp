@@ -38,6 +38,11 @@ size_t donateMinBytes() {
   return v;
 }
 
+bool envSwitchOn(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e && *e && std::strcmp(e, "0") == 0);
+}
+
 namespace {
 // -1: not read from the environment yet; 0 / 1 afterwards (or once set).
 std::atomic<int> g_launch_blocking{-1};

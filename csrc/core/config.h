@@ -11,6 +11,10 @@ namespace torch_tpu {
 // (default 1 MiB).
 size_t donateMinBytes();
 
+// A switch that is on unless the environment variable `name` is "0" (unset or empty: on). Read on each call: callers
+// that read it per launch keep it in a static.
+bool envSwitchOn(const char* name);
+
 // Debug: every program launch waits for its results (TORCH_TPU_LAUNCH_BLOCKING=1, read at the first launch, or
 // setLaunchBlocking: TorchTPU's DEFER_NEVER_AND_LAUNCH_BLOCKING eager mode).
 bool launchBlocking();

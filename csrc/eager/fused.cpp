@@ -290,10 +290,7 @@ int addExternal(runtime::BufferPtr buf, const std::string* type) {
 // Donation (TORCH_TPU_FUSED_DONATE, default on): a storage the trace overwrites gives its old buffer to the program,
 // which writes the storage's final value into it in place, as compiled graphs do (XLA's input-output aliasing).
 bool donateWritten() {
-  static const bool v = [] {
-    const char* e = std::getenv("TORCH_TPU_FUSED_DONATE");
-    return !(e && *e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool v = envSwitchOn("TORCH_TPU_FUSED_DONATE");
   return v;
 }
 
@@ -498,10 +495,7 @@ std::vector<int> finalValues() {
 
 // TORCH_TPU_FUSED_BYPASS=0: traces that run op by op are recorded all the same (benchmarks compare).
 bool bypassAllowed() {
-  static const bool v = [] {
-    const char* e = std::getenv("TORCH_TPU_FUSED_BYPASS");
-    return !(e && *e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool v = envSwitchOn("TORCH_TPU_FUSED_BYPASS");
   return v;
 }
 
@@ -518,6 +512,7 @@ void flushLocked(bool at_limit) {
   //    the trace runs op by op, and from its second sighting on a program is compiled in the background.
   const bool oneoff = g_oneoff;
   g_oneoff = false;
+  const uint64_t h = hashKey(t.key);
   std::shared_ptr<FusedProgram> fp;
   if (auto* e = g_programs.find(t.key)) fp = *e;
   if (fp && fp->slow && ++fp->slow_runs >= fp->recheck_after) {
@@ -531,7 +526,6 @@ void flushLocked(bool at_limit) {
   bool from_disk = false, queued = false, first = false;
   double secs = 0;
   if (!usable && !oneoff && !(fp && (!fp->exe || fp->slow))) {
-    const uint64_t h = hashKey(t.key);
     if (!g_compiling.count(h)) {
       try {
         if (!fp && !g_seen.count(h)) {
@@ -686,7 +680,6 @@ void flushLocked(bool at_limit) {
   // ops run as in strict mode (see g_bypass). A first sighting, a speed-check run and a one-off trace do not.
   // Only when the trace repeats the one before it (a loop whose every step, or cut, is this trace): a loop of several
   // different traces keeps recording, so that each of them is seen and compiled.
-  const uint64_t h = hashKey(t.key);
   g_prev_run = h == g_prev_hash ? g_prev_run + 1 : 1;
   g_prev_hash = h;
   if (!usable && !trial_replay && !oneoff && g_prev_run >= 2 && !launchBlocking() && bypassAllowed()) {

@@ -224,7 +224,7 @@ def test_scaled_mm_matches_cpu(rowwise, out_dtype):
         with strict():
             got = torch._scaled_mm(a.to("tpu"), b.to("tpu"), sa.to("tpu"), sb.to("tpu"), **dev)
         assert got.dtype == want.dtype and got.shape == want.shape
-        if want.dtype in (torch.float8_e4m3fn,):
+        if want.dtype == torch.float8_e4m3fn:
             # A float8 result is the float32 product rounded to 3 mantissa bits: where that product falls next to
             # a rounding midpoint, the order in which XLA and the CPU kernel sum it (it differs between machines'
             # vector widths) decides the neighbour. Allow one float8 step (1/8 relative; the smallest subnormal
@@ -233,12 +233,10 @@ def test_scaled_mm_matches_cpu(rowwise, out_dtype):
             step = want.float().abs() * 0.125 + 2.0**-9
             assert bool((diff <= step).all()), diff.max()
             assert int((diff > 0).sum()) <= max(1, want.numel() // 20), int((diff > 0).sum())
-            f32 = {k: v for k, v in kw.items()}
-            f32["out_dtype"] = torch.float32
-            want32 = torch._scaled_mm(a, b, sa, sb, **f32)
+            want32 = torch._scaled_mm(a, b, sa, sb, **dict(kw, out_dtype=torch.float32))
             with strict():
                 got32 = torch._scaled_mm(a.to("tpu"), b.to("tpu"), sa.to("tpu"), sb.to("tpu"),
-                                         **{k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in f32.items()})
+                                         **dict(dev, out_dtype=torch.float32))
             torch.testing.assert_close(got32.cpu(), want32, atol=1e-4, rtol=1e-5)
             continue
         tol = {"atol": 1e-4, "rtol": 1e-5} if want.dtype == torch.float32 else {}
