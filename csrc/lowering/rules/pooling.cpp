@@ -1,13 +1,15 @@
 // Pooling family: avg_pool{1,2,3}d (ceil_mode, count_include_pad, divisor_override), max_pool{2,3}d_with_indices,
-// adaptive average pooling (any sizes), upsampling (nearest, nearest-exact, linear/bilinear/trilinear with both
-// align_corners) and the backward of each.
+// adaptive average and max pooling (any sizes), fractional max pooling, upsampling (nearest, nearest-exact,
+// linear/bilinear/trilinear with both align_corners) and the backward of each.
 //
 // The pooled dims are the trailing `nsp` dims; any leading dims (batch, channels, or none) are carried along.
 //   avg pool          reduce_window sum over the padded input / a divisor map computed the same way from ones
 //   avg pool backward reduce_window sum of the dilated grad/divisor (the window sum's transpose), cropped
 //   max pool          the kh*kw strided slices of the (-inf padded) input, arg-max across them (first max wins,
 //                     NaN propagates), indices flat within each input plane as PyTorch gives them
-//   max pool backward scatter-add into the flattened planes at the indices
+//   max pool backward scatter-add into the flattened planes at the indices (adaptive and fractional max too)
+//   adaptive/fractional max  per-dim gathers of each output's window candidates, last dim first, carrying flat
+//                     indices (CPU's scan order: first maximum, last NaN); fractional windows from random_samples
 //   adaptive avg      one averaging matrix per dim (rows: [floor(i*in/out), ceil((i+1)*in/out)) ), dot_general
 //   upsample          index/weight tables computed on the host in float exactly as PyTorch's CPU kernels do
 //                     (scales are built into the program: static args), gathers forward, matrices backward
@@ -213,10 +215,12 @@ std::vector<Value> maxPoolRule(Context& ctx, int64_t nsp) {
   return {red[0], b.convert(red[1], ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : DType::S64)};
 }
 
-// max_pool{N}d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
-std::vector<Value> maxPoolBackwardRule(Context& ctx, int64_t nsp) {
+// max_pool{N}d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices),
+// adaptive_max_pool{N}d_backward(grad_output, self, indices) and fractional_max_pool{N}d_backward(grad_output, self,
+// kernel_size, output_size, indices): each output's gradient added at its index within its plane.
+std::vector<Value> maxPoolBackwardRule(Context& ctx, int64_t nsp, size_t ind_i = 7) {
   Builder& b = ctx.b;
-  Value g = ctx.tensor(0), x = ctx.tensor(1), ind = ctx.tensor(7);
+  Value g = ctx.tensor(0), x = ctx.tensor(1), ind = ctx.tensor(ind_i);
   int64_t r = x.rank(), lead = r - nsp;
   int64_t rows = 1, plane = 1, outs = 1;
   for (int64_t i = 0; i < lead; ++i) rows *= x.shape()[size_t(i)];
@@ -235,6 +239,168 @@ std::vector<Value> maxPoolBackwardRule(Context& ctx, int64_t nsp) {
   sd.index_vector_dim = 1;
   Value out = b.scatter(b.zeros({c, {rows, plane}}), idx, gc, sd, ReduceKind::Sum);
   return {b.convert(b.reshape(out, x.shape()), x.dtype())};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// adaptive and fractional max pool
+//
+// Both pool windows that vary per output position (adaptive: [floor(o*in/out), ceil((o+1)*in/out)); fractional:
+// [seq[o], seq[o] + k) with seq drawn per plane from random_samples). PyTorch's CPU kernels scan a window in
+// row-major order keeping the first strict maximum, and any NaN replaces the running maximum (the last NaN wins).
+// That choice is separable: the last dim is pooled first, carrying each candidate's flat index within the plane,
+// then each earlier dim picks among those (value, index) pairs with the same rule. A window of a dim is gathered as
+// `k` candidates per output (positions past a shorter window's end repeat its last element, which changes nothing).
+
+// x[..., idx[...], ...] along `dim`: idx (integer) has the result's shape, x's shape with `dim` resized.
+Value gatherDim(Builder& b, Value x, int64_t dim, Value idx) {
+  const Shape os = idx.shape();
+  int64_t r = x.rank();
+  Shape cs = os;
+  cs.push_back(1);
+  std::vector<Value> comps;
+  for (int64_t d = 0; d < r; ++d)
+    comps.push_back(b.reshape(d == dim ? b.convert(idx, DType::S64) : b.iota({DType::S64, os}, d), cs));
+  Builder::GatherDims gd;
+  gd.collapsed_slice_dims = range(0, r);
+  gd.start_index_map = range(0, r);
+  gd.index_vector_dim = r;
+  return b.gather(x, b.concatenate(comps, r), gd, std::vector<int64_t>(size_t(r), 1), os);
+}
+
+struct ValIdx {
+  Value v, i;  // values and their flat indices within the plane (S64)
+};
+
+// Picks along `dim` as the CPU loop does: the last NaN if any, else the first (smallest-index) maximum.
+ValIdx cpuArgMax(Builder& b, Value v, Value i, int64_t dim) {
+  std::vector<Value> r = b.argReduce(v, i, dim, /*is_max=*/true);
+  Value nan_i = b.reduce(b.select(isNan(b, v), i, b.constantF(-1, DType::S64, i.shape())), {dim}, ReduceKind::Max);
+  Value has_nan = b.compare(nan_i, b.zerosLike(nan_i), Cmp::GE);
+  return {r[0], b.select(has_nan, nan_i, r[1])};
+}
+
+// One dim's pass: `pos` (S64, cur's shape with `dim` of size out*k) lists each output's k candidate positions;
+// `stride` is the dim's stride in the flat plane index.
+ValIdx poolPass(Builder& b, const ValIdx& cur, int64_t dim, Value pos, int64_t out, int64_t k, int64_t stride) {
+  Value cv = gatherDim(b, cur.v, dim, pos);
+  Value ci = b.mul(pos, b.constantF(double(stride), DType::S64, pos.shape()));
+  if (cur.i.valid()) ci = b.add(gatherDim(b, cur.i, dim, pos), ci);
+  Shape s = cv.shape();
+  s[size_t(dim)] = out;
+  s.insert(s.begin() + dim + 1, k);
+  return cpuArgMax(b, b.reshape(cv, s), b.reshape(ci, s), dim + 1);
+}
+
+// adaptive_max_pool{N}d(self, output_size) -> (out, indices)
+std::vector<Value> adaptiveMaxRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  const Shape& out_shape = ctx.outputs[0].shape;
+  int64_t r = x.rank(), lead = r - nsp;
+  ValIdx cur{x, Value()};
+  int64_t stride = 1;
+  for (int64_t d = r - 1; d >= lead; --d) {
+    int64_t in = x.shape()[size_t(d)], out = out_shape[size_t(d)];
+    int64_t k = 0;
+    for (int64_t o = 0; o < out; ++o) k = std::max(k, ((o + 1) * in + out - 1) / out - (o * in) / out);
+    std::vector<int64_t> pos;
+    for (int64_t o = 0; o < out; ++o) {
+      int64_t start = (o * in) / out, end = ((o + 1) * in + out - 1) / out;
+      for (int64_t j = 0; j < k; ++j) pos.push_back(std::min(start + j, end - 1));
+    }
+    Shape ps = cur.v.shape();
+    ps[size_t(d)] = out * k;
+    cur = poolPass(b, cur, d, b.broadcastInDim(b.constantI64s(pos, DType::S64), ps, {d}), out, k, stride);
+    stride *= in;
+  }
+  return {cur.v, b.convert(cur.i, ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : DType::S64)};
+}
+
+// x (f32 or f64) rounded to the precision of `t` (bf16/f16), as c10's BFloat16/Half arithmetic rounds each result.
+// bf16 rounds to nearest even by integer arithmetic on the bits, which no compiler pass folds away.
+Value roundTo(Builder& b, Value x, DType t) {
+  if (t == DType::BF16 && x.dtype() == DType::F32) {
+    Value bits = b.bitcastConvert(x, DType::U32);
+    auto k = [&](int64_t v) { return b.constantF(double(v), DType::U32, x.shape()); };
+    Value lsb = b.andOp(b.shiftRightLogical(bits, k(16)), k(1));
+    Value rounded = b.andOp(b.add(b.add(bits, k(0x7FFF)), lsb), k(0xFFFF0000LL));
+    return b.bitcastConvert(rounded, DType::F32);
+  }
+  if (t == DType::BF16 || t == DType::F16) return b.convert(b.convert(x, t), x.dtype());
+  return x;
+}
+
+float hostRound(float v, DType t) {
+  if (t == DType::BF16) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+    std::memcpy(&v, &bits, 4);
+    return v;
+  }
+  if (t == DType::F16) {  // round to 11 significant bits (normal range: the sizes involved are small integers/ratios)
+    int e;
+    float m = std::frexp(v, &e);
+    return std::ldexp(std::nearbyint(std::ldexp(m, 11)), e - 11);
+  }
+  return v;
+}
+
+// fractional_max_pool{N}d(self, kernel_size, output_size, random_samples) -> (out, indices)
+// random_samples [N, C, nsp] (N = 1 for unbatched input): sample j of a plane draws the intervals of spatial dim
+// nsp-1-j for 2-d (W from sample 0, H from sample 1) and of dim j for 3-d (T, H, W), as PyTorch's kernels read
+// them. The interval starts are computed in the input's dtype (c10 rounding after each operation for bf16/f16):
+// seq[o] = int((o + u) * alpha) - int(u * alpha), alpha = (in - k) / (out - 1), seq[out - 1] = in - k.
+std::vector<Value> fractionalMaxRule(Context& ctx, int64_t nsp) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0), u = ctx.tensor(3);
+  const std::vector<int64_t>& ks = ctx.toInts(1);
+  const Shape& out_shape = ctx.outputs[0].shape;
+  int64_t r = x.rank(), lead = r - nsp;
+  int64_t planes = 1;
+  for (int64_t d = 0; d < lead; ++d) planes *= x.shape()[size_t(d)];
+  if (u.type.numel() != planes * nsp) ctx.fail("random_samples must hold one sample per plane and pooled dim");
+  DType t = x.dtype();
+  DType c = t == DType::F64 ? DType::F64 : DType::F32;
+  Value uc = b.reshape(roundTo(b, b.convert(u, c), t), {planes, nsp});
+  Shape plane_shape = {planes};
+  for (int64_t d = lead; d < r; ++d) plane_shape.push_back(x.shape()[size_t(d)]);
+  ValIdx cur{b.reshape(x, plane_shape), Value()};
+  int64_t stride = 1;
+  for (int64_t i = nsp - 1; i >= 0; --i) {
+    int64_t d = 1 + i;
+    int64_t in = x.shape()[size_t(lead + i)], out = out_shape[size_t(lead + i)];
+    int64_t k = ks.size() == 1 ? ks[0] : ks[size_t(i)];
+    int64_t col = nsp == 2 ? nsp - 1 - i : i;
+    Value us = b.reshape(b.sliceInDim(uc, col, col + 1, 1, 1), {planes});
+    Value seq;  // [planes, out] S64
+    Shape so = {planes, out};
+    if (out > 1) {
+      float alpha_f = hostRound(hostRound(float(in - k), t) / hostRound(float(out - 1), t), t);
+      double alpha = t == DType::F64 ? double(in - k) / double(out - 1) : double(alpha_f);
+      Value ub = b.broadcastInDim(us, so, {0});
+      Value a = b.constantF(alpha, c, so);
+      Value o = roundTo(b, b.convert(b.iota({DType::S64, so}, 1), c), t);
+      Value hi = b.convert(roundTo(b, b.mul(roundTo(b, b.add(o, ub), t), a), t), DType::S64);
+      Value lo = b.convert(roundTo(b, b.mul(ub, a), t), DType::S64);
+      seq = b.sub(hi, lo);
+      Value last = b.compare(b.iota({DType::S64, so}, 1), b.constantF(double(out - 1), DType::S64, so), Cmp::EQ);
+      seq = b.select(last, b.constantF(double(in - k), DType::S64, so), seq);
+    } else {
+      seq = b.constantF(double(in - k), DType::S64, so);
+    }
+    // candidates seq[o] + j, j < k: [planes, out * k]
+    Shape s3 = {planes, out, k};
+    Value pos = b.add(b.broadcastInDim(seq, s3, {0, 1}), b.iota({DType::S64, s3}, 2));
+    pos = b.reshape(pos, {planes, out * k});
+    Shape ps = cur.v.shape();
+    ps[size_t(d)] = out * k;
+    cur = poolPass(b, cur, d, b.broadcastInDim(pos, ps, {0, d}), out, k, stride);
+    stride *= in;
+  }
+  return {b.reshape(cur.v, out_shape),
+          b.convert(b.reshape(cur.i, out_shape),
+                    ctx.outputs[1].dtype != DType::Invalid ? ctx.outputs[1].dtype : DType::S64)};
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -469,6 +635,10 @@ std::vector<Value> maxUnpoolRule(Context& ctx, int64_t nsp) {
   return {b.reshape(out, ot.shape)};
 }
 
+// PyTorch CPU implements adaptive and fractional max pooling for floating inputs only: other calls decline, and
+// its kernel raises.
+bool floatInput(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()); }
+
 }  // namespace
 
 void populatePooling(Registry& r) {
@@ -487,6 +657,14 @@ void populatePooling(Registry& r) {
             [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); })
           .accepts(realDTypes);
       r.add("aten::max_unpool" + nd, [n](Context& ctx) { return maxUnpoolRule(ctx, n); }).accepts(realDTypes);
+      r.add("aten::adaptive_max_pool" + nd, [n](Context& ctx) { return adaptiveMaxRule(ctx, n); }).accepts(floatInput);
+      r.add("aten::adaptive_max_pool" + nd + "_backward", [n](Context& ctx) { return maxPoolBackwardRule(ctx, n, 2); })
+          .accepts(floatInput);
+      r.add("aten::fractional_max_pool" + nd, [n](Context& ctx) { return fractionalMaxRule(ctx, n); })
+          .accepts(floatInput);
+      r.add("aten::fractional_max_pool" + nd + "_backward",
+            [n](Context& ctx) { return maxPoolBackwardRule(ctx, n, 4); })
+          .accepts(floatInput);
     }
     std::vector<std::string> statics = n == 1 ? std::vector<std::string>{"scales"}
                                      : n == 2 ? std::vector<std::string>{"scales_h", "scales_w"}
