@@ -139,6 +139,10 @@ _install_record_stream()
 from ._attention import _install as _install_flash_attention  # noqa: E402
 
 _install_flash_attention()
+# Meta kernels for the backward ops PyTorch gives none (fractional 3-d max pooling, margin and CTC losses)
+from ._backward_meta import _install as _install_backward_meta  # noqa: E402
+
+_install_backward_meta()
 
 # ---- 5. dynamo's device interface for "tpu" (registered when dynamo's registry is imported) ----
 from . import api  # noqa: E402

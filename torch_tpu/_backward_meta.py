@@ -1,0 +1,80 @@
+"""Shape functions (Meta kernels) for loss and pooling ops whose PyTorch Meta kernel is missing or differs from CPU.
+
+The eager kernel takes every op's result types from its Meta kernel. PyTorch has none for the backward of
+fractional 3-d max pooling, the multi-margin and multilabel-margin losses and CTC loss (their CPU kernels compute
+the shapes inline), so without these the device lowerings of those ops could not run. Each returns a contiguous
+tensor shaped like the input whose gradient it is, after the argument checks the CPU kernel makes on shapes
+(data-dependent checks stay with the device lowering).
+
+The Meta kernels of multi_margin_loss and multilabel_margin_loss_forward (PyTorch's decompositions) give a 1-d
+input's unreduced loss the shape (1,), where the CPU kernels return a 0-d tensor (multi-margin: for a 0-d target;
+multilabel: for a target of at most one dim): they are wrapped to give CPU's shapes, keeping PyTorch's checks.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import _aten_kernels
+
+
+def _fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    torch._check(len(output_size) == 3, lambda: "fractional_max_pool3d_backward: output_size must have 3 entries")
+    d = 1 if self.dim() == 5 else 0
+    for i, what in enumerate(("time", "height", "width")):
+        torch._check(grad_output.size(d + 1 + i) == output_size[i],
+                     lambda what=what: f"fractional_max_pool3d_backward(): gradOutput {what} unexpected")
+    return self.new_empty(self.shape)
+
+
+def _multi_margin_loss_backward(grad_output, self, target, p, margin, weight=None, reduction=1):
+    torch._check(p == 1 or p == 2, lambda: "only p == 1 and p == 2 supported")
+    return self.new_empty(self.shape)
+
+
+def _multilabel_margin_loss_backward(grad_output, self, target, reduction, is_target):
+    torch._check(target.shape == is_target.shape,
+                 lambda: f"Expected tensor for argument #3 'target' to have the same size as tensor for argument "
+                         f"#5 'is_target'; but {list(target.shape)} does not equal {list(is_target.shape)}")
+    return self.new_empty(self.shape)
+
+
+def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, neg_log_likelihood, log_alpha,
+                       blank, zero_infinity=False):
+    return log_probs.new_empty(log_probs.shape)
+
+
+def _multi_margin_loss(input, target, p=1, margin=1, weight=None, reduction=1):
+    from torch._decomp.decompositions import multi_margin_loss
+
+    out = multi_margin_loss(input, target, p, margin, weight, reduction)  # PyTorch's checks and dtype
+    nframe = input.size(0) if input.dim() == 2 else 1
+    return out.new_empty((nframe,) if reduction == 0 and target.dim() > 0 else ())
+
+
+def _multilabel_margin_loss_forward(input, target, reduction):
+    from torch._decomp.decompositions import multilabel_margin_loss_forward
+
+    out, is_target = multilabel_margin_loss_forward(input, target, reduction)
+    nframe = input.size(0) if input.dim() == 2 else 1
+    return out.new_empty((nframe,) if reduction == 0 and target.dim() > 1 else ()), is_target
+
+
+def _replace_meta(name: str, fn) -> None:
+    _aten_kernels.register(name, fn, "Meta", replaces=True)
+    # Under the Python dispatcher (dynamo's fake tensors) PyTorch's function is also the op's Python Meta kernel.
+    op = getattr(torch.ops.aten, name).default
+    if torch._C.DispatchKey.Meta in op.py_kernels:
+        op.py_kernels[torch._C.DispatchKey.Meta] = fn
+        op._dispatch_cache.clear()
+
+
+def _install() -> None:
+    _replace_meta("multi_margin_loss", _multi_margin_loss)
+    _replace_meta("multilabel_margin_loss_forward", _multilabel_margin_loss_forward)
+    for op, fn in (("fractional_max_pool3d_backward", _fractional_max_pool3d_backward),
+                   ("multi_margin_loss_backward", _multi_margin_loss_backward),
+                   ("multilabel_margin_loss_backward", _multilabel_margin_loss_backward),
+                   ("_ctc_loss_backward", _ctc_loss_backward)):
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "Meta"):
+            _aten_kernels.register(op, fn, "Meta")
