@@ -139,6 +139,10 @@ _install_record_stream()
 from ._attention import _install as _install_flash_attention  # noqa: E402
 
 _install_flash_attention()
+# aten::_thnn_fused_gru_cell and its backward: meta kernels (PyTorch ships the LSTM cell's only)
+from ._rnn import _install as _install_rnn_meta  # noqa: E402
+
+_install_rnn_meta()
 
 # ---- 5. dynamo's device interface for "tpu" (registered when dynamo's registry is imported) ----
 from . import api  # noqa: E402

@@ -178,6 +178,7 @@ const Registry& registry() {
         populateConv,
         populatePooling,
         populateSampling,
+        populateRnn,
         populateGrouped,
         populateFused,
         populateForeign,
