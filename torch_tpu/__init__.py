@@ -139,7 +139,7 @@ _install_record_stream()
 from ._attention import _install as _install_flash_attention  # noqa: E402
 
 _install_flash_attention()
-# aten::_thnn_fused_gru_cell and its backward: meta kernels (PyTorch ships the LSTM cell's only)
+# meta kernels of the fused GRU cell and its backward (PyTorch has none) and of the LSTM cell (PyTorch's fails without biases)
 from ._rnn import _install as _install_rnn_meta  # noqa: E402
 
 _install_rnn_meta()

@@ -3,9 +3,10 @@
 On every accelerator device PyTorch's recurrent layers (``nn.LSTM``, ``nn.GRU``, ``nn.LSTMCell``, ``nn.GRUCell``)
 compute each step with the fused cells ``aten::_thnn_fused_lstm_cell`` / ``_thnn_fused_gru_cell`` and their
 backward (``aten/src/ATen/native/RNN.cpp``); tpu lowers them (``csrc/lowering/rules/rnn.cpp``). PyTorch ships
-meta kernels for the LSTM cell and its backward, but none for the GRU cell: without one, neither eager mode (which
-takes result types from meta kernels) nor ``torch.compile``'s fake tensors can run it. This module registers the
-GRU cell's two, with the CUDA kernels' checks and result shapes (``aten/src/ATen/native/cuda/RNN.cu``).
+meta kernels for the LSTM cell and its backward (the cell's fails for cells without biases), but none for the GRU
+cell: without one, neither eager mode (which takes result types from meta kernels) nor ``torch.compile``'s fake
+tensors can run it. This module registers the GRU cell's two and the LSTM cell's, with the CUDA kernels' checks and
+result shapes (``aten/src/ATen/native/cuda/RNN.cu``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def _check_sizes(input_gates, hidden_gates, input_bias, hidden_bias, factor, pre
                  lambda: "expected all inputs to be same device")
 
 
+def _meta_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    _check_sizes(input_gates, hidden_gates, input_bias, hidden_bias, 4, cx)
+    workspace = torch.empty_like(input_gates, memory_format=torch.contiguous_format)
+    hy = torch.empty_like(cx, memory_format=torch.contiguous_format)
+    cy = torch.empty_like(cx, memory_format=torch.contiguous_format)
+    return hy, cy, workspace
+
+
 def _meta_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
     _check_sizes(input_gates, hidden_gates, input_bias, hidden_bias, 3, hx)
     workspace = hx.new_empty((hx.size(0), hx.size(1) * _GRU_WORKSPACE))
@@ -59,9 +68,16 @@ def _meta_gru_cell_backward(grad_hy, workspace, has_bias):
 
 
 def _install() -> None:
-    r"""Registers the GRU cell's meta kernels where PyTorch has none (idempotent)."""
-    for op, fn in (("_thnn_fused_gru_cell", _meta_gru_cell),
+    r"""Registers the meta kernels (idempotent). PyTorch's own for the LSTM cell (torch/_meta_registrations.py)
+    reads ``.device`` of the optional biases and fails for ``bias=False`` cells: it is replaced, in the dispatcher
+    and as the op's Python Meta kernel (which the Python dispatcher, i.e. dynamo's fake tensors, prefers)."""
+    import torch._meta_registrations  # noqa: F401  (PyTorch's kernel must exist before it is replaced)
+
+    for op, fn in (("_thnn_fused_lstm_cell", _meta_lstm_cell),
+                   ("_thnn_fused_gru_cell", _meta_gru_cell),
                    ("_thnn_fused_gru_cell_backward", _meta_gru_cell_backward)):
-        if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "Meta"):
-            continue  # a later PyTorch ships its own
-        _aten_kernels.register(op, fn, "Meta")
+        _aten_kernels.register(op, fn, "Meta", replaces=True)
+        overload = getattr(torch.ops.aten, op).default
+        if torch._C.DispatchKey.Meta in overload.py_kernels:
+            overload.py_kernels[torch._C.DispatchKey.Meta] = fn
+            overload._dispatch_cache.clear()
