@@ -143,6 +143,10 @@ _install_flash_attention()
 from ._backward_meta import _install as _install_backward_meta  # noqa: E402
 
 _install_backward_meta()
+# meta kernels of the fused GRU cell and its backward (PyTorch has none) and of the LSTM cell (PyTorch's fails without biases)
+from ._rnn import _install as _install_rnn_meta  # noqa: E402
+
+_install_rnn_meta()
 
 # ---- 5. dynamo's device interface for "tpu" (registered when dynamo's registry is imported) ----
 from . import api  # noqa: E402

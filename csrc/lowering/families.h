@@ -27,6 +27,7 @@ void populatePooling(Registry& r);       // avg/max/adaptive pooling, upsampling
 void populateFft(Registry& r);           // _fft_c2c, _fft_r2c, _fft_c2r (torch.fft, stft, istft)
 void populateForeach(Registry& r);       // _foreach_* list ops, fused optimizers (after the per-tensor families)
 void populateSampling(Registry& r);       // multinomial (graphs; eager: csrc/eager/sampling.cpp)
+void populateRnn(Registry& r);            // fused LSTM/GRU cells (_thnn_fused_*_cell) and their backward
 void populateGrouped(Registry& r);        // grouped matmul for mixture-of-experts layers (_grouped_mm)
 void populateFused(Registry& r);          // the project's own fused kernels (tpu::swiglu, ...)
 void populateForeign(Registry& r);        // tpu::stablehlo_call: registered foreign programs (JAX, Pallas)

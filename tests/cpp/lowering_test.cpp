@@ -767,6 +767,20 @@ static void compileSweep() {
   sweep("aten::native_dropout", kFloats, [](DType t) { return std::vector<In>{T(t, {2, 3}), D(0.5), B(true)}; });
   sweep("aten::native_dropout_backward", kFloats,
         [](DType t) { return std::vector<In>{T(t, {2, 3}), T(DType::Pred, {2, 3}), D(2.0)}; });
+  // recurrent cells (rules/rnn.cpp): B = 2, H = 2; optional biases and gradients present and absent
+  for (bool bias : {true, false}) {
+    sweep("aten::_thnn_fused_lstm_cell", kFloats, [bias](DType t) {
+      return std::vector<In>{T(t, {2, 8}), T(t, {2, 8}), T(t, {2, 2}), bias ? T(t, {8}) : N(), bias ? T(t, {8}) : N()};
+    });
+    sweep("aten::_thnn_fused_lstm_cell_backward_impl", kFloats, [bias](DType t) {
+      return std::vector<In>{T(t, {2, 2}), bias ? T(t, {2, 2}) : N(), T(t, {2, 2}), T(t, {2, 2}), T(t, {2, 8}), B(bias)};
+    });
+    sweep("aten::_thnn_fused_gru_cell", kFloats, [bias](DType t) {
+      return std::vector<In>{T(t, {2, 6}), T(t, {2, 6}), T(t, {2, 2}), bias ? T(t, {6}) : N(), bias ? T(t, {6}) : N()};
+    });
+    sweep("aten::_thnn_fused_gru_cell_backward", kFloats,
+          [bias](DType t) { return std::vector<In>{T(t, {2, 2}), T(t, {2, 10}), B(bias)}; });
+  }
 
   // ---- shape ----
   sweep("aten::cat", kAll, [](DType t) { return std::vector<In>{TL({T(t, {2, 3}), T(t, {0}), T(t, {1, 3})}), I(-2)}; });
