@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/Layout.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "core/client.h"
@@ -46,6 +47,9 @@ DeviceArgs deviceArgsOf(const c10::FunctionSchema& schema) {
     else if (args[i].name() == "layout") da.layout = si;
     else if (args[i].name() == "pin_memory") da.pin_memory = si;
   }
+  da.factory = da.device >= 0 && std::none_of(args.begin(), args.end(), [](const c10::Argument& a) {
+    return a.name() == "self";
+  });
   return da;
 }
 
@@ -61,6 +65,7 @@ bool runWhereAsked(const c10::OperatorHandle& op, const DeviceArgs& da, torch::j
   if (dv && dv->isDevice()) asked = dv->toDevice();
   bool elsewhere = false;
   int from = -1;
+  if (!asked && da.factory && dv) asked = c10::Device(c10::kCPU);  // the default device
   if (asked) {
     from = inputDevice(*stack, base, n);
     if (!asked->is_privateuseone()) {

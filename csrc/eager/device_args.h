@@ -20,6 +20,10 @@ struct DeviceArgs {
   int device = -1;
   int layout = -1;
   int pin_memory = -1;
+  // No `self` argument (linspace.Tensor_Tensor, ...): the op is a factory whose numbers may be tensors, and its
+  // result is on the device argument's device, the default device (cpu) when none is given, as PyTorch's kernel has
+  // it; ops with `self` (*_like, new_*) default to self's device.
+  bool factory = false;
   bool any() const { return device >= 0 || layout >= 0 || pin_memory >= 0; }
 };
 DeviceArgs deviceArgsOf(const c10::FunctionSchema& schema);
