@@ -242,6 +242,32 @@ def _schema_args(node: torch.fx.Node) -> List[Tuple[Any, Any]]:
     return out
 
 
+def _graph_device(gm: torch.fx.GraphModule) -> torch.device:
+    """The tpu device a graph's program runs on: its first tpu input's (else the current device)."""
+    for n in gm.graph.nodes:
+        v = n.meta.get("val", None) if n.op == "placeholder" else None
+        if isinstance(v, torch.Tensor) and v.device.type == "tpu":
+            return torch.device("tpu", v.device.index if v.device.index is not None else torch.tpu.current_device())
+    return torch.device("tpu", torch.tpu.current_device())
+
+
+def _made_elsewhere(node: torch.fx.Node, dev: torch.device) -> Optional[str]:
+    """Why a node runs eagerly because its result is asked for on another device than the graph's (another chip,
+    meta: full_like(x, 1, device="tpu:1")), else None. Results on the cpu are graph outputs copied to the host."""
+    if node.op != "call_function":
+        return None
+    v = node.meta.get("val", None)
+    for t in (v if isinstance(v, (list, tuple)) else [v]):
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            d = t.device
+            if d.type == "tpu" and d.index is None:
+                d = torch.device("tpu", torch.tpu.current_device())
+            if d != dev:
+                name = _op_name(node.target) or str(node.target)
+                return _C._no_lowering(name, f"its result is on {t.device}, the graph runs on {dev}")
+    return None
+
+
 def _node_supported(node: torch.fx.Node) -> Optional[str]:
     """None if the node can be part of a compiled graph, else why not (the lowering layer's one wording)."""
     if node.op != "call_function":
@@ -792,10 +818,11 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     # is lowered for its first input signature.
     bad: Dict[torch.fx.Node, str] = {}
     inside = _collectives_inside(gm, name) if collectives_in_program else set()
+    dev = _graph_device(gm)
     for n in gm.graph.nodes:
         if n in inside:
             continue
-        why = _node_supported(n)
+        why = _node_supported(n) or _made_elsewhere(n, dev)
         if why is not None:
             bad[n] = why
     if inside and bad:  # the graph is partitioned anyway: its collectives split it too

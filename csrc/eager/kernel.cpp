@@ -33,6 +33,7 @@
 #include "core/program.h"
 #include "core/scalars.h"
 #include "eager/copy.h"
+#include "eager/device_args.h"
 #include "eager/entry.h"
 #include "eager/fallback.h"
 #include "eager/fused.h"
@@ -72,6 +73,7 @@ struct OpInfo {
   bool returns_ok = true;              // every return is a Tensor or Tensor[]
   bool void_returns = false;           // returns nothing: results go to mutated_args, in order
   int packable_arg = -1;  // the product's right operand, read through its packed copy when it qualifies (core/packed.h)
+  DeviceArgs device_args;  // device / layout / pin_memory arguments (eager/device_args.h)
 };
 
 std::string fullName(const c10::OperatorName& n) {
@@ -125,6 +127,7 @@ const OpInfo& buildInfo(const c10::OperatorHandle& op) {
     info->return_alias.push_back(alias);
   }
   if (info->op.variant == core::Variant::Own) info->packable_arg = info->op.rule->packed_operand;
+  info->device_args = deviceArgsOf(schema);
   const OpInfo& out = *info;
   g_infos.emplace(&schema, std::move(info));
   return out;
@@ -716,6 +719,8 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   // itself (never a compile failure, a fallback to the CPU or a warning first).
   if (C10_UNLIKELY(inBadFork())) TORCH_CHECK(false, runtime::kForkedMessage);
   const OpInfo& info = infoFor(op);
+  // A result asked for on another device (full_like(x, 1, device="cpu")), pinned or in another layout.
+  if (C10_UNLIKELY(info.device_args.any()) && runWhereAsked(op, info.device_args, stack)) return;
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;

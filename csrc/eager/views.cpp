@@ -46,6 +46,7 @@ void checkDType(c10::ScalarType t) {
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");  // as CUDA's empty
   auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
   checkDType(st);
   auto g = guardFor(device);
@@ -55,6 +56,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
                          std::optional<at::Layout> layout, std::optional<at::Device> device,
                          std::optional<bool> pin_memory) {
+  TORCH_CHECK(!pin_memory.value_or(false), "Only dense CPU tensors can be pinned");  // as CUDA's empty
   auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
   checkDType(st);
   auto g = guardFor(device);

@@ -223,6 +223,10 @@ void populateFactory(Registry& r) {
       if (steps == 0) return {b.zeros(t)};
       Value start = b.broadcastTo(scalarArg(ctx, 0, c), t.shape);
       Value end = b.broadcastTo(scalarArg(ctx, 1, c), t.shape);
+      if (log && c == DType::F64 && !isFloat(t.dtype)) {  // integer logspace: PyTorch CPU truncates start and end
+        start = b.convert(b.convert(start, t.dtype), c);
+        end = b.convert(b.convert(end, t.dtype), c);
+      }
       Value v;
       if (steps == 1) {
         v = start;
