@@ -202,6 +202,10 @@ class CallScope {
 // A Python number (or 0-d CPU tensor) given for a tensor argument: a program input, keyed by its dtype.
 bool isCpuScalar(const at::Tensor& t) { return t.dim() == 0 && t.is_cpu(); }
 
+// The host-parameter index of element `pos` of list argument `si` (a 0-d CPU tensor): above every stack index.
+constexpr int kListHostBase = 1 << 20;
+int listHostIndex(int si, int pos) { return kListHostBase + (si << 12) + pos; }
+
 void scanTensor(Call& c, int si, const at::Tensor& t, bool writes) {
   std::string& k = c.sig.key;
   if (!t.defined()) {
@@ -530,13 +534,23 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
       a.name = name;
       a.kind = Arg::Kind::TensorList;
       int ti = c.first_tensor[si];
+      int pos = 0;
       for (const c10::IValue& e : v.toListRef()) {
         if (e.isTensor() && e.toTensor().defined()) {
-          TORCH_CHECK_NOT_IMPLEMENTED(e.toTensor().is_privateuseone(), "tpu: CPU tensor in a tensor list");
-          a.tensors.push_back(pb.read(ti++));
+          const at::Tensor& t = e.toTensor();
+          if (t.is_privateuseone()) {
+            a.tensors.push_back(pb.read(ti++));
+          } else {
+            // A 0-d CPU tensor in a list the op only reads (a Tensor lr in an optimizer's foreach step): a program
+            // input, as CUDA accepts it; a list the op writes must be on the device.
+            TORCH_CHECK_NOT_IMPLEMENTED(isCpuScalar(t) && !info.is_mutated[si] && pos < 4096,
+                                        "tpu: CPU tensor in a tensor list");
+            a.tensors.push_back(pb.hostParam(TensorType{toDType(t.scalar_type()), {}}, listHostIndex(si, pos)));
+          }
         } else {
           a.tensors.push_back(Value());
         }
+        ++pos;
       }
     } else {
       bool dynamic = (kind == ArgKind::Scalar || kind == ArgKind::Float) && !v.isNone() && !builtIn(info, si, v.toScalar());
@@ -679,6 +693,11 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
   // Host inputs: Python numbers (Scalar / float arguments) and 0-d CPU tensors, by stack index; the packed weight.
   auto host = [&](const core::Param& prm) -> runtime::BufferPtr {
     if (prm.index == c.pack_arg) return packed;
+    if (prm.index >= kListHostBase) {  // a 0-d CPU tensor in a list argument
+      const int rel = prm.index - kListHostBase;
+      const at::Tensor t = (*stack)[base + (rel >> 12)].toListRef()[rel & 0xfff].toTensor();
+      return scalarBuffer(t.item(), prm.dtype, c.sig.device);
+    }
     const c10::IValue& v = (*stack)[base + prm.index];
     c10::Scalar x = v.isTensor() ? v.toTensor().item() : v.toScalar();
     return scalarBuffer(x, prm.dtype, c.sig.device);

@@ -123,3 +123,27 @@ def test_foreach_ops_match_cpu_without_fallback():
     torch._foreach_mul_(a, 2.0)
     for t, x, y in zip(a, xs, ys):
         torch.testing.assert_close(t.cpu(), (x + 0.5 * y) * 2.0)
+
+
+def test_tensor_lr_foreach_step():
+    """A 0-d CPU tensor inside a foreach op's list argument (Adagrad's foreach step with a Tensor lr multiplies the
+    gradients by a list of them) is a program input, as CUDA accepts it: no fallback, CPU's result."""
+    model = _model()
+    factory = lambda p: torch.optim.Adagrad(p, lr=torch.tensor(0.05), lr_decay=0.1, foreach=True)  # noqa: E731
+    expected, _ = _train(model, factory, "cpu")
+    before = _fallbacks()
+    actual, _ = _train(model, factory, "tpu")
+    assert _fallbacks() == before
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5)
+    xs = [torch.randn(3), torch.randn(2, 4)]
+    # the values are program inputs (the second list reuses the first's program), the dtypes part of its signature
+    for scalars in ([torch.tensor(2.5), torch.tensor(-1.0)], [torch.tensor(-4.0), torch.tensor(0.25)],
+                    [torch.tensor(0.5), torch.tensor(3)]):
+        exp = torch._foreach_mul(xs, scalars)
+        before = _fallbacks()
+        act = torch._foreach_mul([t.to("tpu") for t in xs], scalars)
+        assert _fallbacks() == before
+        for a, e in zip(act, exp):
+            assert a.device.type == "tpu" and a.dtype == e.dtype
+            torch.testing.assert_close(a.cpu(), e)
