@@ -15,6 +15,7 @@
 
 #include "runtime/pjrt_util.h"
 #include "runtime/shutdown.h"
+#include "settings/settings.h"
 
 namespace torch_tpu {
 namespace runtime {
@@ -266,8 +267,7 @@ Client& Client::get() {
 }
 
 std::string Client::pluginPathFromEnv() {
-  const char* p = std::getenv("TORCH_TPU_PJRT_PLUGIN");
-  return p == nullptr ? std::string() : std::string(p);
+  return settings::pathValue("TORCH_TPU_PJRT_PLUGIN").value_or(std::string());
 }
 
 void setPreloadLibraries(std::vector<PreloadLibrary> libs) {
