@@ -284,6 +284,10 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
                 kErrorFailedPrecondition);
   }
 
+  // Settings the runtime reads later, possibly on other threads (awaitEvent's spin wait): an invalid value raises
+  // here, on the thread that creates the client.
+  (void)settings::integer("TORCH_TPU_SPIN_WAIT_US");
+
   // --- load the plugin
   struct stat st;
   if (plugin_path.empty() || ::stat(plugin_path.c_str(), &st) != 0)
