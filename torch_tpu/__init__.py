@@ -41,7 +41,8 @@ def _check_torch_version() -> None:
     except ImportError:
         return
     running = torch.__version__.split("+")[0]
-    if running == built or _os.environ.get("TORCH_TPU_SKIP_TORCH_CHECK", "") == "1":
+    # Read before the extension (and so the settings table, csrc/settings) can load: the switch syntax by hand.
+    if running == built or _os.environ.get("TORCH_TPU_SKIP_TORCH_CHECK", "").strip().lower() in ("1", "true", "on", "yes"):
         return
     raise ImportError(
         f"torch_tpu was built against torch {built}, but torch {running} is installed: its C++ extension works "
@@ -184,6 +185,10 @@ _flex_attention._install()
 from . import distributed  # noqa: E402
 
 distributed._register()
+# Hugging Face Accelerate's default device: tpu where Transformers picks it (patched when accelerate is imported)
+from . import _accelerate  # noqa: E402
+
+_accelerate._install()
 
 # ---- public helpers ----
 

@@ -7,7 +7,8 @@ size, statistics), the environment variables that matter, then runs a self-test 
 
 Exit status: 0 when every check passes, 1 when the plugin cannot be loaded or a check fails, 2 for bad usage.
 
-Options: ``--json`` prints one JSON object instead (for scripts); ``--no-self-test`` only reports.
+Options: ``--json`` prints one JSON object instead (for scripts); ``--no-self-test`` only reports;
+``--settings-doc [PATH]`` prints (or writes to PATH) docs/settings.md, the list of every setting.
 """
 
 from __future__ import annotations
@@ -159,7 +160,9 @@ def self_test() -> List[Dict[str, Any]]:
             ok, err = True, None
         except Exception as e:  # noqa: BLE001 - reported, not hidden
             ok, err = False, f"{type(e).__name__}: {e}"
-            if os.environ.get("TORCH_TPU_DEBUG"):
+            from . import _settings
+
+            if _settings.get("TORCH_TPU_DEBUG"):
                 err += "\n" + traceback.format_exc()
         results.append({"name": name, "ok": ok, "seconds": round(time.perf_counter() - t0, 3), "error": err})
     return results
@@ -351,7 +354,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m torch_tpu", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object (for scripts)")
     parser.add_argument("--no-self-test", action="store_true", help="report only; run no ops")
+    parser.add_argument("--settings-doc", nargs="?", const="-", metavar="PATH",
+                        help="print (or write to PATH) the list of settings, docs/settings.md")
     args = parser.parse_args(argv)
+    if args.settings_doc is not None:
+        from ._settings import markdown
+
+        text = markdown()
+        if args.settings_doc == "-":
+            sys.stdout.write(text)
+        else:
+            with open(args.settings_doc, "w") as f:
+                f.write(text)
+        return 0
     report = collect(run_self_test=not args.no_self_test)
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True, default=str))

@@ -21,14 +21,15 @@ does: memory grows with the square of the sequence, not the sparse blocks of a `
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
+
+from . import _settings
 
 _MARK = "_torch_tpu_wrapped"
 
 
 def _install() -> None:
-    if os.environ.get("TORCH_TPU_FLEX_ATTENTION", "1") == "0":
+    if not _settings.get("TORCH_TPU_FLEX_ATTENTION"):
         return
     try:
         import torch.nn.attention.flex_attention as fa

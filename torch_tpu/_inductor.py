@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import warnings
 from typing import Any, Callable, Optional, Sequence
 
@@ -31,9 +30,9 @@ stats = {"redirected_graphs": 0}
 
 def mode() -> str:
     r"""What happens to inductor graphs on tpu tensors: "pallas" (inductor's own code generator) or "tpu"."""
-    v = os.environ.get(_ENV, "auto").strip().lower() or "auto"
-    if v not in ("auto", "pallas", "tpu"):
-        raise ValueError(f"{_ENV} must be auto, pallas or tpu, not {v!r}")
+    from . import _settings
+
+    v = _settings.get(_ENV)  # auto, pallas or tpu (ValueError otherwise)
     if v != "auto":
         return v
     from . import _C

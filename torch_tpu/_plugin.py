@@ -143,16 +143,9 @@ def parse_options(text: Optional[str]) -> Dict[str, OptionValue]:
 
 
 def _num_devices_env() -> Optional[int]:
-    raw = os.environ.get(ENV_NUM_DEVICES)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        n = int(raw)
-    except ValueError:
-        raise ValueError(f"{ENV_NUM_DEVICES} must be an integer, got {raw!r}") from None
-    if n < 1:
-        raise ValueError(f"{ENV_NUM_DEVICES} must be >= 1, got {n}")
-    return n
+    from . import _settings
+
+    return _settings.get(ENV_NUM_DEVICES)  # None when unset; ValueError unless an integer >= 1
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -388,7 +381,9 @@ def find_plugin() -> Tuple[str, str, Dict[str, OptionValue]]:
 
     Raises :class:`PluginNotFoundError` when there is none, and ``ValueError`` for malformed settings.
     """
-    env = os.environ.get(ENV_PLUGIN, "").strip()
+    from . import _settings
+
+    env = (_settings.get(ENV_PLUGIN) or "").strip()
     if env:
         if env.lower() in ("tpu", "cuda", "cpu"):
             found = _find_known((env.lower(),))
@@ -410,7 +405,7 @@ def find_plugin() -> Tuple[str, str, Dict[str, OptionValue]]:
             raise PluginNotFoundError(f"torch_tpu found no PJRT plugin. {INSTALL_HINT}")
         path, kind = found
     options = default_options(kind)
-    options.update(parse_options(os.environ.get(ENV_OPTIONS)))
+    options.update(parse_options(_settings.get(ENV_OPTIONS)))
     return path, kind, coerce_options(kind, options)
 
 
@@ -446,13 +441,7 @@ def reports_accelerator(kind: Optional[str]) -> bool:
     no for the host CPU plugin (its devices are the CPU: library code choosing "the accelerator on this machine"
     for a CPU program must keep choosing the CPU).
     """
-    raw = os.environ.get(ENV_ACCELERATOR, "").strip().lower()
-    if raw in ("1", "true", "yes", "on"):
-        return True
-    if raw in ("0", "false", "no", "off"):
-        return False
-    if raw not in ("", "auto"):
-        import warnings
+    from . import _settings
 
-        warnings.warn(f"torch_tpu: {ENV_ACCELERATOR} must be 1, 0 or auto, got {raw!r}; using auto", stacklevel=2)
-    return kind not in (None, "cpu")
+    on = _settings.get(ENV_ACCELERATOR)  # a switch or auto (None); ValueError otherwise
+    return on if on is not None else kind not in (None, "cpu")

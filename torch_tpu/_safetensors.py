@@ -21,10 +21,11 @@ already does.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Optional
 
 import torch
+
+from . import _settings
 
 _MARK = "_torch_tpu_wrapped"
 
@@ -56,7 +57,7 @@ def _wrap(module: Any) -> None:
 
 def _install() -> None:
     r"""Wrap ``safetensors.torch.load_file`` now if it is imported, else right after it is (never importing it)."""
-    if os.environ.get("TORCH_TPU_SAFETENSORS_SHIM", "1").strip().lower() in ("0", "false", "off", "no"):
+    if not _settings.get("TORCH_TPU_SAFETENSORS_SHIM"):
         return
     from .api import _when_imported
 

@@ -176,7 +176,9 @@ def apply_libtpu_env(environ: Optional[MutableMapping[str, str]] = None, store: 
     ``TORCH_TPU_HOST_ADDRESSES`` is not set; by default a client of the store at ``MASTER_ADDR:MASTER_PORT``.
     """
     env = os.environ if environ is None else environ
-    if env.get("TORCH_TPU_LIBTPU_ENV", "1").strip() == "0":
+    from . import _settings
+
+    if not _settings.get("TORCH_TPU_LIBTPU_ENV", env):
         return {}
     world_size = _int_env(env, "WORLD_SIZE")
     if world_size is None or world_size <= 1:
@@ -189,7 +191,7 @@ def apply_libtpu_env(environ: Optional[MutableMapping[str, str]] = None, store: 
     if local_rank is None:
         local_rank = rank % local_world_size
     num_hosts = world_size // max(local_world_size, 1)
-    base_port = _int_env(env, "TORCH_TPU_PROCESS_BASE_PORT") or DEFAULT_BASE_PORT
+    base_port = _settings.get("TORCH_TPU_PROCESS_BASE_PORT", env)
     chb = env.get("TORCH_TPU_CHIPS_PER_HOST_BOUNDS")
     hb = env.get("TORCH_TPU_HOST_BOUNDS")
     chips = _bounds(chb, "TORCH_TPU_CHIPS_PER_HOST_BOUNDS") if chb else None

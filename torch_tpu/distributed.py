@@ -55,10 +55,9 @@ def _C():
 
 
 def _requested_transport() -> str:
-    value = os.environ.get(ENV_TRANSPORT, "auto").strip().lower() or "auto"
-    if value not in ("auto",) + _TRANSPORTS:
-        raise ValueError(f"{ENV_TRANSPORT} must be one of auto, host, xla; got {value!r}")
-    return value
+    from . import _settings
+
+    return _settings.get(ENV_TRANSPORT)  # auto, host or xla (ValueError otherwise)
 
 
 def _choose_transport(infos: List[Dict[str, Any]], rank: int) -> str:

@@ -22,9 +22,10 @@ automatic registration off.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Dict
+
+from . import _settings
 
 __all__ = ["LAYERS", "mapping", "register", "repository_path"]
 
@@ -60,7 +61,7 @@ def register() -> None:
 
 
 def _on_kernels_import(_mod: Any) -> None:
-    if os.environ.get("TORCH_TPU_KERNELS_MAPPING", "1") != "0":
+    if _settings.get("TORCH_TPU_KERNELS_MAPPING"):
         register()
 
 

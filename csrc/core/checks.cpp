@@ -11,6 +11,7 @@
 #include "core/client.h"
 #include "core/config.h"
 #include "core/executables.h"
+#include "settings/settings.h"
 #include "stablehlo/builder.h"
 
 namespace torch_tpu::core {
@@ -21,10 +22,8 @@ using shlo::Value;
 
 namespace {
 
-std::atomic<bool> g_checks{[] {
-  const char* e = std::getenv("TORCH_TPU_DEVICE_CHECKS");
-  return !(e && *e && std::strcmp(e, "0") == 0);
-}()};
+// -1: not read from the environment yet (read at first use: an invalid value must not fail the extension's load).
+std::atomic<int> g_checks{-1};
 
 // ---- the site registry: global site id (1-based) -> site
 
@@ -145,9 +144,17 @@ std::optional<Violation> decode(const int64_t v[2], int64_t base, int device) {
 
 }  // namespace
 
-bool deviceChecks() { return g_checks.load(std::memory_order_relaxed); }
+bool deviceChecks() {
+  int v = g_checks.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int read = settings::switchOn("TORCH_TPU_DEVICE_CHECKS") ? 1 : 0;
+    g_checks.compare_exchange_strong(v, read, std::memory_order_relaxed);
+    v = g_checks.load(std::memory_order_relaxed);
+  }
+  return v == 1;
+}
 
-void setDeviceChecks(bool on) { g_checks.store(on); }
+void setDeviceChecks(bool on) { g_checks.store(on ? 1 : 0); }
 
 CheckSites registerCheckSites(std::vector<CheckSite> sites) {
   auto t = std::make_shared<SiteTable>();

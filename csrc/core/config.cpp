@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "stablehlo/builder.h"
+#include "settings/settings.h"
 
 namespace torch_tpu {
 
@@ -32,16 +33,12 @@ uint8_t matmulPrecisionKey() {
 
 size_t donateMinBytes() {
   static const size_t v = [] {
-    const char* e = std::getenv("TORCH_TPU_DONATE_MIN_BYTES");
-    return e && *e ? static_cast<size_t>(std::strtoull(e, nullptr, 10)) : size_t(1) << 20;
+    return static_cast<size_t>(settings::bytes("TORCH_TPU_DONATE_MIN_BYTES"));
   }();
   return v;
 }
 
-bool envSwitchOn(const char* name) {
-  const char* e = std::getenv(name);
-  return !(e && *e && std::strcmp(e, "0") == 0);
-}
+bool envSwitchOn(const char* name) { return settings::switchOn(name); }
 
 namespace {
 // -1: not read from the environment yet; 0 / 1 afterwards (or once set).
@@ -51,8 +48,7 @@ std::atomic<int> g_launch_blocking{-1};
 bool launchBlocking() {
   int v = g_launch_blocking.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* e = std::getenv("TORCH_TPU_LAUNCH_BLOCKING");
-    int read = e && *e && std::strcmp(e, "0") != 0 ? 1 : 0;
+    int read = settings::switchOn("TORCH_TPU_LAUNCH_BLOCKING") ? 1 : 0;
     g_launch_blocking.compare_exchange_strong(v, read, std::memory_order_relaxed);
     v = g_launch_blocking.load(std::memory_order_relaxed);
   }

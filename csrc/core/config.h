@@ -11,8 +11,8 @@ namespace torch_tpu {
 // (default 1 MiB).
 size_t donateMinBytes();
 
-// A switch that is on unless the environment variable `name` is "0" (unset or empty: on). Read on each call: callers
-// that read it per launch keep it in a static.
+// A switch of the settings table with a fixed default (settings::switchOn; an invalid value throws
+// settings::SettingError). Read on each call: callers that read it per launch keep it in a static.
 bool envSwitchOn(const char* name);
 
 // Debug: every program launch waits for its results (TORCH_TPU_LAUNCH_BLOCKING=1, read at the first launch, or

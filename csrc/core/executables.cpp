@@ -23,6 +23,7 @@
 
 #include "core/client.h"
 #include "core/lru.h"
+#include "settings/settings.h"
 
 namespace torch_tpu::core {
 
@@ -33,29 +34,12 @@ namespace {
 std::atomic<int64_t> g_program_cache_limit{-1};
 std::atomic<int64_t> g_cache_max_bytes{-1};
 
-int64_t envInt(const char* name, int64_t dflt) {
-  const char* e = std::getenv(name);
-  if (!e || !*e) return dflt;
-  char* end = nullptr;
-  long long v = std::strtoll(e, &end, 10);
-  if (end == e || v < 0) return dflt;
-  // Optional suffix K/M/G (powers of 1024).
-  if (end && *end) {
-    switch (*end) {
-      case 'k': case 'K': v <<= 10; break;
-      case 'm': case 'M': v <<= 20; break;
-      case 'g': case 'G': v <<= 30; break;
-      default: break;
-    }
-  }
-  return v;
-}
 }  // namespace
 
 size_t programCacheLimit() {
   int64_t v = g_program_cache_limit.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = envInt("TORCH_TPU_PROGRAM_CACHE_SIZE", 4096);
+    v = settings::integer("TORCH_TPU_PROGRAM_CACHE_SIZE");
     g_program_cache_limit = v;
   }
   return static_cast<size_t>(v);
@@ -66,7 +50,7 @@ void setProgramCacheLimit(size_t n) { g_program_cache_limit = static_cast<int64_
 int64_t cacheMaxBytes() {
   int64_t v = g_cache_max_bytes.load(std::memory_order_relaxed);
   if (v < 0) {
-    v = envInt("TORCH_TPU_CACHE_MAX_BYTES", int64_t(2) << 30);
+    v = settings::bytes("TORCH_TPU_CACHE_MAX_BYTES");
     g_cache_max_bytes = v;
   }
   return v;
@@ -495,6 +479,7 @@ ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
     }
   }
   std::string dir = caches.disk ? cacheDir() : std::string();
+  if (!dir.empty()) (void)cacheMaxBytes();  // read (an invalid value raises) here, not first on the writer thread
   auto t0 = std::chrono::steady_clock::now();
   if (!dir.empty()) {
     r.disk_key = diskKey(key);
@@ -591,8 +576,8 @@ std::string cacheDir() {
   std::lock_guard<std::mutex> g(g_dir_mu);
   if (!g_cache_dir_set) {
     g_cache_dir_set = true;
-    if (const char* e = std::getenv("TORCH_TPU_CACHE_DIR")) {
-      g_cache_dir = e;
+    if (std::optional<std::string> dir = settings::pathValue("TORCH_TPU_CACHE_DIR")) {
+      g_cache_dir = *dir;
     } else {
       const char* xdg = std::getenv("XDG_CACHE_HOME");
       const char* home = std::getenv("HOME");

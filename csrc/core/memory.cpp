@@ -15,29 +15,14 @@
 
 #include "core/client.h"
 #include "core/scalars.h"
+#include "settings/settings.h"
 
 namespace torch_tpu::core {
 
 namespace {
 
-// TORCH_TPU_MEMORY_LIMIT: "123456", "512M", "8GiB", "1.5G" (powers of 1024). -1 when unset or unreadable.
-int64_t envLimit() {
-  const char* e = std::getenv("TORCH_TPU_MEMORY_LIMIT");
-  if (!e || !*e) return -1;
-  char* end = nullptr;
-  double v = std::strtod(e, &end);
-  if (end == e || v < 0) return -1;
-  while (*end == ' ') ++end;
-  double scale = 1;
-  switch (std::toupper(static_cast<unsigned char>(*end))) {
-    case 'K': scale = 1024.0; break;
-    case 'M': scale = 1024.0 * 1024; break;
-    case 'G': scale = 1024.0 * 1024 * 1024; break;
-    case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
-    default: break;
-  }
-  return static_cast<int64_t>(v * scale);
-}
+// TORCH_TPU_MEMORY_LIMIT (a byte size: "123456", "512M", "8GiB", "1.5G"). -1 when unset.
+int64_t envLimit() { return settings::bytesValue("TORCH_TPU_MEMORY_LIMIT").value_or(-1); }
 
 int64_t hostTotal() {
   long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);

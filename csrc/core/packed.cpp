@@ -9,6 +9,7 @@
 
 #include "core/client.h"
 #include "core/storage.h"
+#include "settings/settings.h"
 
 namespace torch_tpu::core {
 
@@ -26,8 +27,7 @@ std::atomic<int64_t> g_packed_made{0};
 
 bool packWeightsEnabled() {
   static const bool on = [] {
-    const char* e = std::getenv("TORCH_TPU_PACK_WEIGHTS");
-    if (e && *e) return std::strcmp(e, "0") != 0;
+    if (std::optional<bool> v = settings::switchValue("TORCH_TPU_PACK_WEIGHTS")) return *v;
     return client().plugin().platform_name == "cpu";
   }();
   return on;

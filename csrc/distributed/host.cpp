@@ -22,6 +22,7 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/storage.h"
+#include "settings/settings.h"
 
 namespace torch_tpu::dist {
 
@@ -52,12 +53,6 @@ namespace {
 
 constexpr size_t kSigWords = 12;  // op, extra, dtype, count, numel, rank, dims[6]
 constexpr size_t kSigDims = 6;
-
-// A setting that is on unless the variable is "0".
-bool envNotZero(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr || std::string(e) != "0";
-}
 
 std::string describeSignature(const int64_t* w) {
   std::string s = c10d::opTypeToString(static_cast<c10d::OpType>(w[0]));
@@ -233,10 +228,10 @@ HostEngine::HostEngine(c10::intrusive_ptr<c10d::Backend> gloo, int rank, std::ve
     : gloo_(std::move(gloo)),
       rank_(rank),
       host_memory_(client().deviceMemoryIsHostMemory()),
-      check_(envNotZero("TORCH_TPU_DIST_CHECK")),
-      trace_(std::getenv("TORCH_TPU_DIST_TRACE") != nullptr && std::string(std::getenv("TORCH_TPU_DIST_TRACE")) == "1") {
+      check_(settings::switchOn("TORCH_TPU_DIST_CHECK")),
+      trace_(settings::switchOn("TORCH_TPU_DIST_TRACE")) {
   if (static_cast<int64_t>(peer_pids.size()) == gloo_->getSize() && gloo_->getSize() > 1) peer_pids_ = std::move(peer_pids);
-  direct_wanted_ = envNotZero("TORCH_TPU_DIST_DIRECT");  // read when the group is created
+  direct_wanted_ = settings::switchOn("TORCH_TPU_DIST_DIRECT");  // read when the group is created
   probe_word_ = static_cast<int64_t>(0x7470755f64697374ULL ^ (static_cast<uint64_t>(getpid()) << 20) ^
                                      reinterpret_cast<uintptr_t>(this));
   // A thread that fails to start (std::system_error, e.g. under a thread limit) must not leave the other one

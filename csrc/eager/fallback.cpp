@@ -11,6 +11,7 @@
 
 #include "core/client.h"
 #include "lowering/lowering.h"
+#include "settings/settings.h"
 
 namespace torch_tpu {
 
@@ -30,8 +31,7 @@ std::string opName(const c10::OperatorHandle& op) {
 bool fallbackStrict() {
   int s = g_strict.load();
   if (s < 0) {
-    const char* e = std::getenv("TORCH_TPU_FALLBACK_STRICT");
-    s = (e && *e && std::strcmp(e, "0") != 0) ? 1 : 0;
+    s = settings::switchOn("TORCH_TPU_FALLBACK_STRICT") ? 1 : 0;
     g_strict = s;
   }
   return s == 1;

@@ -25,6 +25,7 @@
 #include "core/lru.h"
 #include "core/rng.h"
 #include "core/scalars.h"
+#include "settings/settings.h"
 
 namespace torch_tpu::fused {
 
@@ -38,18 +39,12 @@ namespace {
 std::atomic<int> g_mode{-1};  // -1: not read yet, 0 strict, 1 fused
 
 int readMode() {
-  const char* e = std::getenv("TORCH_TPU_EAGER_MODE");
-  if (!e || !*e || std::strcmp(e, "strict") == 0) return 0;
-  if (std::strcmp(e, "fused") == 0) return 1;
-  TORCH_WARN("torch_tpu: TORCH_TPU_EAGER_MODE must be 'strict' or 'fused', not '", e, "'; using strict");
-  return 0;
+  return settings::choice("TORCH_TPU_EAGER_MODE") == "fused" ? 1 : 0;
 }
 
 size_t maxOps() {
   static const size_t v = [] {
-    const char* e = std::getenv("TORCH_TPU_FUSED_MAX_OPS");
-    long long n = e && *e ? std::atoll(e) : 0;
-    return n > 0 ? static_cast<size_t>(n) : size_t(1024);
+    return static_cast<size_t>(settings::integer("TORCH_TPU_FUSED_MAX_OPS"));
   }();
   return v;
 }
@@ -115,10 +110,7 @@ bool g_oneoff = false;      // the trace being flushed was cut at the size limit
 // Launches timed by the speed check (each kind); 0: no check (every fused program is used).
 int speedTrials() {
   static const int v = [] {
-    const char* e = std::getenv("TORCH_TPU_FUSED_SPEED_CHECK");
-    if (!e || !*e) return 4;
-    const int n = std::atoi(e);
-    return n > 0 ? std::min(n, 100) : 0;
+    return static_cast<int>(settings::integer("TORCH_TPU_FUSED_SPEED_CHECK"));
   }();
   return v;
 }

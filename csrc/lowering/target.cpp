@@ -1,5 +1,6 @@
 #include "lowering/target.h"
 
+#include "settings/settings.h"
 #include <cstdlib>
 #include <cstring>
 
@@ -18,7 +19,7 @@ void setTarget(const std::string& platform) {
   Target t;
   t.platform = platform;
   t.ragged_dot = platform == "tpu" || platform == "cuda" || platform == "gpu";
-  if (const char* e = std::getenv("TORCH_TPU_RAGGED_DOT"); e && *e) t.ragged_dot = std::strcmp(e, "0") != 0;
+  if (std::optional<bool> on = settings::switchValue("TORCH_TPU_RAGGED_DOT")) t.ragged_dot = *on;
   current() = t;
 }
 

@@ -140,6 +140,7 @@ PYBIND11_MODULE(_C, m) {
   bindCompile(m);
   bindForeign(m);
   bindDistributed(m);
+  bindSettings(m);
 
   m.def(
       "_set_plugin",

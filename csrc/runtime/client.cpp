@@ -15,6 +15,7 @@
 
 #include "runtime/pjrt_util.h"
 #include "runtime/shutdown.h"
+#include "settings/settings.h"
 
 namespace torch_tpu {
 namespace runtime {
@@ -266,8 +267,7 @@ Client& Client::get() {
 }
 
 std::string Client::pluginPathFromEnv() {
-  const char* p = std::getenv("TORCH_TPU_PJRT_PLUGIN");
-  return p == nullptr ? std::string() : std::string(p);
+  return settings::pathValue("TORCH_TPU_PJRT_PLUGIN").value_or(std::string());
 }
 
 void setPreloadLibraries(std::vector<PreloadLibrary> libs) {
@@ -283,6 +283,10 @@ Client& Client::init(const std::string& plugin_path, const std::vector<CreateOpt
                     "', cannot switch to '" + plugin_path + "'",
                 kErrorFailedPrecondition);
   }
+
+  // Settings the runtime reads later, possibly on other threads (awaitEvent's spin wait): an invalid value raises
+  // here, on the thread that creates the client.
+  (void)settings::integer("TORCH_TPU_SPIN_WAIT_US");
 
   // --- load the plugin
   struct stat st;

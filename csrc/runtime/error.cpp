@@ -7,6 +7,7 @@
 
 #include "runtime/pjrt_util.h"
 #include "runtime/shutdown.h"
+#include "settings/settings.h"
 
 namespace torch_tpu {
 namespace runtime {
@@ -154,8 +155,7 @@ void awaitEvent(PJRT_Event* ev, const char* what) {
   // Spin briefly before blocking: a program launched just before the wait (a fused trace launched at its
   // synchronization point) often completes within microseconds, and waking a blocked thread costs more than that.
   static const int64_t spin_ns = [] {
-    const char* e = std::getenv("TORCH_TPU_SPIN_WAIT_US");
-    return static_cast<int64_t>((e && *e ? std::atof(e) : 50.0) * 1000);
+    return settings::integer("TORCH_TPU_SPIN_WAIT_US") * 1000;
   }();
   if (spin_ns > 0) {
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,4 +1,5 @@
 # Checks the include rules between the layers of csrc/ (run by ctest as layering_check):
+#   settings: no torch headers and no other layer (every layer may include it);
 #   runtime, stablehlo, lowering: no torch, c10, ATen or pybind11 headers; runtime includes no other layer, stablehlo
 #     only runtime-free headers of its own, lowering only stablehlo;
 #   core: no eager/, compile/ or python/ headers;
@@ -19,6 +20,7 @@ function(check_dir dir forbidden_regex why)
 endfunction()
 
 set(torch_headers "[<\"](torch/|ATen/|c10/|pybind11/|caffe2/)")
+check_dir(settings "${torch_headers}|\"(runtime|stablehlo|lowering|core|eager|compile|distributed|python)/" "settings is below every layer")
 check_dir(runtime "${torch_headers}|\"(stablehlo|lowering|core|eager|compile|python)/" "runtime is the bottom layer")
 check_dir(stablehlo "${torch_headers}|\"(lowering|core|eager|compile|python)/" "stablehlo is torch-free, below lowering")
 check_dir(lowering "${torch_headers}|\"(core|eager|compile|python)/" "lowering is torch-free, below core")
