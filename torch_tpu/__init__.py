@@ -172,6 +172,19 @@ from . import _inductor  # noqa: E402
 
 _inductor._install()
 
+# torch.tpu.profiler (TpuProfilerConfig) and torch.tpu.pallas (jax_op): TorchTPU's public submodules
+from . import pallas, profiler  # noqa: E402
+
+for _name, _mod in (("profiler", profiler), ("pallas", pallas)):
+    setattr(_device_module, _name, _mod)
+    sys.modules.setdefault(f"torch.{_BACKEND}.{_name}", _mod)
+
+# torch_tpu.ops.splash_attention.splash_sdpa (TorchTPU's module path)
+from . import _splash_attention  # noqa: E402
+
+ops.splash_attention = _splash_attention  # type: ignore[attr-defined]
+sys.modules.setdefault("torch_tpu.ops.splash_attention", _splash_attention)
+
 # safetensors.torch.load_file(..., device="tpu") (safetensors rejects device kinds it does not list)
 from . import _safetensors  # noqa: E402
 

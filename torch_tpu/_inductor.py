@@ -104,10 +104,12 @@ def _wrap(orig: Callable) -> Callable:
                     "compiling.")
             _notice()
             stats["redirected_graphs"] += 1
-            from ._dynamo_backend import tpu_backend
+            # Resolved by name, as torch.compile(backend="tpu") does (TorchTPU: a plain torch.compile on tpu
+            # tensors looks up the "tpu" backend).
+            import torch._dynamo.backends.registry as registry
 
             log.info("torch_tpu: inductor graph on tpu tensors compiled by the tpu backend")
-            return tpu_backend(model_, example_inputs_)
+            return registry.lookup_backend("tpu")(model_, example_inputs_)
         return orig(model_, example_inputs_, *args, **kwargs)
 
     compile_fx._torch_tpu_redirect = True  # type: ignore[attr-defined]

@@ -47,6 +47,7 @@ __all__ = [
     "get_amp_supported_dtype",
     "get_device_name",
     "get_device_properties",
+    "get_local_device_attributes",
     "get_rng_state",
     "get_rng_state_all",
     "init",
@@ -73,6 +74,7 @@ __all__ = [
     "set_stream",
     "stream",
     "synchronize",
+    "topology_aware_mesh",
 ]
 
 
@@ -404,6 +406,26 @@ def get_device_properties(device: Device = None) -> _TpuDeviceProperties:
     if props is None:
         props = _properties_cache[idx] = _TpuDeviceProperties(idx)
     return props
+
+
+def get_local_device_attributes(device: Device = None) -> Dict[str, Any]:
+    r"""The PJRT attributes of ``device`` (default: the current one): ``id`` (global device id), ``process_index``,
+    ``device_kind``, ``coords`` / ``core_on_chip`` / ``slice_index`` (TPU plugins; ``coords`` None elsewhere)."""
+    from ._topology import local_device_attributes
+
+    return local_device_attributes(device)
+
+
+def topology_aware_mesh(mesh_shape: Any, *, topology: str = "single_slice", dcn_mesh_shape: Any = None,
+                        process_is_granule: bool = False, allow_split_physical_axes: bool = False,
+                        contiguous_submeshes: bool = False) -> torch.Tensor:
+    r"""TorchTPU's topology-aware rank layout: an int64 tensor of global ranks of shape ``mesh_shape`` (for
+    ``topology="multi_slice"``, ``dcn_mesh_shape * mesh_shape`` elementwise), the same on every rank, to pass as
+    ``DeviceMesh("tpu", mesh=...)``. Needs an initialized process group. See :mod:`torch_tpu._topology`."""
+    from ._topology import topology_aware_mesh as impl
+
+    return impl(mesh_shape, topology=topology, dcn_mesh_shape=dcn_mesh_shape, process_is_granule=process_is_granule,
+                allow_split_physical_axes=allow_split_physical_axes, contiguous_submeshes=contiguous_submeshes)
 
 
 def get_device_name(device: Device = None) -> str:

@@ -7,10 +7,13 @@
 #include <libkineto.h>
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -54,8 +57,66 @@ std::string micros(int64_t ns) {
   return buf;
 }
 
+// TorchTPU's profiler options (torch.tpu.profiler.TpuProfilerConfig, an _ExperimentalConfig whose
+// custom_profiler_config string reaches Kineto as its CUSTOM_CONFIG): "key:value" entries separated by commas.
+// device_tracer_level:0 records no device programs; run_dir:<dir> also writes the device programs of each trace to
+// <dir>/<host>[_<worker_rank>].tpu_trace.json (Chrome trace format). The other keys (host and python tracer levels)
+// concern XLA's own tracers, which this runtime does not have; PyTorch's host activity is recorded as always.
+struct TraceOptions {
+  int device_tracer_level = 1;
+  std::string run_dir, worker_rank;
+};
+
+std::string unquote(std::string v) {
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
+    std::string out;
+    for (size_t i = 1; i + 1 < v.size(); ++i) {
+      if (v[i] == '\\' && i + 2 < v.size()) ++i;
+      out.push_back(v[i]);
+    }
+    return out;
+  }
+  return v;
+}
+
+TraceOptions parseOptions(const std::string& custom) {
+  TraceOptions o;
+  std::string entry;
+  std::istringstream in(custom);
+  while (std::getline(in, entry, ',')) {
+    const size_t colon = entry.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = entry.substr(0, colon), value = unquote(entry.substr(colon + 1));
+    try {
+      if (key == "device_tracer_level") o.device_tracer_level = std::stoi(value);
+    } catch (...) {
+    }
+    if (key == "run_dir") o.run_dir = value;
+    if (key == "worker_rank") o.worker_rank = value;
+  }
+  return o;
+}
+
+std::string jsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
 class TpuSession final : public libkineto::IActivityProfilerSession {
  public:
+  explicit TpuSession(TraceOptions options) : options_(std::move(options)) {}
   void start() override {
     t_correlation.clear();
     runtime::startLaunchTrace(&currentCorrelation);
@@ -67,7 +128,7 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
     status_ = libkineto::TraceStatus::PROCESSING;
   }
 
-  std::vector<std::string> errors() override { return {}; }
+  std::vector<std::string> errors() override { return errors_; }
 
   void processTrace(libkineto::ActivityLogger& logger) override { processTrace(logger, nullptr, 0, 0); }
 
@@ -78,6 +139,7 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
     buffer_->gpuOpCount = static_cast<int>(records_.size());
     const int32_t pid = static_cast<int32_t>(::getpid());
     std::map<int, std::set<int64_t>> device_ends;  // per device: when the programs before finished
+    std::vector<std::string> file_events;
     for (size_t i = 0; i < records_.size(); ++i) {
       const runtime::LaunchRecord& r = records_[i];
       devices_.insert(r.device);
@@ -111,6 +173,14 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
       const int64_t prev = before == ends.begin() ? r.launch_ns : *std::prev(before);
       const int64_t begin = std::max(r.launch_ns, prev);
       ends.insert(done);
+      if (!options_.run_dir.empty()) {
+        std::ostringstream e;
+        e << "{\"name\":" << jsonString(activityName(r)) << ",\"ph\":\"X\",\"pid\":" << r.device
+          << ",\"tid\":0,\"ts\":" << micros(begin) << ",\"dur\":" << micros(done - begin)
+          << ",\"args\":{\"kind\":" << jsonString(r.kind) << ",\"op\":" << jsonString(r.name)
+          << ",\"ops\":" << jsonString(r.detail) << "}}";
+        file_events.push_back(e.str());
+      }
       buffer_->emplace_activity(buffer_->span, libkineto::ActivityType::CONCURRENT_KERNEL, activityName(r));
       libkineto::GenericTraceActivity& d = *buffer_->activities.back();
       d.startTime = begin;
@@ -136,6 +206,7 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
       logger.handleDeviceInfo(deviceInfo(dev), 0);
       logger.handleResourceInfo(resourceInfo(dev), 0);
     }
+    if (!options_.run_dir.empty()) writeRunDir(file_events);
     records_.clear();
     status_ = libkineto::TraceStatus::READY;
   }
@@ -154,6 +225,27 @@ class TpuSession final : public libkineto::IActivityProfilerSession {
   }
 
  private:
+  void writeRunDir(const std::vector<std::string>& events) {
+    char host[256] = {0};
+    if (::gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "localhost");
+    std::string name = std::string(host) + (options_.worker_rank.empty() ? "" : "_" + options_.worker_rank);
+    const std::string path = options_.run_dir + "/" + name + ".tpu_trace.json";
+    ::mkdir(options_.run_dir.c_str(), 0755);
+    std::ofstream f(path);
+    if (!f) {
+      errors_.push_back("tpu profiler: cannot write " + path);
+      return;
+    }
+    f << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
+    for (int dev : devices_)
+      f << "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" << dev << ",\"args\":{\"name\":"
+        << jsonString("tpu:" + std::to_string(dev) + " (" + deviceLabel(dev) + ")") << "}},";
+    for (size_t i = 0; i < events.size(); ++i) f << (i ? "," : "") << events[i];
+    f << "]}\n";
+  }
+
+  TraceOptions options_;
+  std::vector<std::string> errors_;
   int firstDevice() const { return devices_.empty() ? 0 : *devices_.begin(); }
   static libkineto::DeviceInfo deviceInfo(int dev) {
     return libkineto::DeviceInfo{dev, kDeviceSortBase + dev, "tpu:" + std::to_string(dev), deviceLabel(dev)};
@@ -174,19 +266,22 @@ class TpuActivityProfiler final : public libkineto::IActivityProfiler {
   // A session only for traces that ask for device activity (ProfilerActivity.PrivateUse1): once registered, the
   // profiler is offered every later trace, CPU-only ones included.
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<libkineto::ActivityType>& types,
-                                                                 const libkineto::Config&) override {
-    return session(types);
+                                                                 const libkineto::Config& config) override {
+    return session(types, config);
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,
                                                                  const std::set<libkineto::ActivityType>& types,
-                                                                 const libkineto::Config&) override {
-    return session(types);
+                                                                 const libkineto::Config& config) override {
+    return session(types, config);
   }
 
  private:
-  static std::unique_ptr<libkineto::IActivityProfilerSession> session(const std::set<libkineto::ActivityType>& t) {
+  static std::unique_ptr<libkineto::IActivityProfilerSession> session(const std::set<libkineto::ActivityType>& t,
+                                                                       const libkineto::Config& config) {
     if (!t.count(libkineto::ActivityType::CONCURRENT_KERNEL)) return nullptr;
-    return std::make_unique<TpuSession>();
+    TraceOptions options = parseOptions(config.getCustomConfig());
+    if (options.device_tracer_level <= 0) return nullptr;
+    return std::make_unique<TpuSession>(std::move(options));
   }
   std::string name_{"tpu"};
   std::set<libkineto::ActivityType> activities_{libkineto::ActivityType::CONCURRENT_KERNEL,

@@ -25,6 +25,7 @@
 #include "eager/profiler.h"
 #include "lowering/lowering.h"
 #include "python/bindings.h"
+#include "runtime/device_attributes.h"
 #include "runtime/shutdown.h"
 
 namespace py = pybind11;
@@ -188,6 +189,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_device", [](int d) { setCurrentDevice(checkDevice(d)); });
   m.def("_synchronize", &synchronize, py::arg("device") = -1);
   m.def("_device_kind", [](int d) { return client().deviceKind(checkDevice(d)); });
+  // TorchTPU's get_local_device_attributes(): the PJRT device's global id, process index, kind and description
+  // attributes (strings; integer lists joined by '.').
+  m.def("_device_attributes", [](int d) {
+    d = checkDevice(d);
+    py::dict out;
+    out["id"] = client().globalDeviceId(d);
+    out["process_index"] = client().processIndex(d);
+    out["device_kind"] = client().deviceKind(d);
+    py::dict attrs;
+    for (const auto& kv : runtime::deviceAttributes(client(), d)) attrs[py::str(kv.first)] = kv.second;
+    out["attributes"] = attrs;
+    return out;
+  });
   m.def("_memory_stats", [](int d) {
     d = checkDevice(d);
     {
@@ -332,6 +346,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_strict", &fallbackStrict);
   m.def("_lowered_ops", []() { return registerLoweringKernels(); });
   m.def("_no_lowering", &lowering::noLowering, py::arg("op"), py::arg("reason") = "");
+  // TorchTPU's sync.is_materialized / is_ready: 0 while fused eager mode only recorded the tensor's value (no
+  // program launched for it), 1 launched and still computing, 2 computed (or never written: no program owes it).
+  m.def("_materialization_state", [](const at::Tensor& t) -> int {
+    if (!t.defined() || !t.device().is_privateuseone() || !t.has_storage()) return 2;
+    TpuStorage* s = storageOf(t);
+    if (s->pending.load(std::memory_order_acquire) == TpuStorage::kPending) return 0;
+    runtime::BufferPtr b = s->peek();
+    if (!b) return 2;
+    py::gil_scoped_release nogil;
+    return b->isReady() ? 2 : 1;
+  });
   m.def("_storage_buffer_dims", [](const at::Tensor& t) -> py::object {
     auto b = storageOf(t)->get();
     if (!b) return py::none();

@@ -3,6 +3,7 @@
 // device memory where device memory is host memory. All thread-safe (see runtime.h).
 #include <algorithm>
 
+#include "runtime/device_attributes.h"
 #include "runtime/pjrt_util.h"
 
 namespace torch_tpu {
@@ -77,6 +78,32 @@ int Client::processIndex(int device) const {
   a->device_description = impl_->descriptions[static_cast<size_t>(device)];
   TPU_PJRT(PJRT_DeviceDescription_ProcessIndex, a.get());
   return a->process_index;
+}
+
+std::vector<std::pair<std::string, std::string>> deviceAttributes(const Client& client, int device) {
+  client.impl().device(device);
+  std::vector<std::pair<std::string, std::string>> out;
+  if (!TPU_PJRT_HAS(PJRT_DeviceDescription_Attributes)) return out;
+  detail::Args<PJRT_DeviceDescription_Attributes_Args> a;
+  a->device_description = client.impl().descriptions[static_cast<size_t>(device)];
+  TPU_PJRT(PJRT_DeviceDescription_Attributes, a.get());
+  for (size_t i = 0; i < a->num_attributes; ++i) {
+    const PJRT_NamedValue& nv = a->attributes[i];
+    std::string v;
+    if (nv.type == PJRT_NamedValue_kString) {
+      v.assign(nv.string_value, nv.value_size);
+    } else if (nv.type == PJRT_NamedValue_kInt64) {
+      v = std::to_string(nv.int64_value);
+    } else if (nv.type == PJRT_NamedValue_kInt64List) {
+      for (size_t k = 0; k < nv.value_size; ++k) v += (k ? "." : "") + std::to_string(nv.int64_array_value[k]);
+    } else if (nv.type == PJRT_NamedValue_kBool) {
+      v = nv.bool_value ? "true" : "false";
+    } else {
+      v = std::to_string(nv.float_value);
+    }
+    out.emplace_back(std::string(nv.name, nv.name_size), std::move(v));
+  }
+  return out;
 }
 
 bool Client::deviceMemoryIsHostMemory() const {

@@ -85,20 +85,28 @@ def _coerce(mode: Union[EagerMode, str]) -> EagerMode:
     )
 
 
+_requested: Union[EagerMode, None] = None  # the mode last set here (INTERNAL_DEFER_ALL and DEFER_AND_FUSE share ours)
+
+
 def get_eager_mode() -> EagerMode:
-    r"""The current mode: DEFER_AND_FUSE (fused), DEFER_NEVER_AND_LAUNCH_BLOCKING (strict, launches waiting)
-    or DEFER_NEVER (strict)."""
+    r"""The current mode: the one last set through this module while it is still in force, else DEFER_AND_FUSE
+    (fused), DEFER_NEVER_AND_LAUNCH_BLOCKING (strict, launches waiting) or DEFER_NEVER (strict)."""
     C = _C()
-    if str(C._eager_mode()) == "fused":
+    ours = (str(C._eager_mode()), bool(C._launch_blocking()) and str(C._eager_mode()) == "strict")
+    if _requested is not None and _OURS[_requested] == ours:
+        return _requested
+    if ours[0] == "fused":
         return EagerMode.DEFER_AND_FUSE
-    return EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING if bool(C._launch_blocking()) else EagerMode.DEFER_NEVER
+    return EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING if ours[1] else EagerMode.DEFER_NEVER
 
 
 def _apply(mode: EagerMode) -> None:
+    global _requested
     ours, blocking = _OURS[mode]
     C = _C()
     C._set_eager_mode(ours)  # launches what was recorded when it switches
     C._set_launch_blocking(blocking)
+    _requested = mode
 
 
 class _ModeSwitch:

@@ -8,6 +8,9 @@
   would launch now (empty in strict mode or when nothing is recorded); :func:`dump_computation_mlir` writes it to
   a file. The program covers every value still alive, not only the tensors passed (one trace per process here).
 - :func:`pending_op_count`: ops recorded and not launched yet.
+- :func:`is_materialized` ``(t)``: whether a program computing ``t`` was launched (False only while fused eager
+  mode has recorded ``t``'s value and not launched it); :func:`is_materializing`: launched and still running;
+  :func:`is_ready`: computed (materialized and finished). CPU tensors are always all three's "done" answer.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ import torch
 __all__ = [
     "computation_mlir",
     "dump_computation_mlir",
+    "is_materialized",
+    "is_materializing",
+    "is_ready",
     "pending_op_count",
     "pending_program_text",
     "synchronize",
@@ -111,3 +117,33 @@ def dump_computation_mlir(tensors: Iterable[torch.Tensor], file_name: str) -> No
         os.makedirs(directory, exist_ok=True)
     with open(file_name, "w") as f:
         f.write(text)
+
+
+def _state(t: Any) -> int:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    t = _unwrap(t)
+    if t.device.type != "tpu" or isinstance(t, FakeTensor):
+        return 2
+    from torch_tpu import device as _dev
+
+    if not _dev.is_initialized():
+        return 2
+    return int(_C()._materialization_state(t))
+
+
+def is_materialized(tensor: torch.Tensor) -> bool:
+    r"""Whether ``tensor``'s value has been (or is being) computed by a launched program: False while fused eager
+    mode has only recorded the ops computing it (:func:`synchronize` launches them). Does not launch anything."""
+    return _state(tensor) != 0
+
+
+def is_materializing(tensor: torch.Tensor) -> bool:
+    r"""Whether the program computing ``tensor`` was launched and has not finished yet (``is_materialized`` and not
+    :func:`is_ready`)."""
+    return _state(tensor) == 1
+
+
+def is_ready(tensor: torch.Tensor) -> bool:
+    r"""Whether ``tensor``'s value is computed (its program launched and finished). Does not wait."""
+    return _state(tensor) == 2

@@ -1,0 +1,1 @@
+"""``torch_tpu._internal.optim``: TorchTPU's optimizer utilities (:mod:`.patch`)."""
