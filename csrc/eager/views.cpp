@@ -20,6 +20,7 @@
 #include "core/executables.h"
 #include "core/memory.h"
 #include "core/storage.h"
+#include "core/storage_alias.h"
 #include "eager/fallback.h"
 #include "eager/views.h"
 #include "stablehlo/builder.h"
@@ -103,8 +104,7 @@ void resizeStorageBytes(const c10::Storage& storage, size_t newsize) {
       s->set(client().fromHost(bytes.data(), old->type(), {n}, s->device));
     }
   }
-  s->resize(newsize);
-  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
+  resizeStorage(storage, newsize);
 }
 
 namespace {
