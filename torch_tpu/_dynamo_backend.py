@@ -555,6 +555,15 @@ def _is_dynamic(gm: torch.fx.GraphModule) -> bool:
     return False
 
 
+def _global_state_key() -> Tuple:
+    """torch's settings a traced graph's result types and program depend on (the C++ caches key on the same,
+    core/global_state.h): a specialisation traced under one default dtype, deterministic mode, matmul precision or
+    autocast state never serves another."""
+    return (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(), torch.get_float32_matmul_precision(),
+            torch.is_autocast_enabled("tpu"), torch.get_autocast_dtype("tpu"))
+
+
 def _input_key(x: Any) -> Tuple:
     if isinstance(x, torch.Tensor):
         return ("T", x.dtype, x.device, tuple(x.shape), tuple(x.stride()), x.storage_offset())
@@ -633,7 +642,7 @@ class _ShapeSpecializedGraph:
         return run
 
     def run(self, inputs: List[Any]) -> List[Any]:
-        key = tuple(_input_key(x) for x in inputs)
+        key = (_global_state_key(),) + tuple(_input_key(x) for x in inputs)
         fn = self.specs.get(key)
         if fn is None:
             fn = torch._dynamo.disable(self._specialize)(inputs)

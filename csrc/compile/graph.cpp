@@ -1,6 +1,7 @@
 // One FX graph as one storage program: lowering with the eager rules, the signature cache, launch.
 #include "compile/graph.h"
 
+#include <ATen/autocast_mode.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/executables.h"
+#include "core/global_state.h"
 #include "core/ops.h"
 #include "core/packed.h"
 #include "core/program.h"
@@ -498,7 +500,11 @@ void CompiledGraph::sign(core::Signature& sig, const at::Tensor* const* inputs, 
   // place: a written storage nobody else holds is donated to the program whatever its size. Otherwise XLA copies
   // the whole buffer into the program's new output on every call before updating a few elements of it.
   sig.donate_any_size = true;
-  core::put<uint8_t>(sig.key, matmulPrecisionKey());  // float32 products follow torch.set_float32_matmul_precision
+  // torch's settings the program and its result types depend on (core/global_state.h), and autocast, under which the
+  // graph's casts were traced
+  core::putGlobalStateKey(sig.key);
+  core::put<uint8_t>(sig.key, at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1));
+  core::put<int8_t>(sig.key, static_cast<int8_t>(at::autocast::get_autocast_dtype(c10::DeviceType::PrivateUse1)));
   for (size_t i = 0; i < nin; ++i) sig.add(*inputs[i], input_mutated_[i] != 0);
   sig.seal();
   // A graph without tensor inputs (only creation ops, e.g. a rotary-embedding grid built from sizes) runs on the

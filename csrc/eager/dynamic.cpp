@@ -174,18 +174,31 @@ c10::List<std::optional<at::Tensor>> onDevice(const at::Tensor& self, const c10:
   return out;
 }
 
-// Index tensors must be integers or masks (IndexError, as on CPU).
-void checkIndexTypes(const c10::List<std::optional<at::Tensor>>& indices) {
+// Index tensors must be integers or masks (IndexError, as on CPU); uint8 masks are deprecated (CPU's warning, once
+// per mask). Without masks, index i indexes dimension i: any index of a non-empty index tensor into a dimension of
+// size 0 is out of bounds, which CPU's kernel reports as an IndexError (no device check can: there is no element to
+// read).
+void checkIndexTypes(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  bool masks = false;
   for (const std::optional<at::Tensor>& o : indices) {
     if (!o.has_value() || !o->defined()) continue;
     const at::ScalarType t = o->scalar_type();
     TORCH_CHECK_INDEX(t == at::kLong || t == at::kInt || t == at::kByte || t == at::kBool,
                       "tensors used as indices must be long, int, byte or bool tensors");
+    if (t == at::kByte)
+      TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+    masks = masks || t == at::kByte || t == at::kBool;
+  }
+  if (masks) return;
+  for (size_t d = 0; d < indices.size() && static_cast<int64_t>(d) < self.dim(); ++d) {
+    const std::optional<at::Tensor>& o = indices.get(d);
+    if (o.has_value() && o->defined() && o->numel() > 0 && self.size(static_cast<int64_t>(d)) == 0)
+      TORCH_CHECK_INDEX(false, "index is out of bounds for dimension with size 0");
   }
 }
 
 at::Tensor tpu_index(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  checkIndexTypes(indices);
+  checkIndexTypes(self, indices);
   TORCH_CHECK_INDEX(indices.size() <= static_cast<size_t>(self.dim()) || hasMask(indices),
                     "too many indices for tensor of dimension ", self.dim(), " (got ", indices.size(), ")");
   if (!hasMask(indices)) return at::_unsafe_index(self, onDevice(self, indices));
@@ -211,7 +224,7 @@ at::Tensor tpu_index(const at::Tensor& self, const c10::List<std::optional<at::T
 
 at::Tensor tpu_index_put(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                      const at::Tensor& values, bool accumulate) {
-  checkIndexTypes(indices);
+  checkIndexTypes(self, indices);
   if (!hasMask(indices) || loneMaskOneValue(indices, values))
     return at::_unsafe_index_put(self, onDevice(self, indices), values, accumulate);
   TORCH_CHECK(!hasZeroDimMask(indices), "tpu: index_put with a 0-d boolean index is not supported");
@@ -306,8 +319,15 @@ at::Tensor tpu_repeat_interleave(const at::Tensor& repeats, std::optional<c10::S
   auto lopts = r.options();
   if (r.numel() == 0) return at::empty({0}, lopts);
   at::Tensor cum = at::cumsum(r, 0);
-  int64_t total = output_size.has_value() ? output_size->guard_int(__FILE__, __LINE__)
-                                          : cum.select(0, r.numel() - 1).item<int64_t>();
+  int64_t total;
+  if (output_size.has_value()) {
+    total = output_size->guard_int(__FILE__, __LINE__);  // as CPU: no check of the values, no round trip
+  } else {
+    // One host round trip for the size and CPU's check that no repeat is negative.
+    at::Tensor host = at::stack({cum.select(0, r.numel() - 1).to(at::kLong), r.min().to(at::kLong)}).cpu();
+    total = host[0].item<int64_t>();
+    TORCH_CHECK(host[1].item<int64_t>() >= 0, "repeats can not be negative");
+  }
   if (total == 0) return at::empty({0}, lopts);
   return at::searchsorted(cum, at::arange(total, lopts), /*out_int32=*/false, /*right=*/true);
 }

@@ -14,6 +14,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -27,6 +28,7 @@
 #include "core/config.h"
 #include "core/dtype.h"
 #include "core/executables.h"
+#include "core/global_state.h"
 #include "core/lru.h"
 #include "core/ops.h"
 #include "core/packed.h"
@@ -74,6 +76,10 @@ struct OpInfo {
   bool void_returns = false;           // returns nothing: results go to mutated_args, in order
   int packable_arg = -1;  // the product's right operand, read through its packed copy when it qualifies (core/packed.h)
   DeviceArgs device_args;  // device / layout / pin_memory arguments (eager/device_args.h)
+  // The range factories' out= forms (arange, range, linspace, logspace): PyTorch's CPU kernels resize `out` only when
+  // its number of elements differs from the result's, and otherwise fill it in its own shape, in logical order
+  // (torch.arange(4, out=x.narrow(1, 1, 2)) fills a 2x2 view); their meta kernels resize it to the 1-d result.
+  bool keeps_out_shape = false;
 };
 
 std::string fullName(const c10::OperatorName& n) {
@@ -128,6 +134,10 @@ const OpInfo& buildInfo(const c10::OperatorHandle& op) {
   }
   if (info->op.variant == core::Variant::Own) info->packable_arg = info->op.rule->packed_operand;
   info->device_args = deviceArgsOf(schema);
+  for (const char* f : {"aten::arange.", "aten::range.", "aten::linspace.", "aten::logspace."})
+    if (info->name.rfind(f, 0) == 0 && schema.is_mutable() && info->mutated_args.size() == 1 &&
+        args[info->mutated_args[0]].is_out())
+      info->keeps_out_shape = true;
   const OpInfo& out = *info;
   g_infos.emplace(&schema, std::move(info));
   return out;
@@ -277,7 +287,7 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
   std::string& k = c.sig.key;
   c.first_tensor.assign(n, -1);
   put(k, &schema, sizeof(&schema));
-  put<uint8_t>(k, matmulPrecisionKey());  // the program's float32 products follow torch's setting
+  core::putGlobalStateKey(k);  // torch's settings programs and result types depend on (core/global_state.h)
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = stack[base + i];
     const int si = static_cast<int>(i);
@@ -376,6 +386,40 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
 // ---------------------------------------------------------------------------------------------------------------
 // Building a program on a cache miss.
 
+// out= into a tensor of another dtype than every input tensor's: PyTorch's meta kernels (its Python references)
+// accept any safe cast into `out`, while many CPU kernels require the result dtype exactly ("Found dtype Long but
+// expected Int" for neg, round, bitwise_not; nan_to_num's "dtype of out"). The CPU kernel judges such a call on
+// zero-filled host twins, once per call signature (on a miss; an error is never cached), and a dtype error it raises
+// is the call's error. Other errors the zero-filled twins may provoke are not the call's and are ignored.
+void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const OpInfo& info, const torch::jit::Stack& stack,
+                        size_t base) {
+  if (info.op.variant != core::Variant::Out) return;
+  const auto& args = op.schema().arguments();
+  std::vector<at::ScalarType> in_types;
+  bool differs = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = stack[base + i];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    if (!args[i].is_out()) in_types.push_back(v.toTensor().scalar_type());
+  }
+  if (in_types.empty()) return;  // factories: the dtype is the out tensor's
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = stack[base + i];
+    if (args[i].is_out() && v.isTensor() && v.toTensor().defined() &&
+        std::find(in_types.begin(), in_types.end(), v.toTensor().scalar_type()) == in_types.end())
+      differs = true;
+  }
+  if (!differs) return;
+  AliasTwins twin(c10::kCPU);
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < args.size(); ++i) cpu.push_back(twin(stack[base + i]));
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const c10::Error& e) {
+    if (e.msg().find("dtype") != std::string::npos || e.msg().find("can't be cast") != std::string::npos) throw;
+  }
+}
+
 std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
                                       const torch::jit::Stack& stack, size_t base, const Call& c,
                                       bool& needs_resize) {
@@ -409,6 +453,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
     prog->error_on_cpu = true;
     return prog;
   }
+  judgeOutDtypeOnCpu(op, info, stack, base);
   std::vector<TensorType> out_types;  // per flat result
   std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument
   auto addType = [&](const at::Tensor& m) -> bool {
@@ -490,6 +535,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   for (const auto& w : writes) {
     const at::Tensor& real = sig.tensors[w.second].t;
     if (real.sizes() != c10::IntArrayRef(out_types[w.first].shape)) {
+      if (info.keeps_out_shape && real.numel() == c10::multiply_integers(out_types[w.first].shape)) continue;
       needs_resize = true;
       real.resize_(out_types[w.first].shape);
     }
@@ -579,7 +625,11 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   std::vector<bool> is_written(results.size(), false);
   for (const auto& w : writes) {
     is_written[w.first] = true;
-    pb.write(w.second, results[w.first]);
+    Value v = results[w.first];
+    const at::Tensor& real = sig.tensors[w.second].t;
+    if (info.keeps_out_shape && v.valid() && real.sizes() != c10::IntArrayRef(v.shape()))
+      v = pb.b.reshape(v, real.sizes().vec());  // the same number of elements, in the out tensor's shape
+    pb.write(w.second, v);
   }
   std::vector<Value> fresh;
   std::vector<core::Program::Result> fresh_types;

@@ -4,6 +4,8 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/InferSize.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -44,6 +46,19 @@ void checkDType(c10::ScalarType t) {
   TORCH_CHECK_TYPE(supportedDType(t), "tpu: tensors of dtype ", t, " are not supported on the tpu device");
 }
 
+// As PyTorch's CPU and CUDA factories: with torch.use_deterministic_algorithms(True) and
+// torch.utils.deterministic.fill_uninitialized_memory (the default), uninitialized memory is NaN (integers: their
+// maximum) instead of whatever the storage holds (here: zeros).
+bool fillsUninitialized() {
+  const at::Context& ctx = at::globalContext();
+  return ctx.deterministicAlgorithms() && ctx.deterministicFillUninitializedMemory();
+}
+
+at::Tensor& fillDeterministic(at::Tensor& t) {
+  if (C10_UNLIKELY(fillsUninitialized()) && t.numel() > 0) at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory, std::optional<at::MemoryFormat> memory_format) {
@@ -51,7 +66,8 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<at::ScalarTy
   auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
   checkDType(st);
   auto g = guardFor(device);
-  return at::detail::empty_generic(size, tpuAllocator(), c10::DispatchKeySet(kKey), st, memory_format);
+  at::Tensor t = at::detail::empty_generic(size, tpuAllocator(), c10::DispatchKeySet(kKey), st, memory_format);
+  return fillDeterministic(t);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
@@ -61,7 +77,8 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   auto st = dtype.value_or(c10::get_default_dtype_as_scalartype());
   checkDType(st);
   auto g = guardFor(device);
-  return at::detail::empty_strided_generic(size, stride, tpuAllocator(), c10::DispatchKeySet(kKey), st);
+  at::Tensor t = at::detail::empty_strided_generic(size, stride, tpuAllocator(), c10::DispatchKeySet(kKey), st);
+  return fillDeterministic(t);
 }
 
 }  // namespace
@@ -112,6 +129,7 @@ namespace {
 const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
+  const int64_t old_nbytes = self.storage().nbytes();
   impl->set_sizes_contiguous(size);
   if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve)
     impl->empty_tensor_restride(*memory_format);
@@ -120,6 +138,7 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                                                      static_cast<size_t>(self.storage_offset()));
     if (needed > self.storage().nbytes()) resizeStorageBytes(self.storage(), needed);
   }
+  if (C10_UNLIKELY(fillsUninitialized())) at::native::fill_resize_deterministic_(self, old_nbytes);  // as CPU
   return self;
 }
 

@@ -1,9 +1,25 @@
 #include "lowering/helpers.h"
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
+#include "lowering/default_dtype.h"
+
 namespace torch_tpu::lowering {
+
+namespace {
+std::atomic<DefaultFloatSource> g_default_float_source{nullptr};
+}  // namespace
+
+void setDefaultFloatSource(DefaultFloatSource source) { g_default_float_source.store(source); }
+
+DType defaultFloat() {
+  DefaultFloatSource s = g_default_float_source.load(std::memory_order_relaxed);
+  return s ? s() : DType::F32;
+}
+
+DType defaultComplex() { return defaultFloat() == DType::F64 ? DType::C128 : DType::C64; }
 
 Category categoryOf(DType t) {
   if (t == DType::Pred) return Category::Bool;
@@ -77,8 +93,8 @@ DType resultType(const std::vector<TypeOperand>& operands) {
       case TypeOperand::ZeroDim: zero = promote(zero, o.dtype); break;
       case TypeOperand::Wrapped: {
         DType t = o.dtype;
-        if (shlo::isFloat(t)) t = kDefaultFloat;
-        else if (shlo::isComplex(t)) t = DType::C64;
+        if (shlo::isFloat(t)) t = defaultFloat();
+        else if (shlo::isComplex(t)) t = defaultComplex();
         wrapped = promote(wrapped, t);
         break;
       }
@@ -136,7 +152,7 @@ DType resultTypeOf(const Context& ctx, const std::vector<size_t>& args) {
 }
 
 DType accType(DType t) { return (t == DType::BF16 || t == DType::F16 || shlo::isFloat8(t)) ? DType::F32 : t; }
-DType toFloat(DType t) { return shlo::isFloat(t) || shlo::isComplex(t) ? t : kDefaultFloat; }
+DType toFloat(DType t) { return shlo::isFloat(t) || shlo::isComplex(t) ? t : defaultFloat(); }
 
 Shape broadcastShapes(const std::vector<Shape>& shapes) {
   size_t rank = 0;

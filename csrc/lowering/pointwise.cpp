@@ -31,12 +31,17 @@ bool rejectsIntegral(const std::string& op) {
   return false;
 }
 
-// A bool alpha with a non-bool result: PyTorch raises "Boolean alpha only supported for Boolean results".
+// A bool alpha with a non-bool result: PyTorch raises "Boolean alpha only supported for Boolean results"; a floating
+// (or complex) alpha with an integer or bool result: "For integral input tensors, argument alpha must not be a
+// floating point number" (CPU's check; the meta kernel lets a bool result pass).
 bool boolAlphaMismatch(const Context& ctx, DType promoted) {
-  for (const Arg& a : ctx.args)
-    if (a.name == "alpha" && a.kind == Arg::Kind::Scalar && a.scalar.kind == HostScalar::Kind::Bool &&
-        promoted != DType::Pred)
+  for (const Arg& a : ctx.args) {
+    if (a.name != "alpha" || a.kind != Arg::Kind::Scalar) continue;
+    if (a.scalar.kind == HostScalar::Kind::Bool && promoted != DType::Pred) return true;
+    if ((a.scalar.kind == HostScalar::Kind::Float || a.scalar.kind == HostScalar::Kind::Complex) &&
+        !isFloat(promoted) && !shlo::isComplex(promoted) && !shlo::isFloat8(promoted))
       return true;
+  }
   return false;
 }
 

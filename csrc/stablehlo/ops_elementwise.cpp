@@ -1,5 +1,7 @@
 // Elementwise builders: binary and unary arithmetic, CHLO unary ops, compare, select, clamp, conversions. Methods of
 // shlo::Builder (builder.h).
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "stablehlo/builder_impl.h"
@@ -162,6 +164,24 @@ Value Builder::convert(Value a, DType to) {
     // complex -> real: take the real part (like numpy / torch with a warning)
     Value re = impl_->emit("stablehlo.real", {a}, {}, TensorType{componentType(a.dtype()), a.shape()});
     return convert(re, to);
+  }
+  if (isFloat(a.dtype()) && (to == DType::U8 || to == DType::S8 || to == DType::S16 || to == DType::S32 ||
+                             to == DType::S64)) {
+    // Float -> integer as PyTorch CPU computes it (x86's cvtt* conversions; scalar and vectorized kernels agree):
+    // the value truncates to int32 (int64 for int64 results, and for uint8 from float64), where an out-of-range
+    // value or NaN gives that type's minimum (the "integer indefinite"), then narrower types keep the low bits.
+    // XLA's convert saturates instead (NaN -> 0). In-range values cost two compares and a select.
+    if (a.dtype() == DType::F16 || a.dtype() == DType::BF16) a = convert(a, DType::F32);  // exact
+    const DType wide = to == DType::S64 || (to == DType::U8 && a.dtype() == DType::F64) ? DType::S64 : DType::S32;
+    const double lim = wide == DType::S64 ? 0x1p63 : 0x1p31;
+    const Shape& shape = a.shape();
+    const Value ok = andOp(compare(a, constantF(-lim, a.dtype(), shape), Cmp::GE),
+                           compare(a, constantF(lim, a.dtype(), shape), Cmp::LT));  // false for NaN
+    const int64_t indefinite = wide == DType::S64 ? std::numeric_limits<int64_t>::min()
+                                                  : std::numeric_limits<int32_t>::min();
+    Value w = impl_->emit("stablehlo.convert", {a}, {}, TensorType{wide, shape});
+    w = select(ok, w, broadcastTo(constantInt(indefinite, wide), shape));
+    return wide == to ? w : impl_->emit("stablehlo.convert", {w}, {}, TensorType{to, shape});  // integer: low bits
   }
   return impl_->emit("stablehlo.convert", {a}, {}, TensorType{to, a.shape()});
 }

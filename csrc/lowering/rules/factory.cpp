@@ -86,6 +86,33 @@ uint64_t intMax(DType t) {
   }
 }
 
+// Largest finite value of a float dtype (std::numeric_limits<T>::max()); complex: its components'.
+double floatMax(DType t) {
+  switch (t) {
+    case DType::F16: return 65504.0;
+    case DType::BF16: return 3.3895313892515355e38;
+    case DType::F32: case DType::C64: return 3.4028234663852886e38;
+    default: return 1.7976931348623157e308;
+  }
+}
+
+// PyTorch's CPU kernels check the bounds of random_ and uniform_ against the tensor's dtype (their meta kernels do
+// not): a call they reject or warn about is an InvalidCall, so eager mode lets the CPU kernel raise its error (or warn
+// and draw), and a graph runs the node eagerly.
+void checkRandomBounds(const Context& ctx, DType t, double from, double to_inc) {
+  bool ok;
+  if (isFloat(t)) {
+    const double exact = std::ldexp(1.0, digits(t));  // beyond +-2^digits PyTorch warns: not every integer exists
+    ok = from >= -exact && from <= exact && to_inc >= -exact && to_inc <= exact;
+  } else {
+    const double hi = double(intMax(t));
+    const double lo = t == DType::Pred || t == DType::U8 || t == DType::U16 || t == DType::U32 || t == DType::U64
+                          ? 0.0 : -hi - 1.0;
+    ok = from >= lo && from <= hi && to_inc >= lo && to_inc <= hi;
+  }
+  if (!ok) throw InvalidCall(ctx.op(), "random_ bounds out of the dtype's range");
+}
+
 // Integers uniform in [from, from + range) (range 0 means the full 64-bit range), converted to `t`.
 Value randomRange(Context& ctx, const TensorType& type, int64_t from, uint64_t range) {
   Builder& b = ctx.b;
@@ -231,7 +258,14 @@ void populateFactory(Registry& r) {
       if (steps == 1) {
         v = start;
       } else {
-        Value step = b.div(b.sub(end, start), b.constantF(double(steps - 1), c, t.shape));
+        Value denom = b.constantF(double(steps - 1), c, t.shape);
+        if (!shlo::isComplex(c)) {
+          // XLA turns a division by a constant into a multiplication by its reciprocal, which rounds differently
+          // from CPU's division (linspace(1, 127, 50, dtype=int16)[21] gave 54 for CPU's 55). The divisor depends
+          // on `start` through a select only a NaN start changes (the result is NaN then anyway): a division.
+          denom = b.select(b.compare(start, start, Cmp::NE), b.constantF(double(steps), c, t.shape), denom);
+        }
+        Value step = b.div(b.sub(end, start), denom);
         Value idx = b.iota({DType::S64, t.shape}, 0);
         Value fi = b.convert(idx, c);
         Value lo = b.add(start, b.mul(step, fi));
@@ -275,6 +309,12 @@ void populateFactory(Registry& r) {
   r.add("aten::uniform_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
+    {
+      const double from = staticOr(ctx, 1, 0.0), to = staticOr(ctx, 2, 1.0), mx = floatMax(self.dtype());
+      // PyTorch CPU: from and to within the dtype's finite range, to - from <= its maximum
+      if (!(from >= -mx && from <= mx && to >= -mx && to <= mx && to - from <= mx))
+        throw InvalidCall(ctx.op(), "uniform_ bounds out of the dtype's range");
+    }
     // complex, as PyTorch: the real and imaginary parts each drawn from [from, to)
     const Draws d = drawsFor(self);
     const DType c = d.type;
@@ -398,12 +438,17 @@ void populateFactory(Registry& r) {
       if (form == 0) {  // random_.from
         from = ctx.toInt(1);
         if (ctx.has(2)) {
+          if (from >= ctx.toInt(2)) throw InvalidCall(ctx.op(), "random_ expects 'from' to be less than 'to'");
+          checkRandomBounds(ctx, t, double(from), double(ctx.toInt(2)) - 1.0);
           range = uint64_t(ctx.toInt(2)) - uint64_t(from);
         } else {
+          checkRandomBounds(ctx, t, double(from), double(from));
           uint64_t to = defaultTo();
           range = to - uint64_t(from);  // wraps to 0 for the full int64 range
         }
       } else if (form == 1) {  // random_.to
+        if (ctx.toInt(1) <= 0) throw InvalidCall(ctx.op(), "random_ expects 'from' to be less than 'to'");
+        checkRandomBounds(ctx, t, 0.0, double(ctx.toInt(1)) - 1.0);
         range = uint64_t(ctx.toInt(1));
       } else {
         range = isFloat(t) ? (uint64_t(1) << digits(t)) + 1 : intMax(t) + 1;

@@ -1,0 +1,108 @@
+"""Argument checks and warnings PyTorch's CPU kernels give (not only their meta kernels): the same call on tpu raises
+the same exception type, or gives the same warning, as on CPU; valid neighbours of each bad call still run on the
+device. Each bad call is made twice (a cached program must not skip a check that depends on values).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+TPU = "tpu"
+
+
+def _outcome(fn, device):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            r = fn(device)
+            if isinstance(r, torch.Tensor) and r.device.type == TPU:
+                r = r.cpu()
+            err = None
+        except Exception as e:  # noqa: BLE001
+            r, err = None, e
+    msgs = [str(x.message) for x in w if issubclass(x.category, UserWarning) and "tpu:" not in str(x.message)]
+    return r, err, msgs
+
+
+def _same_as_cpu(fn, compare_values=True):
+    r_cpu, e_cpu, w_cpu = _outcome(fn, "cpu")
+    for _ in range(2):
+        r, e, w = _outcome(fn, TPU)
+        if e_cpu is not None:
+            assert e is not None and type(e) is type(e_cpu), f"CPU raised {e_cpu!r}; tpu: {e!r}"
+        else:
+            assert e is None, f"tpu raised {e!r}; CPU did not"
+            if compare_values and isinstance(r_cpu, torch.Tensor):
+                torch.testing.assert_close(r, r_cpu)
+        for m in w_cpu:
+            assert any(m[:40] in x for x in w), f"CPU warned {m!r}; tpu warned {w}"
+    return e_cpu, w_cpu
+
+
+RANDOM_CASES = {
+    "random_uint8_to_300": lambda d: torch.empty(3, dtype=torch.uint8, device=d).random_(0, 300),
+    "random_uint8_from_neg": lambda d: torch.empty(3, dtype=torch.uint8, device=d).random_(-1, 100),
+    "random_int8_to": lambda d: torch.empty(3, dtype=torch.int8, device=d).random_(300),
+    "random_half_to": lambda d: torch.empty(3, dtype=torch.float16, device=d).random_(0, 70000),
+    "random_float_beyond_digits": lambda d: torch.empty(3, device=d).random_(0, 2**25),
+    "random_empty_range": lambda d: torch.empty(3, device=d).random_(5, 5),
+    "random_to_zero": lambda d: torch.empty(3, device=d).random_(0),
+    "random_bool": lambda d: torch.empty(3, dtype=torch.bool, device=d).random_(0, 3),
+    "uniform_half_bounds": lambda d: torch.empty(3, dtype=torch.float16, device=d).uniform_(-1e6, 1e6),
+    "uniform_float_bounds": lambda d: torch.empty(3, device=d).uniform_(-1e39, 1),
+    "uniform_range_overflow": lambda d: torch.empty(3, device=d).uniform_(-3e38, 3e38),
+    "uniform_reversed": lambda d: torch.empty(3, device=d).uniform_(2, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_CASES))
+def test_random_bounds(name):
+    e, w = _same_as_cpu(RANDOM_CASES[name], compare_values=False)
+    assert e is not None or w, "the case must be one CPU rejects or warns about"
+
+
+def test_random_bounds_valid_neighbours_run_on_device():
+    torch.manual_seed(0)
+    x = torch.empty(1000, dtype=torch.uint8, device=TPU).random_(0, 256).cpu()
+    assert x.min() >= 0 and x.max() <= 255 and x.max() > 200
+    h = torch.empty(1000, dtype=torch.float16, device=TPU).uniform_(-30000, 30000).cpu()
+    assert h.abs().max() <= 30000 and h.abs().max() > 1000
+    i = torch.empty(100, dtype=torch.int8, device=TPU).random_(-128, 128).cpu()
+    assert i.min() >= -128 and i.max() <= 127
+
+
+CHECK_CASES = {
+    "add_bool_float_alpha": lambda d: torch.add(torch.tensor([True], device=d), torch.tensor([True], device=d),
+                                                alpha=1.1),
+    "add_int_float_alpha": lambda d: torch.add(torch.tensor([1], device=d), torch.tensor([1], device=d), alpha=1.5),
+    "sub_int_float_alpha": lambda d: torch.sub(torch.tensor([1], device=d), torch.tensor([1], device=d), alpha=0.5),
+    "repeat_interleave_negative": lambda d: torch.repeat_interleave(torch.tensor([1, 2], device=d),
+                                                                    torch.tensor([1, -1], device=d)),
+    "unary_out_cannot_cast": lambda d: torch.sin(torch.tensor([1, 2], device=d),
+                                                 out=torch.empty(2, dtype=torch.long, device=d)),
+    "exp_out_cannot_cast": lambda d: torch.exp(torch.tensor([1.5], device=d),
+                                               out=torch.empty(1, dtype=torch.int32, device=d)),
+    "index_size0_dim": lambda d: torch.empty(2, 0, device=d)[:, [0, 1]],
+    "uint8_mask_index": lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([1, 0, 1], dtype=torch.uint8,
+                                                                                 device=d)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECK_CASES))
+def test_cpu_checks(name):
+    e, w = _same_as_cpu(CHECK_CASES[name])
+    assert e is not None or w, "the case must be one CPU rejects or warns about"
+
+
+def test_valid_neighbours():
+    for fn in (lambda d: torch.add(torch.tensor([1], device=d), torch.tensor([1], device=d), alpha=2),
+               lambda d: torch.add(torch.tensor([1.0], device=d), torch.tensor([1.0], device=d), alpha=1.5),
+               lambda d: torch.repeat_interleave(torch.tensor([1, 2], device=d), torch.tensor([2, 0], device=d)),
+               lambda d: torch.sin(torch.tensor([1, 2], device=d), out=torch.empty(2, device=d)),
+               lambda d: torch.empty(2, 3, device=d)[:, [0, 1]].shape,
+               lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([True, False, True], device=d)]):
+        e, w = _same_as_cpu(fn, compare_values=False)
+        assert e is None

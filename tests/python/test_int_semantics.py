@@ -1,0 +1,71 @@
+"""Integer results as PyTorch CPU computes them: float -> integer conversions of out-of-range values and NaN (x86's
+"integer indefinite", then the low bits for narrower types), and integer linspace/logspace (computed in double and
+truncated), through the plain and the out= paths, eager and compiled.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+TPU = "tpu"
+
+VALUES = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10, 3e9, -3e9, 2.0**31, -2.0**31 - 1e3, 300.0, -1.0,
+          -129.0, 65541.0, 2.0**63, -2.0**63, 1e19, -1e19, 1e30, 255.7, -0.5, 40000.0, -40000.0, 70000.0, 0.0, 7.9,
+          -7.9, 2.0**31 - 1, -2.0**31, 127.5, -128.5]
+
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+@pytest.mark.parametrize("src", FLOATS, ids=str)
+@pytest.mark.parametrize("dst", INTS, ids=str)
+def test_float_to_int_cast(src, dst):
+    x = torch.tensor(VALUES, dtype=torch.float64).to(src)
+    want = x.to(dst)
+    got = x.to(TPU).to(dst).cpu()
+    assert torch.equal(got, want), f"{src}->{dst}\n{x.tolist()}\n{got.tolist()}\n{want.tolist()}"
+
+
+@pytest.mark.parametrize("dst", [torch.uint8, torch.int32, torch.int64], ids=str)
+def test_cast_inside_ops_and_compiled(dst):
+    x = torch.tensor(VALUES, dtype=torch.float32)
+    want = (x * 2).to(dst) + 1
+    got = ((x.to(TPU) * 2).to(dst) + 1).cpu()
+    assert torch.equal(got, want)
+    fn = torch.compile(lambda t: (t * 2).to(dst) + 1, backend="tpu", dynamic=False)
+    assert torch.equal(fn(x.to(TPU)).cpu(), want)
+
+
+def test_complex_to_int_cast():
+    z = torch.tensor([complex(3e9, 1), complex(float("nan"), 0), complex(-5.5, 2)], dtype=torch.complex64)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = z.to(torch.int32)
+        got = z.to(TPU).to(torch.int32).cpu()
+    assert torch.equal(got, want)
+
+
+SPACED = [
+    (torch.linspace, (1, 127, 50), torch.int16),
+    (torch.linspace, (1, 127, 7), torch.int32),
+    (torch.linspace, (-10, 10, 9), torch.int64),
+    (torch.linspace, (0, 255, 37), torch.uint8),
+    (torch.linspace, (-3, 100, 101), torch.int8),
+    (torch.logspace, (0, 3, 13), torch.int32),
+    (torch.logspace, (0, 2, 21), torch.int64),
+    (torch.linspace, (0, 1, 11), torch.float64),
+]
+
+
+@pytest.mark.parametrize("fn,args,dtype", SPACED, ids=[f"{f.__name__}{a}-{d}" for f, a, d in SPACED])
+def test_integer_spacing(fn, args, dtype):
+    want = fn(*args, dtype=dtype)
+    got = fn(*args, dtype=dtype, device=TPU).cpu()
+    assert torch.equal(got, want), f"{got.tolist()}\n{want.tolist()}"
+    out = torch.empty(args[2], dtype=dtype, device=TPU)
+    fn(*args, out=out)
+    assert torch.equal(out.cpu(), want), "out= path"
+    cfn = torch.compile(lambda x: fn(*args, dtype=dtype, device=x.device) + x, backend="tpu", dynamic=False)
+    assert torch.equal(cfn(torch.zeros((), dtype=dtype, device=TPU)).cpu(), want), "compiled"
