@@ -58,19 +58,6 @@ X += xfail("nn.functional.conv_transpose3d", "bfloat16", "backward",
            "differently; float32 matches (cause not narrowed down further)", samples=[2], mismatch="not close")
 
 # ---- no lowering, unsupported dtypes and layouts (by cause) ----
-_ADAPTIVE_MAX = 'adaptive max pooling (with indices) has no lowering: CPU fallback'
-X += xfail('nn.functional.adaptive_max_pool1d', ('bfloat16', 'float32'), 'backward', _ADAPTIVE_MAX,
-          fallback=['aten::adaptive_max_pool2d.out', 'aten::adaptive_max_pool2d_backward.grad_input'])
-X += xfail('nn.functional.adaptive_max_pool1d', ('bfloat16', 'float32'), 'forward', _ADAPTIVE_MAX,
-          fallback=['aten::adaptive_max_pool2d.out'])
-X += xfail('nn.functional.adaptive_max_pool2d', ('bfloat16', 'float32'), 'backward', _ADAPTIVE_MAX,
-          fallback=['aten::adaptive_max_pool2d.out', 'aten::adaptive_max_pool2d_backward.grad_input'])
-X += xfail('nn.functional.adaptive_max_pool2d', ('bfloat16', 'float32'), 'forward', _ADAPTIVE_MAX,
-          fallback=['aten::adaptive_max_pool2d.out'])
-X += xfail('nn.functional.adaptive_max_pool3d', ('bfloat16', 'float32'), 'backward', _ADAPTIVE_MAX,
-          fallback=['aten::adaptive_max_pool3d.out', 'aten::adaptive_max_pool3d_backward.grad_input'])
-X += xfail('nn.functional.adaptive_max_pool3d', ('bfloat16', 'float32'), 'forward', _ADAPTIVE_MAX,
-          fallback=['aten::adaptive_max_pool3d.out'])
 
 _BESSEL = (
     "no lowering: PyTorch's Cephes rational approximations of these special functions are not ported and "
@@ -128,15 +115,6 @@ X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'backward', _
 X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'forward', _EMBBAG,
           fallback=['aten::_embedding_bag'])
 
-_FRACTIONAL = 'fractional max pooling (random pooling regions) has no lowering: CPU fallback'
-X += xfail('nn.functional.fractional_max_pool2d', ('bfloat16', 'float32'), 'backward', _FRACTIONAL,
-          fallback=['aten::fractional_max_pool2d.output', 'aten::fractional_max_pool2d_backward.grad_input'])
-X += xfail('nn.functional.fractional_max_pool2d', ('bfloat16', 'float32'), 'forward', _FRACTIONAL,
-          fallback=['aten::fractional_max_pool2d.output'])
-X += xfail('nn.functional.fractional_max_pool3d', ('bfloat16', 'float32'), 'backward', _FRACTIONAL,
-          fallback=['aten::fractional_max_pool3d.output', 'aten::fractional_max_pool3d_backward'])
-X += xfail('nn.functional.fractional_max_pool3d', ('bfloat16', 'float32'), 'forward', _FRACTIONAL,
-          fallback=['aten::fractional_max_pool3d.output'])
 
 _GRID = 'grid_sampler has no lowering: CPU fallback'
 X += xfail('grid_sampler_2d', ('bfloat16', 'float32'), 'backward', _GRID,
@@ -174,17 +152,6 @@ X += xfail('logcumsumexp', 'complex64', ('backward', 'forward'),
            'complex logcumsumexp has no lowering: PyTorch accumulates log-add-exp sequentially, and a parallel scan '
            'lands on other branches of the imaginary part (2 pi apart): CPU fallback', fallback=['aten::logcumsumexp'])
 
-_LOSSES = 'multi-margin, multilabel-margin and CTC losses have no lowering: CPU fallback'
-X += xfail('nn.functional.ctc_loss', 'float32', 'backward', _LOSSES,
-          fallback=['aten::_ctc_loss', 'aten::_ctc_loss_backward'])
-X += xfail('nn.functional.ctc_loss', 'float32', 'forward', _LOSSES, fallback=['aten::_ctc_loss'])
-X += xfail('nn.functional.multi_margin_loss', 'float32', 'backward', _LOSSES,
-          fallback=['aten::multi_margin_loss', 'aten::multi_margin_loss_backward'])
-X += xfail('nn.functional.multi_margin_loss', 'float32', 'forward', _LOSSES, fallback=['aten::multi_margin_loss'])
-X += xfail('nn.functional.multilabel_margin_loss', 'float32', 'backward', _LOSSES,
-          fallback=['aten::multilabel_margin_loss_backward', 'aten::multilabel_margin_loss_forward'])
-X += xfail('nn.functional.multilabel_margin_loss', 'float32', 'forward', _LOSSES,
-          fallback=['aten::multilabel_margin_loss_forward'])
 
 _LSTSQ = 'least squares (QR / SVD based) has no lowering: CPU fallback'
 X += xfail(['linalg.lstsq', 'linalg.lstsq.grad_oriented'], ('complex64', 'float32'), ('backward', 'forward'), _LSTSQ,
