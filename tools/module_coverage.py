@@ -50,22 +50,24 @@ def unit_key(u):
     return u[1].name
 
 
-def sweep(work, max_samples, xf, log=sys.stderr):
+def sweep(work, max_samples, log=sys.stderr):
+    """Raw results (no expected failure applied: whether a backward case runs depends only on the raw forward
+    outcome, so classifying afterwards gives what classifying during the run would)."""
     results = []
     for n, (kind, info) in enumerate(work):
         t = time.time()
         try:
             if kind == "module":
-                results += M.run_module(info, max_samples=max_samples, expected_failures=xf)
+                results += M.run_module(info, max_samples=max_samples)
             else:
-                results += O.run_optim(info, expected_failures=xf)
+                results += O.run_optim(info)
         except Exception as e:  # noqa: BLE001
             results.append(H.CaseResult(info.name, "any", "harness", 0, H.ERROR, H._clean(f"harness: {e!r}")))
         print(f"[{n + 1}/{len(work)}] {kind} {info.name} {time.time() - t:.1f}s", file=log, flush=True)
     return results
 
 
-def run_jobs(args, work, xf):
+def run_jobs(args, work):
     """Runs the sweep in `args.jobs` worker processes (units dealt round-robin) and merges their results in order."""
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
@@ -85,13 +87,20 @@ def run_jobs(args, work, xf):
                 parts.append(json.load(f))
     by_unit = {}
     for part in parts:
-        for r in part["results"]:
+        for r in part:
             by_unit.setdefault(r["op"], []).append(H.CaseResult(**r))
-        for k, v in part["matched"].items():
-            xf.matched[id(xf.entries[int(k)])] += v
-        for k, v in part["covered"].items():
-            xf.covered[id(xf.entries[int(k)])] += v
     return [r for u in work for r in by_unit.get(unit_key(u), [])]
+
+
+def classify(results, xf):
+    out = []
+    for r in results:
+        if r.outcome == H.SKIP:
+            out.append(r)
+            continue
+        outcome, detail, _ = xf.classify(r.op, r.dtype, r.direction, r.index, r.outcome, r.detail)
+        out.append(H.CaseResult(r.op, r.dtype, r.direction, r.index, outcome, H._clean(detail)))
+    return out
 
 
 def _pct(p, t):
@@ -142,7 +151,7 @@ def report(args, work, results, xf, elapsed):
     fb = Counter()
     for r in results:
         if r.outcome == H.PASS_FALLBACK:
-            for o in r.detail.split(": ", 1)[-1].split(",") if r.direction == "step" else r.detail.split(","):
+            for o in r.detail.split(","):
                 fb[o] += 1
     lines += ["", "## Ops reached through the CPU fallback outside expected failures (cases)", ""]
     lines += [f"- `{o}`: {c}" for o, c in sorted(fb.items(), key=lambda kv: (-kv[1], kv[0]))] or ["- none"]
@@ -159,9 +168,9 @@ def report(args, work, results, xf, elapsed):
     lines += [f"- {e.describe()}" for e in stale] or ["- none"]
     lines += ["", "## Per module", "", M.markdown_table(mod_results) if mod_results else "(none run)", ""]
     lines += ["## Per optimizer configuration", "", "| optimizer | # | configuration | outcome |", "|---|---|---|---|"]
+    descs = {info.name: [d for d, _, _ in O.configs(info)] for kind, info in work if kind == "optim"}
     for r in opt_results:
-        desc = r.detail.split(": ", 1)[0]
-        lines.append(f"| {r.op} | {r.index} | {desc} | {r.outcome} |")
+        lines.append(f"| {r.op} | {r.index} | {descs[r.op][r.index]} | {r.outcome} |")
     lines.append("")
     return lines, unexpected, xpass
 
@@ -175,24 +184,35 @@ def main():
     ap.add_argument("--max-samples", type=int, default=0, help="samples per (module, dtype, mode) (default 0 = all)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "docs", "module_coverage.md"))
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (the report does not depend on it)")
+    ap.add_argument("--raw", default=None, help="also save the raw results (before expected failures) here")
+    ap.add_argument("--from-raw", default=None,
+                    help="report from raw results saved by --raw instead of running (expected failures re-applied)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     max_samples = args.max_samples or None
     work = units(args)
-    xf = H.ExpectedFailures(EXPECTED_FAILURES)
     if args.worker:
         j, n = map(int, args.worker.split("/"))
-        results = sweep(work[j::n], max_samples, xf)
-        index = {id(e): k for k, e in enumerate(xf.entries)}
+        results = sweep(work[j::n], max_samples)
         with open(args.json, "w") as f:
-            json.dump({"results": [dataclasses.asdict(r) for r in results],
-                       "matched": {index[i]: c for i, c in xf.matched.items()},
-                       "covered": {index[i]: c for i, c in xf.covered.items()}}, f)
+            json.dump([dataclasses.asdict(r) for r in results], f)
         return 0
-    t0 = time.time()
-    results = run_jobs(args, work, xf) if args.jobs > 1 else sweep(work, max_samples, xf)
-    lines, unexpected, xpass = report(args, work, results, xf, time.time() - t0)
+    if args.from_raw:
+        with open(args.from_raw) as f:
+            saved = json.load(f)
+        results, elapsed = [H.CaseResult(**r) for r in saved["results"]], saved["elapsed"]
+        args.jobs = saved["jobs"]
+    else:
+        t0 = time.time()
+        results = run_jobs(args, work) if args.jobs > 1 else sweep(work, max_samples)
+        elapsed = time.time() - t0
+        if args.raw:
+            with open(args.raw, "w") as f:
+                json.dump({"elapsed": elapsed, "jobs": args.jobs, "results": [dataclasses.asdict(r) for r in results]}, f)
+    xf = H.ExpectedFailures(EXPECTED_FAILURES)
+    results = classify(results, xf)
+    lines, unexpected, xpass = report(args, work, results, xf, elapsed)
     with open(args.out, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines[:30]))

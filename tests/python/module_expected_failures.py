@@ -17,5 +17,18 @@ X = []  # the entries, built below; EXPECTED_FAILURES at the end
 
 BOTH = ("float32", "bfloat16")
 
+# ---- lowerings in progress (the integrator regenerates docs/module_coverage.md once they land) ----
+X += xfail(["nn.LSTM"], BOTH, ["train_forward", "eval_forward"],
+           "recurrent modules: aten::_thnn_fused_lstm_cell has no lowering, and no CPU kernel for the fallback to run "
+           "(lowering in progress)", error="_thnn_fused_lstm_cell")
+
+# ---- optimizers ----
+X += xfail("SparseAdam", "float32", "step",
+           "SparseAdam steps sparse COO gradients: tpu has no sparse layout", error="Sparsetpu")
+X += xfail("Adagrad", "float32", "step",
+           "fused Adagrad: PyTorch has no meta kernel for _fused_adagrad_ (the eager path takes result types from "
+           "meta kernels), so it runs on the CPU fallback", samples=[3, 7, 11, 15, 19, 23, 27],
+           fallback=["aten::_fused_adagrad_", "aten::_fused_adagrad_.tensor_lr"])
+
 
 EXPECTED_FAILURES = X

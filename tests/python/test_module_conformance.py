@@ -15,18 +15,16 @@ from torch_tpu.testing import opinfo as H
 from torch_tpu.testing import optims as O
 from module_expected_failures import EXPECTED_FAILURES
 
-# Layers of the model suite, normalization in both modes, losses, attention, random modules (compared by
-# distribution) and a module with expected failures (so that an unexpected pass fails CI).
+# Layers of the model suite, normalization in both modes, losses, attention, a lazy module,
+# and a module with expected failures (so that an unexpected pass fails CI).
 CI_MODULES = [
-    "nn.Linear", "nn.Bilinear", "nn.Conv1d", "nn.Conv2d", "nn.ConvTranspose2d", "nn.BatchNorm2d", "nn.LayerNorm",
-    "nn.GroupNorm", "nn.RMSNorm", "nn.InstanceNorm1d", "nn.Embedding", "nn.GELU", "nn.SiLU", "nn.ReLU", "nn.Hardswish",
-    "nn.PReLU", "nn.Softmax", "nn.LogSoftmax", "nn.MaxPool2d", "nn.AvgPool2d", "nn.AdaptiveAvgPool2d",
-    "nn.CrossEntropyLoss", "nn.NLLLoss", "nn.MSELoss", "nn.BCEWithLogitsLoss", "nn.MultiheadAttention",
-    "nn.TransformerEncoderLayer", "nn.Dropout", "nn.LazyLinear", "nn.Flatten", "nn.ZeroPad2d", "nn.PixelShuffle",
-    "nn.LSTM",
+    "nn.Linear", "nn.Conv2d", "nn.ConvTranspose2d", "nn.BatchNorm2d", "nn.LayerNorm", "nn.GroupNorm", "nn.RMSNorm",
+    "nn.Embedding", "nn.GELU", "nn.SiLU", "nn.ReLU", "nn.PReLU", "nn.Softmax", "nn.LogSoftmax", "nn.MaxPool2d",
+    "nn.AvgPool2d", "nn.AdaptiveAvgPool2d", "nn.CrossEntropyLoss", "nn.NLLLoss", "nn.MSELoss", "nn.BCEWithLogitsLoss",
+    "nn.MultiheadAttention", "nn.TransformerEncoderLayer", "nn.LazyConv2d", "nn.ZeroPad2d", "nn.LSTM",
 ]
-MAX_SAMPLES = int(os.environ.get("TORCH_TPU_MODULE_SAMPLES", "2"))
-BUDGET_S = float(os.environ.get("TORCH_TPU_MODULE_BUDGET_S", "30"))
+MAX_SAMPLES = int(os.environ.get("TORCH_TPU_MODULE_SAMPLES", "1"))
+BUDGET_S = float(os.environ.get("TORCH_TPU_MODULE_BUDGET_S", "20"))
 XF = H.ExpectedFailures(EXPECTED_FAILURES)
 _DTYPE_NAMES = {str(d).replace("torch.", "") for d in M.DTYPES}
 

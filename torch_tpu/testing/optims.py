@@ -171,11 +171,10 @@ def run_optim(info, max_configs: Optional[int] = None, select: Optional[Iterable
                 warnings.simplefilter("ignore")
                 expected = _train(info, ref, "cpu", seed)
         except Exception as e:  # noqa: BLE001
-            results.append(CaseResult(key, "float32", "step", i, SKIP, f"{desc}: cpu raised {type(e).__name__}"))
+            results.append(CaseResult(key, "float32", "step", i, SKIP, f"cpu raised {type(e).__name__}"))
             continue
         outcome, detail = device_case(lambda: _train(info, kw, "tpu", seed),
                                       lambda out: _compare_runs(out, expected))
         outcome, detail, _ = xf.classify(key, "float32", "step", i, outcome, detail)
-        results.append(CaseResult(key, "float32", "step", i, outcome,
-                                  H._clean(f"{desc}: {detail}" if detail else desc)))
+        results.append(CaseResult(key, "float32", "step", i, outcome, H._clean(detail)))
     return results
