@@ -158,6 +158,7 @@ def device_env(device: str) -> dict:
     env["TORCH_SUITE_DEVICE"] = device
     env["PYTORCH_TEST_WITH_SLOW"] = "0"
     env["PYTORCH_TEST_SKIP_FAST"] = "0"
+    env["PYTORCH_PRINT_REPRO_ON_FAILURE"] = "0"  # failure messages without the repro line
     if device == "cpu":
         env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"  # the baseline runs without torch_tpu loaded
         env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "cpu"

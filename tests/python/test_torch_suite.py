@@ -39,14 +39,14 @@ _OWN_FILE = textwrap.dedent('''
             a = torch.arange(6, dtype=dtype, device=device)
             self.assertEqual((a + a).cpu(), torch.arange(6, dtype=dtype) * 2)
 
-        def test_device_is_cpu(self, device):  # passes on cpu only: an assertion on a value
+        def test_device_is_host(self, device):  # passes on cpu only: an assertion on a value
             self.assertEqual(torch.empty(2, device=device).device.type, "cpu")
 
         def test_raises_on_accelerator(self, device):  # tpu raises where cpu works
             if torch.device(device).type != "cpu":
                 raise NotImplementedError("no kernel here")
 
-        def test_check_only_on_cpu(self, device):  # the check CPU makes is missing elsewhere
+        def test_check_only_on_host(self, device):  # the check CPU makes is missing elsewhere
             with self.assertRaises(RuntimeError):
                 if torch.device(device).type == "cpu":
                     raise RuntimeError("checked")
@@ -128,13 +128,13 @@ def test_runs_a_device_generic_file_on_cpu_and_tpu(tmp_path):
     # cpu passes 6 (2 dtypes of add, 3 that fail on tpu, onlyCPU); tpu passes the 2 adds, fails 3, skips onlyCPU
     assert cells[2:7] == ["6", "2", "3", "1", "40.0"], row
     assert "TestPlain" not in text
-    assert "`TestOwnSuiteDEV::test_device_is_DEV`" in text.split("### wrong-result")[1].split("###")[0], text
+    assert "`TestOwnSuiteDEV::test_device_is_host_DEV`" in text.split("### wrong-result")[1].split("###")[0], text
     assert "`TestOwnSuiteDEV::test_raises_on_accelerator_DEV`: NotImplementedError: no kernel here" in \
         text.split("### error")[1], text
-    assert "`TestOwnSuiteDEV::test_check_only_on_DEV`" in text.split("### missing-check")[1].split("###")[0], text
+    assert "`TestOwnSuiteDEV::test_check_only_on_host_DEV`" in text.split("### missing-check")[1].split("###")[0], text
     # the same results with every failure known: --check passes
     known = {f"test_sort_and_select::TestOwnSuiteDEV::{t}": ("error", "stated") for t in
-             ("test_device_is_DEV", "test_raises_on_accelerator_DEV", "test_check_only_on_DEV")}
+             ("test_device_is_host_DEV", "test_raises_on_accelerator_DEV", "test_check_only_on_host_DEV")}
     text, ok = torch_suite.report(str(tmp_path / "results"), ["test_sort_and_select"], known)
     assert ok and text.count("known: stated") == 3, text
 
