@@ -130,7 +130,8 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
                           std::optional<at::MemoryFormat> memory_format) {
   auto* impl = self.unsafeGetTensorImpl();
   const int64_t old_nbytes = self.storage().nbytes();
-  impl->set_sizes_contiguous(size);
+  // As CPU: resizing to the current sizes keeps the strides (an out= view that needs no resize stays a view).
+  if (self.sizes() != size) impl->set_sizes_contiguous(size);
   if (memory_format.has_value() && *memory_format != at::MemoryFormat::Preserve)
     impl->empty_tensor_restride(*memory_format);
   if (self.numel() > 0) {
