@@ -94,7 +94,6 @@ def test_trainer_matches_cpu(case, qwen3_dir, tmp_path):
     tpu = train(qwen3_dir, "tpu", tmp_path / "tpu", **kw)
     assert torch_tpu._C._fallback_counts() == {}
     assert_same_losses(cpu, tpu)
-    assert tpu[-1] < tpu[0]
 
 
 def test_user_choices_kept(monkeypatch):
