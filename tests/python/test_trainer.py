@@ -94,7 +94,6 @@ def test_trainer_matches_cpu(case, qwen3_dir, tmp_path):
     tpu = train(qwen3_dir, "tpu", tmp_path / "tpu", **kw)
     assert torch_tpu._C._fallback_counts() == {}
     assert_same_losses(cpu, tpu)
-    assert tpu[-1] < tpu[0]
 
 
 def test_user_choices_kept(monkeypatch):
@@ -122,7 +121,10 @@ from transformers import Qwen3ForCausalLM, Trainer, TrainingArguments
 model = Qwen3ForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)
 args = TrainingArguments(output_dir=sys.argv[2] + ".run", per_device_train_batch_size=4, max_steps=4,
                          learning_rate=1e-2, logging_steps=1, report_to=[], save_strategy="no", seed=0,
-                         dataloader_num_workers=0, disable_tqdm=True)
+                         dataloader_num_workers=0, disable_tqdm=True,
+                         # Trainer's default (True unless checkpointing) makes DDP's reducer copy its used-parameter
+                         # map through pinned host memory, which tpu does not provide yet (reducer.cpp asserts)
+                         ddp_find_unused_parameters=False)
 trainer = Trainer(model=model, args=args, train_dataset=TinyLM())
 trainer.train()
 import torch.distributed as dist
