@@ -194,11 +194,6 @@ from . import _flex_attention  # noqa: E402
 
 _flex_attention._install()
 
-# DLPack: Tensor.__dlpack_device__ for the renamed PrivateUse1 backend (PyTorch knows it only as "privateuse1")
-from . import _dlpack  # noqa: E402
-
-_dlpack._install()
-
 # ---- 8. the c10d backend "tpu_dist" ----
 from . import distributed  # noqa: E402
 

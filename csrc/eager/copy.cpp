@@ -11,7 +11,6 @@
 #include "core/client.h"
 #include "core/dtype.h"
 #include "core/storage.h"
-#include "core/storage_alias.h"
 #include "eager/copy.h"
 #include "eager/fallback.h"
 #include "eager/fused.h"
@@ -161,9 +160,6 @@ void fromHost(const at::Tensor& self, const at::Tensor& src) {
 
 at::Tensor& copy_(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.defined() && src.defined(), "copy_: undefined tensor");
-  // Tensors over DLPack-imported storages become views of the tpu storage before their layouts are read.
-  if (self.is_privateuseone()) adoptForeignStorage(self);
-  if (src.is_privateuseone()) adoptForeignStorage(src);
   if (self.is_privateuseone() && src.is_privateuseone() && (hostOnly(self) || hostOnly(src))) {
     if (self.device() == src.device() && self.scalar_type() == src.scalar_type() && self.sizes() == src.sizes() &&
         wholeBuffer(self) && wholeBuffer(src)) {

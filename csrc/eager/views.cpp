@@ -22,7 +22,6 @@
 #include "core/executables.h"
 #include "core/memory.h"
 #include "core/storage.h"
-#include "core/storage_alias.h"
 #include "eager/fallback.h"
 #include "eager/views.h"
 #include "stablehlo/builder.h"
@@ -121,7 +120,8 @@ void resizeStorageBytes(const c10::Storage& storage, size_t newsize) {
       s->set(client().fromHost(bytes.data(), old->type(), {n}, s->device));
     }
   }
-  resizeStorage(storage, newsize);
+  s->resize(newsize);
+  storage.unsafeGetStorageImpl()->set_nbytes(newsize);
 }
 
 namespace {
