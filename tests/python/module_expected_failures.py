@@ -17,11 +17,6 @@ X = []  # the entries, built below; EXPECTED_FAILURES at the end
 
 BOTH = ("float32", "bfloat16")
 
-# ---- lowerings in progress (the integrator regenerates docs/module_coverage.md once they land) ----
-X += xfail(["nn.LSTM"], BOTH, ["train_forward", "eval_forward"],
-           "recurrent modules: aten::_thnn_fused_lstm_cell has no lowering, and no CPU kernel for the fallback to run "
-           "(lowering in progress)", error="_thnn_fused_lstm_cell")
-
 # ---- optimizers ----
 X += xfail("SparseAdam", "float32", "step",
            "SparseAdam steps sparse COO gradients: tpu has no sparse layout", error="Sparsetpu")
