@@ -16,6 +16,7 @@ exception never applies: every test runs.
   own (``test_compile*.py`` apply it to every test); the counters of ``torch_tpu.compile_stats()`` start at zero.
 * ``strict_fallback``: fallbacks strict for the test (an op without a lowering raises instead of running on the
   CPU); a module applies it to every test with ``pytestmark = pytest.mark.usefixtures("strict_fallback")``.
+* ``eager_mode``: runs a test once in strict and once in fused eager mode, restoring the mode after it.
 * ``run_python``: runs a snippet in a fresh interpreter (for environment-dependent behaviour such as
   ``TORCH_TPU_NUM_DEVICES`` or plugin selection) with this checkout importable.
 """
@@ -179,3 +180,12 @@ def fresh_dynamo(tmp_path):
     yield
     torch_tpu._dynamo_backend.set_cache_dir(old)
     torch._dynamo.reset()
+
+
+# Runs a test in strict and in fused eager mode (the mode restored after it).
+@pytest.fixture(params=["strict", "fused"])
+def eager_mode(request):
+    prev = torch_tpu.eager_mode()
+    torch_tpu.set_eager_mode(request.param)
+    yield request.param
+    torch_tpu.set_eager_mode(prev)

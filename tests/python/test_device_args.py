@@ -255,14 +255,6 @@ def _check(s: Any, case: Tuple) -> None:
 _IGNORES_PIN = {"aten::_to_copy", "aten::to.dtype_layout"}
 
 
-@pytest.fixture(params=["strict", "fused"])
-def eager_mode(request):
-    prev = torch_tpu.eager_mode()
-    torch_tpu.set_eager_mode(request.param)
-    yield request.param
-    torch_tpu.set_eager_mode(prev)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_walk(case, eager_mode):
     assert torch.tpu.current_device() == 0

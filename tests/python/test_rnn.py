@@ -25,14 +25,6 @@ DEV = "tpu"
 TOL = dict(rtol=2e-5, atol=2e-5)
 
 
-@pytest.fixture(params=["strict", "fused"])
-def eager_mode(request):
-    prev = torch_tpu.eager_mode()
-    torch_tpu.set_eager_mode(request.param)
-    yield request.param
-    torch_tpu.set_eager_mode(prev)
-
-
 def _tensors(out):
     r"""The tensors of a module's output (tuples, PackedSequence data), in order."""
     if isinstance(out, PackedSequence):
