@@ -354,6 +354,15 @@ void populateMovement(Registry& r) {
     int64_t step = ctx.has(4) ? ctx.toInt(4) : 1;
     return {ctx.b.sliceInDim(x, start, end, step, dim)};
   }).dtypes(kRestricted);
+  // narrow_copy(self, dim, start, length)
+  r.add("aten::narrow_copy", [](Context& ctx) -> std::vector<Value> {
+    Value x = ctx.tensor(0);
+    int64_t dim = normDim(ctx, ctx.toInt(1), x.rank());
+    int64_t size = x.shape()[dim], start = ctx.toInt(2), length = ctx.toInt(3);
+    if (start < 0) start += size;
+    if (start < 0 || start > size || length < 0 || start + length > size) ctx.fail("narrow_copy out of range");
+    return {ctx.b.sliceInDim(x, start, start + length, 1, dim)};
+  }).dtypes(kRestricted);
   // select_copy.int(self, dim, index)
   r.add("aten::select_copy.int", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
