@@ -8,6 +8,7 @@
 
 #include "lowering/target.h"
 #include "runtime/shutdown.h"
+#include "settings/settings.h"
 
 namespace torch_tpu {
 
@@ -57,6 +58,17 @@ runtime::Client& client() {
         "tpu: no PJRT plugin configured (import torch_tpu first; the default plugin comes from "
         "`pip install xla-cpu-pjrt`)";
     TORCH_CHECK(false, g_init_error);
+  }
+  // Every setting C++ reads is checked here, before the first program: some are read late (the disk cache's budget
+  // inside a compile), where an invalid value would surface as a failed compile instead of the setting's error.
+  for (const settings::Spec& spec : settings::table()) {
+    if (std::string(spec.reader).find("C++") == std::string::npos) continue;
+    try {
+      (void)settings::read(spec.name);
+    } catch (const settings::SettingError& e) {
+      g_init_error = e.what();
+      TORCH_CHECK(false, g_init_error);
+    }
   }
   // The plugins log through absl at INFO by default; keep start-up quiet unless asked otherwise.
   setenv("TF_CPP_MIN_LOG_LEVEL", "1", /*overwrite=*/0);

@@ -107,9 +107,10 @@ def test_values_read_in_cpp(run_python, tmp_path):
     assert "OUT 30.0 1610612736 False" in proc.stdout, proc.stdout
 
 
-# (TORCH_TPU_CACHE_MAX_BYTES is read inside a program's compile, whose failures the eager kernel turns into a CPU
-# fallback with a warning naming the variable and the accepted forms: not yet a RuntimeError.)
-@pytest.mark.parametrize("name, value", [("TORCH_TPU_EAGER_MODE", "fast"), ("TORCH_TPU_DEVICE_CHECKS", "maybe")])
+# Every setting C++ reads is checked when the device starts, also those read late (the disk cache's budget is read
+# inside a program's compile, where an invalid value used to become a CPU fallback with a warning).
+@pytest.mark.parametrize("name, value", [("TORCH_TPU_EAGER_MODE", "fast"), ("TORCH_TPU_DEVICE_CHECKS", "maybe"),
+                                         ("TORCH_TPU_CACHE_MAX_BYTES", "1.5GB")])
 def test_invalid_value_read_in_cpp_raises(run_python, tmp_path, name, value):
     proc = run_python(
         """
