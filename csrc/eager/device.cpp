@@ -5,6 +5,9 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "core/checks.h"
 #include "core/client.h"
@@ -83,6 +86,55 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 
+// ---- pinned host memory ----
+// Host allocations made for the device (`pin_memory()`, `empty(..., pin_memory=True)`, DataLoader's pinning, DDP's
+// bitmap of used parameters): page-aligned host blocks whose address ranges are kept, so `is_pinned()` answers for
+// any pointer into one, as CUDA's host allocator does. The PJRT plugins copy from any host memory; the blocks are
+// what PyTorch's contracts for pinned tensors need (is_pinned, pin_memory returning a pinned copy).
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  static PinnedAllocator& get() {
+    static PinnedAllocator* a = new PinnedAllocator();  // never destroyed: tensors may outlive static teardown
+    return *a;
+  }
+  c10::DataPtr allocate(size_t n) override {
+    constexpr size_t kAlign = 4096;
+    size_t bytes = ((std::max<size_t>(n, 1) + kAlign - 1) / kAlign) * kAlign;
+    void* p = std::aligned_alloc(kAlign, bytes);
+    if (p == nullptr) throw c10::OutOfMemoryError(
+        c10::SourceLocation{__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+        "tpu: cannot allocate " + std::to_string(n) + " bytes of pinned host memory");
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      blocks_[reinterpret_cast<uintptr_t>(p)] = bytes;
+    }
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const final { default_copy_data(dest, src, count); }
+  bool contains(const void* data) {
+    uintptr_t a = reinterpret_cast<uintptr_t>(data);
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = blocks_.upper_bound(a);
+    if (it == blocks_.begin()) return false;
+    --it;
+    return a < it->first + it->second;
+  }
+
+ private:
+  static void release(void* p) {
+    if (p == nullptr) return;
+    {
+      PinnedAllocator& self = get();
+      std::lock_guard<std::mutex> g(self.mu_);
+      self.blocks_.erase(reinterpret_cast<uintptr_t>(p));
+    }
+    std::free(p);
+  }
+  std::mutex mu_;
+  std::map<uintptr_t, size_t> blocks_;  // start -> length
+};
+
 // ---- hooks ----
 std::atomic<bool> g_accelerator_reported{true};
 
@@ -110,8 +162,8 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
     // A tpu data pointer is the address of its TpuStorage (plus an offset for views).
     return c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(currentDevice()));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* data) const override { return PinnedAllocator::get().contains(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &PinnedAllocator::get(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 

@@ -121,10 +121,9 @@ from transformers import Qwen3ForCausalLM, Trainer, TrainingArguments
 model = Qwen3ForCausalLM.from_pretrained(sys.argv[1], dtype=torch.float32)
 args = TrainingArguments(output_dir=sys.argv[2] + ".run", per_device_train_batch_size=4, max_steps=4,
                          learning_rate=1e-2, logging_steps=1, report_to=[], save_strategy="no", seed=0,
-                         dataloader_num_workers=0, disable_tqdm=True,
-                         # Trainer's default (True unless checkpointing) makes DDP's reducer copy its used-parameter
-                         # map through pinned host memory, which tpu does not provide yet (reducer.cpp asserts)
-                         ddp_find_unused_parameters=False)
+                         # Trainer's default ddp_find_unused_parameters (True unless checkpointing): DDP's reducer
+                         # copies its used-parameter map through pinned host memory
+                         dataloader_num_workers=0, disable_tqdm=True)
 trainer = Trainer(model=model, args=args, train_dataset=TinyLM())
 trainer.train()
 import torch.distributed as dist
