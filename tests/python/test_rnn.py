@@ -371,11 +371,11 @@ class _Model(nn.Module):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("allow_rnn", [True])
+@pytest.mark.parametrize("allow_rnn", [True, False])
 def test_compiled(fresh_dynamo, allow_rnn):
     r"""allow_rnn=True: dynamo traces the recurrent modules (PyTorch's decomposition, unrolled) and the cells (the
-    fused cell ops inside the graph). allow_rnn=False (dynamo's default graph break around nn.RNN/LSTM/GRU) is not
-    tested: the graph after the break fails in AOTAutograd's runtime wrapper ("Cannot copy out of meta tensor")."""
+    fused cell ops inside the graph). allow_rnn=False (dynamo's default): a graph break around nn.RNN/LSTM/GRU, which
+    run eagerly between the compiled graphs (their Python meta kernels must not be traced by Dynamo there)."""
     torch.manual_seed(10)
     model = _Model()
     x = _seq(3, 2, 4)  # two steps: the compiled graph is unrolled, and its compile time grows with the steps
@@ -386,7 +386,8 @@ def test_compiled(fresh_dynamo, allow_rnn):
     with torch._dynamo.config.patch(allow_rnn=allow_rnn):
         _compare(model, (x,), tpu_module=tpu_module, tol=dict(rtol=1e-4, atol=1e-4))
     stats = torch_tpu.compile_stats()
-    assert stats["graphs"] >= 1, stats
+    # allow_rnn=False: Dynamo cannot resume after a break inside this forward, so it runs the forward eagerly
+    assert stats["graphs"] >= 1 or not allow_rnn, stats
 
 
 # ---- PyTorch's ModuleInfo samples ----
