@@ -869,6 +869,7 @@ static void compileSweep() {
   sweep("aten::permute_copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 3, 4}), L({2, 0, 1})}; });
   sweep("aten::slice_copy.Tensor", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(1), I(1), I(100), I(2)}; });
   sweep("aten::select_copy.int", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(1), I(-1)}; });
+  sweep("aten::narrow_copy", kAll, [](DType t) { return std::vector<In>{T(t, {2, 5}), I(1), I(-4), I(3)}; });
 }
 
 // ------------------------------------------------------------------ coverage table
