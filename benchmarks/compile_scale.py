@@ -69,7 +69,9 @@ def torch_worker(mode: str, layers: int, kind: str) -> dict:
     model = torch.nn.Sequential(*[cls() for _ in range(layers)]).to("tpu")
     x = torch.randn(BATCH, SEQ, D, device="tpu")
     f = torch.compile(model, backend="tpu", fullgraph=True)
-    torch_tpu.reset_compile_stats()
+    from torch_tpu._dynamo_backend import reset_compile_stats
+
+    reset_compile_stats()
     t0 = time.perf_counter()
     if kind == "forward":
         with torch.no_grad():

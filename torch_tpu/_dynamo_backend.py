@@ -305,6 +305,11 @@ class _Desc:
         self.num_ops = 0
 
 
+# Copies without a rule that a region's function computes as the value itself (a function's values are not
+# storages: nothing aliases them).
+_REGION_IDENTITY_OPS = {"aten::detach_copy", "aten::alias_copy"}
+
+
 def _region_kind(n: torch.fx.Node) -> Optional[str]:
     """"invoke_subgraph" or "scan" for a node of those higher-order ops (compiled as functions of the program,
     see csrc/compile/graph.h), else None."""
@@ -352,7 +357,8 @@ def _region_ok(gm: torch.fx.GraphModule, n: torch.fx.Node) -> Optional[str]:
                 why = None
             else:
                 name = _op_name(sn.target)
-                why = None if name is not None and (name in _NOOP_OPS or _C._compile_has_rule(name)) else \
+                why = None if name is not None and (name in _NOOP_OPS or name in _REGION_IDENTITY_OPS
+                                                    or _C._compile_has_rule(name)) else \
                     _node_supported(sn) or "no lowering"
                 if name == "aten::copy_":
                     why = "an input mutation inside the subgraph"
@@ -487,6 +493,9 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
         name = _op_name(n.target)
         if name is None:
             raise UnsupportedGraph(f"unsupported call {n.target}")
+        if not root and name in _REGION_IDENTITY_OPS and not _C._compile_has_rule(name):
+            env[n] = env[n.args[0]]
+            continue
         if name in _NOOP_OPS:
             env[n] = None
             continue

@@ -96,40 +96,58 @@ def test_region_training_step_equals_cpu_and_plain():
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
 
-def test_region_with_random_op_is_inlined():
-    class Drop(torch.nn.Module):
+def test_region_with_device_check_is_inlined():
+    # an index's bounds are checked on the device (program state a function cannot reach): the region is compiled
+    # inline at its call sites, and a bad index still raises
+    class Gather(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.l = torch.nn.Linear(D, D)
+            self.w = torch.nn.Parameter(torch.randn(10, D))
 
         @torch.compiler.nested_compile_region
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return F.dropout(self.l(x), 0.5, training=True)
+        def forward(self, x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+            return x + torch.index_select(self.w, 0, idx)
 
-    m = torch.nn.Sequential(Drop(), Drop()).to("tpu")
-    out = torch.compile(m, backend="tpu", fullgraph=True)(torch.randn(4, D, device="tpu"))
-    assert out.shape == (4, D)
-    zeros = (out == 0).float().mean().item()
-    assert 0.2 < zeros < 0.8
-    assert torch_tpu.compile_stats()["regions_inlined"] >= 2
+    torch.manual_seed(0)
+    cpu = Gather()
+    dev = Gather().to("tpu")
+    dev.load_state_dict(cpu.state_dict())
+
+    def f(m, x, idx):
+        return m(m(x, idx), idx)
+
+    x, idx = torch.randn(4, D), torch.tensor([1, 3, 9, 0])
+    with torch.no_grad():
+        ref = f(cpu, x, idx)
+        out = torch.compile(f, backend="tpu", fullgraph=True)(dev, x.to("tpu"), idx.to("tpu"))
+    torch.testing.assert_close(out.cpu(), ref)
+    st = torch_tpu.compile_stats()
+    assert st["regions_inlined"] == 2 and st["region_functions"] == 0, st
 
 
-def test_scan_equals_cpu():
+def test_scan_forward_and_backward_equal_cpu():
     from torch._higher_order_ops.scan import scan
 
-    def combine(carry, x, w):
-        h = torch.tanh(carry @ w + x)
-        return h, h.sum(-1) * 2
-
     def f(init, xs, w):
-        return scan(lambda c, x: combine(c, x, w), init, xs)
+        def combine(c, x):
+            h = torch.tanh(c @ w + x)
+            return h, h.sum(-1) * 2
+
+        return scan(combine, init, xs)
 
     torch.manual_seed(0)
     init, xs, w = torch.randn(3, 8), torch.randn(5, 3, 8), torch.randn(8, 8) * 0.3
-    ref = f(init, xs, w)
-    out = torch.compile(f, backend="tpu", fullgraph=True)(init.to("tpu"), xs.to("tpu"), w.to("tpu"))
-    for a, b in zip(out, ref):
+    res = {}
+    for dev in ("cpu", "tpu"):
+        args = [t.detach().to(dev).requires_grad_(True) for t in (init, xs, w)]
+        fn = f if dev == "cpu" else torch.compile(f, backend="tpu", fullgraph=True)
+        carry, ys = fn(*args)
+        if dev == "tpu":
+            text = _C._compile_last_program_text()
+            assert _functions(text) == 1 and "stablehlo.while" in text
+        (carry.square().sum() + ys.sum()).backward()
+        res[dev] = [carry.detach(), ys.detach()] + [a.grad for a in args]
+    for a, b in zip(res["tpu"], res["cpu"]):
         torch.testing.assert_close(a.cpu(), b, rtol=1e-4, atol=1e-4)
-    text = _C._compile_last_program_text()
-    assert _functions(text) == 1 and "stablehlo.while" in text
-    assert torch_tpu.compile_stats()["region_calls"] == 1
+    st = torch_tpu.compile_stats()
+    assert st["region_functions"] == 2 and st["region_calls"] == 2  # the forward's scan and the backward's
