@@ -40,7 +40,8 @@ _BACKEND_NAME = "tpu"
 _graph_ids = itertools.count()
 _py_stats: Dict[str, int] = {"partitioned_graphs": 0, "eager_graphs": 0, "fallback_nodes": 0, "collective_nodes": 0,
                              "dynamic_graphs": 0, "shape_specializations": 0, "stream_nodes": 0,
-                             "program_collectives": 0, "flex_attention_nodes": 0}
+                             "program_collectives": 0, "flex_attention_nodes": 0,
+                             "regions_inlined": 0}
 # Specialisations kept per dynamic graph (least recently used first out; their programs stay in the executable caches).
 _MAX_SPECIALIZATIONS = 64
 
@@ -75,7 +76,9 @@ def compile_stats() -> Dict[str, Any]:
     (stream and event operations, run between compiled partitions), and
     dynamic_graphs / shape_specializations (graphs with symbolic sizes, and the concrete-shape programs made for
     them), flex_attention_nodes (``flex_attention`` higher-order ops traced into ATen ops, see
-    ``_inline_flex_attention``)."""
+    ``_inline_flex_attention``), region_functions / region_calls (subgraphs of ``nested_compile_region`` and
+    ``scan`` lowered once as functions of their program, and their call sites) and regions_inlined (regions
+    compiled inline instead: a random op or device-side check inside, or a partitioned graph)."""
     d = dict(_C._compile_stats())
     d.update(_py_stats)
     return d
@@ -274,6 +277,10 @@ def _node_supported(node: torch.fx.Node) -> Optional[str]:
         return None
     if node.target is operator.getitem:
         return None
+    if _region_kind(node) is not None:
+        gm = node.graph.owning_module
+        why = _region_ok(gm, node) if gm is not None else "no owning module"
+        return None if why is None else _C._no_lowering(str(node.target.name()), why)
     name = _op_name(node.target)
     if name is None:
         return _C._no_lowering(getattr(node.target, "__name__", str(node.target)), "not an ATen operator")
@@ -298,8 +305,113 @@ class _Desc:
         self.num_ops = 0
 
 
-def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None) -> _Desc:
+# Copies without a rule that a region's function computes as the value itself (a function's values are not
+# storages: nothing aliases them).
+_REGION_IDENTITY_OPS = {"aten::detach_copy", "aten::alias_copy"}
+
+
+def _region_kind(n: torch.fx.Node) -> Optional[str]:
+    """"invoke_subgraph" or "scan" for a node of those higher-order ops (compiled as functions of the program,
+    see csrc/compile/graph.h), else None."""
+    t = n.target
+    if n.op == "call_function" and isinstance(t, torch._ops.HigherOrderOperator) and not n.kwargs:
+        k = t.name()
+        if k == "invoke_subgraph" and len(n.args) >= 2:
+            return k
+        if k == "scan" and len(n.args) == 4:
+            return k
+    return None
+
+
+def _region_module(gm: torch.fx.GraphModule, n: torch.fx.Node) -> Optional[torch.fx.GraphModule]:
+    a = n.args[0]
+    if not (isinstance(a, torch.fx.Node) and a.op == "get_attr"):
+        return None
+    sub = _getattr_path(gm, str(a.target))
+    return sub if isinstance(sub, torch.fx.GraphModule) else None
+
+
+def _region_operands(n: torch.fx.Node) -> List[Any]:
+    """The tensor operands of a region node, in the order its subgraph takes them."""
+    if _region_kind(n) == "invoke_subgraph":
+        return list(n.args[2:])
+    _, init, xs, extra = n.args
+    return list(init) + list(xs) + list(extra)
+
+
+def _region_ok(gm: torch.fx.GraphModule, n: torch.fx.Node) -> Optional[str]:
+    """None if a region node can become a function of the program (its subgraph's nodes all have lowerings, it
+    takes tensors only and holds no constants), else why not."""
+    sub = _region_module(gm, n)
+    if sub is None:
+        return "its subgraph is not a graph module"
+    if not all(isinstance(a, torch.fx.Node) for a in _region_operands(n)):
+        return "a non-tensor operand"
+    for sn in sub.graph.nodes:
+        if sn.op == "get_attr" and not isinstance(_getattr_path(sub, str(sn.target)), torch.fx.GraphModule):
+            return "a constant inside the subgraph"
+        if sn.op == "call_function":
+            if _region_kind(sn) is not None:
+                why = _region_ok(sub, sn)
+            elif sn.target is operator.getitem:
+                why = None
+            else:
+                name = _op_name(sn.target)
+                why = None if name is not None and (name in _NOOP_OPS or name in _REGION_IDENTITY_OPS
+                                                    or _C._compile_has_rule(name)) else \
+                    _node_supported(sn) or "no lowering"
+                if name == "aten::copy_":
+                    why = "an input mutation inside the subgraph"
+            if why is not None:
+                return why
+    return None
+
+
+def _inline_regions(gm: torch.fx.GraphModule, only: Optional[set] = None) -> int:
+    """Replace invoke_subgraph nodes (all, or those in ``only``) by their subgraph's nodes, in place (the graph
+    compiles them per call site). Returns how many were inlined."""
+    count = 0
+    for n in list(gm.graph.nodes):
+        if _region_kind(n) != "invoke_subgraph" or (only is not None and n not in only):
+            continue
+        sub = _region_module(gm, n)
+        if sub is None:
+            continue
+        sub_node = n.args[0]
+        out = _copy_graph_before(gm, n, sub, list(n.args[2:]), const_prefix="_region_const")
+        for user in list(n.users):
+            if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
+                user.replace_all_uses_with(out[user.args[1]])
+                gm.graph.erase_node(user)
+        if n.users:
+            n.replace_all_uses_with(out)
+        gm.graph.erase_node(n)
+        if not sub_node.users:
+            gm.graph.erase_node(sub_node)
+        count += 1
+    if count:
+        # nested regions of inlined subgraphs are inlined too when they cannot be functions
+        gm.graph.lint()
+        gm.recompile()
+        _py_stats["regions_inlined"] += count
+    return count
+
+
+def _prepare_regions(gm: torch.fx.GraphModule) -> None:
+    """Regions whose subgraph cannot become a function of the program are inlined (nested ones first)."""
+    while True:
+        bad = {n for n in gm.graph.nodes if _region_kind(n) == "invoke_subgraph" and _region_ok(gm, n) is not None}
+        if not bad or not _inline_regions(gm, bad):
+            return
+
+
+def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None,
+              subgraphs: Optional[List[Any]] = None) -> _Desc:
     d = _Desc()
+    root = subgraphs is None
+    if root:
+        subgraphs = []  # (module, desc dict) of every region's subgraph, all levels
+    sub_index: Dict[int, int] = {}
     graph_name = name  # `name` names each node's op below
     env: Dict[Any, Any] = {}
     inputs: List[Tuple] = []
@@ -319,6 +431,9 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
         inputs.append(_meta(v))
     for n in get_attrs:
         t = _getattr_path(gm, str(n.target))
+        if isinstance(t, torch.fx.GraphModule) and n.users and all(_region_kind(u) for u in n.users):
+            env[n] = None  # a region's subgraph (see below)
+            continue
         if not isinstance(t, torch.Tensor):
             raise UnsupportedGraph(f"non-tensor attribute {n.target}")
         env[n] = len(inputs)
@@ -343,9 +458,44 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
                 raise UnsupportedGraph(f"getitem of a non-list value {n.args[0].name}")
             env[n] = base[n.args[1]]
             continue
+        kind = _region_kind(n)
+        if kind is not None:
+            # a function of the program, called here (its subgraph described once, whatever its call sites)
+            sub = _region_module(gm, n)
+            why = _region_ok(gm, n)
+            if why is not None:
+                raise UnsupportedGraph(f"{kind} {n.name}: {why}")
+            operands = _region_operands(n)
+            k = next((i for i, (m, _) in enumerate(subgraphs) if m is sub), None)
+            if k is None:
+                sd = _describe(sub, f"{graph_name}.{n.args[0].target}",
+                               [o.meta.get("val", None) for o in operands], subgraphs)
+                if sd.constants or sd.const_outputs or sd.dropped_inputs or sd.opaque_outputs:
+                    raise UnsupportedGraph(f"{kind} {n.name}: its subgraph holds non-tensor values")
+                k = len(subgraphs)
+                subgraphs.append((sub, sd.desc))
+            if kind == "invoke_subgraph":
+                args = [("Int", "subgraph", "C", k), _encode(list(n.args[2:]), "TensorList", "operands", env)]
+            else:
+                _, init, xs, extra = n.args
+                args = [("Int", "combine_fn", "C", k), _encode(list(init), "TensorList", "init", env),
+                        _encode(list(xs), "TensorList", "xs", env),
+                        _encode(list(extra), "TensorList", "additional_inputs", env)]
+            val = n.meta.get("val", None)
+            vals = list(val) if isinstance(val, (list, tuple)) else [val]
+            metas = [_meta(x) for x in vals]
+            idx = list(range(nv, nv + len(vals)))
+            env[n] = idx
+            nv += len(idx)
+            nodes.append((f"higher_order::{kind}", args, metas, idx))
+            d.node_of_desc.append(n)
+            continue
         name = _op_name(n.target)
         if name is None:
             raise UnsupportedGraph(f"unsupported call {n.target}")
+        if not root and name in _REGION_IDENTITY_OPS and not _C._compile_has_rule(name):
+            env[n] = env[n.args[0]]
+            continue
         if name in _NOOP_OPS:
             env[n] = None
             continue
@@ -409,6 +559,8 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
                       if isinstance(v, _OpaqueInput) and v.used and v.group is not None]
     d.desc = dict(name=graph_name, inputs=inputs, nodes=nodes, outputs=outputs, output_meta=output_meta,
                   mutations=mutations, num_values=nv)
+    if root and subgraphs:
+        d.desc["subgraphs"] = [sd for _, sd in subgraphs]
     d.single_output = single  # type: ignore[attr-defined]
     d.num_ops = len(nodes)
     return d
@@ -819,6 +971,7 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                         collectives_in_program: bool = True) -> Callable:
     _inline_control_deps(gm)
     _inline_flex_attention(gm)
+    _prepare_regions(gm)
     if specialise and _is_dynamic(gm):
         _py_stats["dynamic_graphs"] += 1
         log.info("torch_tpu: graph %s has symbolic sizes; it is compiled once per concrete input signature", name)
@@ -834,6 +987,9 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         why = _node_supported(n) or _made_elsewhere(n, dev)
         if why is not None:
             bad[n] = why
+    if bad and _inline_regions(gm):
+        # a partitioned graph runs its regions' nodes inline (partitions take no subgraphs)
+        return _compile_aten_graph(gm, example_inputs, name, fullgraph, inference, specialise, collectives_in_program)
     if inside and bad:  # the graph is partitioned anyway: its collectives split it too
         bad.update({n: _op_name(n.target) or str(n.target) for n in inside})
         inside = set()
@@ -883,6 +1039,15 @@ def _compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         if whole:
             return _unboxed(_eager_graph(gm, name, whole[0], fullgraph))
         failed = {d.node_of_desc[idx]: msg for idx, msg in errors}
+        regions = {n for n in failed if _region_kind(n) == "invoke_subgraph"}
+        if regions:
+            # a region's function could not be built (a random op or a device-side check inside it): its call
+            # sites compile its nodes inline
+            log.info("torch_tpu: graph %s: regions compiled inline: %s", name, "; ".join(sorted(set(
+                failed[n] for n in regions))))
+            _inline_regions(gm, regions)
+            return _unboxed(_compile_aten_graph(gm, example_inputs, name, fullgraph, inference, specialise,
+                                                collectives_in_program))
         # A collective that cannot run inside the program (uneven all_to_all splits, ...): the graph is split at
         # every collective instead, as on the host transport.
         split = {n: m for n, m in failed.items() if n in inside}

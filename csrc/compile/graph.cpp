@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <sstream>
@@ -70,6 +71,16 @@ void resetCompileStats() {
   g_donated = 0;
 }
 
+namespace {
+std::mutex g_text_mu;
+std::string g_last_text;
+}  // namespace
+
+std::string lastProgramText() {
+  std::lock_guard<std::mutex> g(g_text_mu);
+  return g_last_text;
+}
+
 void clearCompileCache() {
   core::clearExecutables();
   core::clearPackedWeights();
@@ -92,7 +103,7 @@ namespace {
 TensorType typeOf(const TensorMeta& m) { return TensorType{toDType(m.dtype), m.sizes}; }
 
 // The arguments of one node. Throws LoweringError for what the rules cannot take.
-void buildArgs(core::CallContext& ctx, const NodeDesc& n, const std::vector<Value>& vals) {
+void buildArgs(lowering::Context& ctx, const NodeDesc& n, const std::vector<Value>& vals) {
   auto valueOf = [&](int v) -> Value {
     if (v < 0) return Value();
     if (v >= static_cast<int>(vals.size()) || !vals[v].valid()) ctx.fail("argument refers to an undefined value");
@@ -122,6 +133,274 @@ void buildArgs(core::CallContext& ctx, const NodeDesc& n, const std::vector<Valu
   }
 }
 
+// ---- regions: subgraphs (invoke_subgraph, scan's combine function) as private functions of the program ----
+
+// The Context of a node inside a region's function: no program state is reachable from there (a function is
+// isolated from the program's parameters), so random ops and device-side checks decline; the graph then inlines
+// the region (torch_tpu/_dynamo_backend.py).
+class RegionContext final : public lowering::Context {
+ public:
+  RegionContext(shlo::Builder& b, const std::string& op) : Context(b, op) {}
+  Value scalar(size_t i, DType dtype) override {
+    const Arg& a = arg(i);
+    if (a.kind == Arg::Kind::Tensor && a.tensor.valid()) {
+      if (a.tensor.rank() != 0) fail("argument '" + a.name + "' is not a scalar");
+      return b.convert(a.tensor, dtype);
+    }
+    if (a.kind == Arg::Kind::Int) return b.constantInt(a.i, dtype);
+    if (a.kind == Arg::Kind::Bool) return b.constantInt(a.b, dtype);
+    if ((a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double) && a.scalar.known()) {
+      if (a.scalar.kind == lowering::HostScalar::Kind::Int) return b.constantInt(a.scalar.i, dtype);
+      if (a.scalar.kind == lowering::HostScalar::Kind::Bool) return b.constantInt(a.scalar.b, dtype);
+      if (a.scalar.kind != lowering::HostScalar::Kind::Complex) return b.constant(a.scalar.f, dtype);
+    }
+    fail("argument '" + a.name + "' is not a number a compiled region can take");
+  }
+  Value rngState() override { fail("a random op inside a compiled region"); }
+  void check(Value, const std::string&, Value, CheckError) override {
+    fail("a device-side check inside a compiled region");
+  }
+};
+
+// The functions of one program: one per (subgraph, argument types), lowered once however often it is called.
+struct Regions {
+  const GraphDesc& root;  // holds every subgraph (GraphDesc::subgraphs)
+  std::map<std::string, std::pair<std::string, std::vector<TensorType>>> funcs;  // key -> (name, result types)
+  int64_t calls = 0;
+};
+
+int64_t lowerNodes(shlo::Builder& b, core::ProgramBuilder* pb, const GraphDesc& g, const GraphPlan& plan,
+                   std::vector<Value>& vals, Regions& regions, std::vector<std::pair<int, std::string>>* errors,
+                   CollectiveEnv* coll);
+
+const GraphDesc& subgraphOf(const Regions& r, const NodeDesc& n, const ArgDesc& a) {
+  if (a.src != ArgDesc::Src::Const || !a.constant.isInt())
+    throw lowering::LoweringError(n.op, "its subgraph argument is not a subgraph index");
+  int64_t k = a.constant.toInt();
+  if (k < 0 || k >= static_cast<int64_t>(r.root.subgraphs.size()))
+    throw lowering::LoweringError(n.op, "subgraph index " + std::to_string(k) + " out of range");
+  return *r.root.subgraphs[static_cast<size_t>(k)];
+}
+
+// The function of subgraph `k` for arguments of `types` (defined on first use). Returns its name and result types;
+// `out_pos` receives, per result, the subgraph output it is (None outputs are not returned).
+std::pair<std::string, std::vector<TensorType>> regionFunction(shlo::Builder& b, Regions& r, int64_t k,
+                                                               const std::vector<TensorType>& types,
+                                                               std::vector<int>* out_pos) {
+  const GraphDesc& sub = *r.root.subgraphs[static_cast<size_t>(k)];
+  const std::string op = "higher_order::subgraph";
+  if (types.size() != sub.inputs.size())
+    throw lowering::LoweringError(op, "subgraph " + sub.name + " takes " + std::to_string(sub.inputs.size()) +
+                                          " inputs, called with " + std::to_string(types.size()));
+  if (!sub.mutations.empty()) throw lowering::LoweringError(op, "subgraph " + sub.name + " mutates its inputs");
+  if (out_pos) {
+    out_pos->clear();
+    for (size_t j = 0; j < sub.outputs.size(); ++j)
+      if (sub.outputs[j] >= 0) out_pos->push_back(static_cast<int>(j));
+  }
+  std::string key = std::to_string(k);
+  for (const TensorType& t : types) key += "," + t.str();
+  auto it = r.funcs.find(key);
+  if (it != r.funcs.end()) return it->second;
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i] != typeOf(sub.inputs[i]))
+      throw lowering::LoweringError(op, "input " + std::to_string(i) + " of subgraph " + sub.name + " is " +
+                                            types[i].str() + ", it was traced with " + typeOf(sub.inputs[i]).str());
+  std::string name = "region" + std::to_string(k) + "_" + std::to_string(r.funcs.size());
+  GraphPlan plan = planGraph(sub);
+  std::vector<TensorType> res = b.function(name, types, [&](shlo::Builder& fb, const std::vector<Value>& args) {
+    std::vector<Value> vals(std::max<size_t>(static_cast<size_t>(sub.num_values), args.size()));
+    for (size_t i = 0; i < args.size(); ++i) vals[i] = args[i];
+    lowerNodes(fb, nullptr, sub, plan, vals, r, nullptr, nullptr);
+    std::vector<Value> outs;
+    for (size_t j = 0; j < sub.outputs.size(); ++j) {
+      int v = sub.outputs[j];
+      if (v < 0) continue;
+      if (v >= static_cast<int>(vals.size()) || !vals[v].valid())
+        throw lowering::LoweringError(op, "output " + std::to_string(j) + " of subgraph " + sub.name + " has no value");
+      Value o = vals[v];
+      const TensorMeta& m = sub.output_meta[j];
+      if (m.defined) {
+        o = fb.convert(o, toDType(m.dtype));
+        if (o.shape() != m.sizes) o = fb.reshape(o, m.sizes);
+      }
+      outs.push_back(o);
+    }
+    if (outs.empty()) throw lowering::LoweringError(op, "subgraph " + sub.name + " returns nothing");
+    return outs;
+  });
+  auto entry = std::make_pair(name, res);
+  r.funcs.emplace(key, entry);
+  return entry;
+}
+
+std::vector<Value> valuesArg(const NodeDesc& n, const ArgDesc& a, const std::vector<Value>& vals) {
+  if (a.src != ArgDesc::Src::Values) throw lowering::LoweringError(n.op, "argument '" + a.name + "' is not a list");
+  std::vector<Value> out;
+  for (int v : a.values) {
+    if (v < 0 || v >= static_cast<int>(vals.size()) || !vals[v].valid())
+      throw lowering::LoweringError(n.op, "argument '" + a.name + "' refers to an undefined value");
+    out.push_back(vals[v]);
+  }
+  return out;
+}
+
+// invoke_subgraph(subgraph, operands): one func.call of the subgraph's function.
+std::vector<Value> lowerInvokeSubgraph(shlo::Builder& b, const NodeDesc& n, const std::vector<Value>& vals,
+                                       Regions& r) {
+  if (n.args.size() != 2) throw lowering::LoweringError(n.op, "expects (subgraph, operands)");
+  subgraphOf(r, n, n.args[0]);
+  std::vector<Value> operands = valuesArg(n, n.args[1], vals);
+  std::vector<TensorType> types;
+  for (const Value& v : operands) types.push_back(v.type);
+  std::vector<int> pos;
+  auto f = regionFunction(b, r, n.args[0].constant.toInt(), types, &pos);
+  std::vector<Value> called = b.call(f.first, operands, f.second);
+  r.calls++;
+  std::vector<Value> results(n.results.size());
+  for (size_t j = 0; j < pos.size(); ++j)
+    if (static_cast<size_t>(pos[j]) < results.size()) results[static_cast<size_t>(pos[j])] = called[j];
+  return results;
+}
+
+// scan(combine, init, xs, additional_inputs) over dimension 0 of xs: a counted stablehlo.while whose body slices
+// the xs at the step, calls combine's function on (carry, x slices, additional inputs) -> (next carry, ys) and
+// writes the ys into their stacked results. Results: the final carry, then the stacked ys.
+std::vector<Value> lowerScan(shlo::Builder& b, const NodeDesc& n, const std::vector<Value>& vals, Regions& r) {
+  if (n.args.size() != 4) throw lowering::LoweringError(n.op, "expects (combine_fn, init, xs, additional_inputs)");
+  subgraphOf(r, n, n.args[0]);
+  std::vector<Value> init = valuesArg(n, n.args[1], vals);
+  std::vector<Value> xs = valuesArg(n, n.args[2], vals);
+  std::vector<Value> extra = valuesArg(n, n.args[3], vals);
+  if (xs.empty()) throw lowering::LoweringError(n.op, "a scan without xs");
+  const int64_t len = xs[0].rank() > 0 ? xs[0].shape()[0] : -1;
+  std::vector<TensorType> types;
+  for (const Value& v : init) types.push_back(v.type);
+  for (const Value& x : xs) {
+    if (x.rank() == 0 || x.shape()[0] != len) throw lowering::LoweringError(n.op, "xs of different lengths");
+    types.push_back(TensorType{x.dtype(), shlo::Shape(x.shape().begin() + 1, x.shape().end())});
+  }
+  for (const Value& v : extra) types.push_back(v.type);
+  std::vector<int> pos;
+  auto f = regionFunction(b, r, n.args[0].constant.toInt(), types, &pos);
+  const size_t ni = init.size(), nres = n.results.size();
+  if (pos.size() != nres || nres < ni)
+    throw lowering::LoweringError(n.op, "combine_fn returns " + std::to_string(pos.size()) + " values, the scan has " +
+                                            std::to_string(nres) + " results");
+  for (size_t j = 0; j < nres; ++j) {
+    if (static_cast<size_t>(pos[j]) != j) throw lowering::LoweringError(n.op, "combine_fn returns None");
+    if (!n.results[j].defined) throw lowering::LoweringError(n.op, "a scan result without a type");
+  }
+  // Loop values: carry, stacked ys, xs, additional inputs.
+  std::vector<Value> loop(init);
+  for (size_t j = ni; j < nres; ++j) loop.push_back(b.zeros(typeOf(n.results[j])));
+  for (size_t j = 0; j < ni; ++j)
+    if (f.second[j] != init[j].type)
+      throw lowering::LoweringError(n.op, "combine_fn's carry " + std::to_string(j) + " is " + f.second[j].str() +
+                                              ", init is " + init[j].type.str());
+  loop.insert(loop.end(), xs.begin(), xs.end());
+  loop.insert(loop.end(), extra.begin(), extra.end());
+  const size_t ny = nres - ni;
+  std::vector<Value> out = b.forLoop(len, loop, [&](shlo::Builder& lb, Value i, const std::vector<Value>& cur) {
+    Value zero = lb.constantInt(0, DType::S32);
+    std::vector<Value> args(cur.begin(), cur.begin() + static_cast<std::ptrdiff_t>(ni));
+    for (size_t k = 0; k < xs.size(); ++k) {
+      const Value& x = cur[ni + ny + k];
+      std::vector<Value> starts(static_cast<size_t>(x.rank()), zero);
+      starts[0] = i;
+      shlo::Shape sizes = x.shape();
+      sizes[0] = 1;
+      args.push_back(lb.reshape(lb.dynamicSlice(x, starts, sizes), types[ni + k].shape));
+    }
+    for (size_t k = 0; k < extra.size(); ++k) args.push_back(cur[ni + ny + xs.size() + k]);
+    std::vector<Value> res = lb.call(f.first, args, f.second);
+    std::vector<Value> next(res.begin(), res.begin() + static_cast<std::ptrdiff_t>(ni));
+    for (size_t j = 0; j < ny; ++j) {
+      const Value& ys = cur[ni + j];
+      shlo::Shape one = ys.shape();
+      one[0] = 1;
+      Value y = lb.reshape(lb.convert(res[ni + j], ys.dtype()), one);
+      std::vector<Value> starts(static_cast<size_t>(ys.rank()), zero);
+      starts[0] = i;
+      next.push_back(lb.dynamicUpdateSlice(ys, y, starts));
+    }
+    next.insert(next.end(), cur.begin() + static_cast<std::ptrdiff_t>(ni + ny), cur.end());
+    return next;
+  });
+  r.calls++;
+  out.resize(nres);
+  return out;
+}
+
+// Lowers g's nodes in order over `vals`. `pb`: the program's builder (null inside a region's function). With
+// `errors`, every node that cannot be lowered is recorded there and its results replaced by zeros so the build goes
+// on; without, the first such node throws. Returns the number of nodes lowered.
+int64_t lowerNodes(shlo::Builder& b, core::ProgramBuilder* pb, const GraphDesc& g, const GraphPlan& plan,
+                   std::vector<Value>& vals, Regions& regions, std::vector<std::pair<int, std::string>>* errors,
+                   CollectiveEnv* coll) {
+  int64_t ops = 0;
+  for (size_t idx = 0; idx < g.nodes.size(); ++idx) {
+    const NodeDesc& n = g.nodes[idx];
+    auto record = [&](const std::string& msg) {
+      errors->emplace_back(static_cast<int>(idx), msg);
+      for (size_t k = 0; k < n.results.size(); ++k)
+        if (n.result_values[k] >= 0 && n.results[k].defined) vals[n.result_values[k]] = b.zeros(typeOf(n.results[k]));
+    };
+    // The node's results: a collective of the program's group, a region, or the node's lowering rule. One handler
+    // turns what cannot be lowered into the node's error (the graph is then split or partitioned by the caller).
+    auto lowerNode = [&]() -> std::vector<Value> {
+      if (isCollectiveOp(n.op)) {
+        if (coll == nullptr) throw lowering::LoweringError(n.op, "a collective outside a group of the XLA transport");
+        return lowerCollective(b, n, vals, *coll);
+      }
+      if (n.op == "higher_order::invoke_subgraph") return lowerInvokeSubgraph(b, n, vals, regions);
+      if (n.op == "higher_order::scan") return lowerScan(b, n, vals, regions);
+      const lowering::Rule* rule = core::ruleFor(n.op).rule;
+      if (!rule) throw lowering::LoweringError(n.op, "");
+      std::unique_ptr<lowering::Context> owned;
+      if (pb) owned = std::make_unique<core::CallContext>(*pb, n.op);
+      else owned = std::make_unique<RegionContext>(b, n.op);
+      lowering::Context& ctx = *owned;
+      buildArgs(ctx, n, vals);
+      for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
+      if (std::string why = lowering::declineReason(*rule, ctx); !why.empty()) ctx.fail(why);
+      return lowering::lower(*rule, ctx);
+    };
+    std::vector<Value> results;
+    if (!errors) {
+      try {
+        results = lowerNode();
+      } catch (const lowering::LoweringError&) {
+        throw;
+      } catch (const shlo::BuildError& e) {
+        throw lowering::LoweringError(n.op, e.what());
+      } catch (const c10::Error& e) {
+        throw lowering::LoweringError(n.op, e.what_without_backtrace());
+      }
+    } else {
+      try {
+        results = lowerNode();
+      } catch (const lowering::LoweringError& e) {
+        record(e.what());
+        continue;
+      } catch (const shlo::BuildError& e) {
+        record(lowering::noLowering(n.op, e.what()));
+        continue;
+      } catch (const c10::Error& e) {
+        record(lowering::noLowering(n.op, e.what_without_backtrace()));
+        continue;
+      }
+    }
+    ops++;
+    if (plan.materialize[idx])
+      for (auto& r : results)
+        if (r.valid() && shlo::isFloat(r.dtype())) r = materialized(b, r);
+    for (size_t k = 0; k < n.results.size() && k < results.size(); ++k)
+      if (n.result_values[k] >= 0) vals[n.result_values[k]] = results[k];
+  }
+  return ops;
+}
+
 struct BuildResult {
   std::shared_ptr<GraphProgram> prog;
   std::string text;
@@ -134,7 +413,7 @@ struct BuildResult {
 // `num_replicas` devices.
 BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::Signature& sig,
                          std::vector<std::pair<int, std::string>>& errors, CollectiveEnv* coll = nullptr,
-                         int num_replicas = 1) {
+                         int num_replicas = 1, Regions* regions_out = nullptr) {
   auto gp = std::make_shared<GraphProgram>();
   const int nin = static_cast<int>(g.inputs.size());
 
@@ -167,47 +446,11 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
     }
     vals[i] = pb.read(i);
   }
-  for (size_t idx = 0; idx < g.nodes.size(); ++idx) {
-    const NodeDesc& n = g.nodes[idx];
-    auto record = [&](const std::string& msg) {
-      errors.emplace_back(static_cast<int>(idx), msg);
-      for (size_t k = 0; k < n.results.size(); ++k)
-        if (n.result_values[k] >= 0 && n.results[k].defined) vals[n.result_values[k]] = b.zeros(typeOf(n.results[k]));
-    };
-    // The node's results: a collective of the program's group, or the node's lowering rule. One handler turns
-    // what cannot be lowered into the node's error (the graph is then split or partitioned by the caller).
-    auto lowerNode = [&]() -> std::vector<Value> {
-      if (isCollectiveOp(n.op)) {
-        if (coll == nullptr) throw lowering::LoweringError(n.op, "a collective outside a group of the XLA transport");
-        return lowerCollective(b, n, vals, *coll);
-      }
-      const lowering::Rule* rule = core::ruleFor(n.op).rule;
-      if (!rule) throw lowering::LoweringError(n.op, "");
-      core::CallContext ctx(pb, n.op);
-      buildArgs(ctx, n, vals);
-      for (const auto& m : n.results) ctx.outputs.push_back(m.defined ? typeOf(m) : TensorType{});
-      if (std::string why = lowering::declineReason(*rule, ctx); !why.empty()) ctx.fail(why);
-      return lowering::lower(*rule, ctx);
-    };
-    std::vector<Value> results;
-    try {
-      results = lowerNode();
-    } catch (const lowering::LoweringError& e) {
-      record(e.what());
-      continue;
-    } catch (const shlo::BuildError& e) {
-      record(lowering::noLowering(n.op, e.what()));
-      continue;
-    } catch (const c10::Error& e) {
-      record(lowering::noLowering(n.op, e.what_without_backtrace()));
-      continue;
-    }
-    gp->ops++;
-    if (plan.materialize[idx])
-      for (auto& r : results)
-        if (r.valid() && shlo::isFloat(r.dtype())) r = materialized(b, r);
-    for (size_t k = 0; k < n.results.size() && k < results.size(); ++k)
-      if (n.result_values[k] >= 0) vals[n.result_values[k]] = results[k];
+  Regions regions{g};
+  gp->ops += lowerNodes(b, &pb, g, plan, vals, regions, &errors, coll);
+  if (regions_out) {
+    regions_out->funcs = regions.funcs;
+    regions_out->calls = regions.calls;
   }
   if (!errors.empty()) return BuildResult{gp, ""};
 
@@ -437,12 +680,21 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
     c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(sig.device)));
     auto t0 = std::chrono::steady_clock::now();
     std::vector<std::pair<int, std::string>> errs;
-    BuildResult br = main ? buildProgram(g, *plan_, sig, errs, &coll, main->size()) : buildProgram(g, *plan_, sig, errs);
+    Regions regions{g};
+    BuildResult br = buildProgram(g, *plan_, sig, errs, main ? &coll : nullptr, main ? main->size() : 1, &regions);
     double lower_s = secondsSince(t0);
     {
       std::lock_guard<std::mutex> lk(g_stats_mu);
       g_stats.lowerings++;
       g_stats.lower_seconds += lower_s;
+      if (errs.empty()) {
+        g_stats.region_functions += static_cast<int64_t>(regions.funcs.size());
+        g_stats.region_calls += regions.calls;
+      }
+    }
+    if (errs.empty()) {
+      std::lock_guard<std::mutex> lk(g_text_mu);
+      g_last_text = br.text;
     }
     if (!errs.empty()) {
       TORCH_CHECK(errors != nullptr, "tpu compiled graph '", g.name, "': ", errs.front().second);

@@ -61,6 +61,12 @@ struct GraphDesc {
   std::vector<std::pair<int, int>> mutations;  // (input index, value index): the input's new contents
   int num_values = 0;
   bool inference = false;  // an inference graph (no autograd): parameters are expected to stay unchanged
+  // Regions (the root graph only): the subgraphs of its higher-order nodes, every level's, numbered as the nodes'
+  // subgraph arguments number them. A node "higher_order::invoke_subgraph" (subgraph, operands: Values) calls one;
+  // "higher_order::scan" (combine_fn, init, xs, additional_inputs: Values) loops one over dimension 0 of xs. Each
+  // subgraph becomes one private function of the program per argument types, lowered once however often it is
+  // called (nested_compile_region: the body of a repeated block lowered once).
+  std::vector<std::shared_ptr<const GraphDesc>> subgraphs;
 };
 
 struct CompileStats {
@@ -77,10 +83,14 @@ struct CompileStats {
   int64_t packed_weights = 0;  // transposed copies of weights made for inference programs (see plan.h)
   int64_t fast_calls = 0;      // runs served by runCached (the C++ graph call of inference graphs), included in runs
   int64_t donated = 0;         // input storage buffers donated to the programs of runs (updated in place)
+  int64_t region_functions = 0;  // private functions lowered for subgraphs (once per program and argument types)
+  int64_t region_calls = 0;      // their call sites (func.call of invoke_subgraph, loops of scan)
 };
 CompileStats compileStats();
 void resetCompileStats();
-void clearCompileCache();  // the process cache of executables and packed weights (the disk cache stays)
+void clearCompileCache();
+// The text of the latest program a graph built (tests and benchmarks inspect its functions).
+std::string lastProgramText();  // the process cache of executables and packed weights (the disk cache stays)
 
 // What the latest program build of a graph did (for logging).
 struct CompileEvent {

@@ -113,6 +113,8 @@ GraphDesc graphDesc(const py::dict& d) {
   g.mutations = d["mutations"].cast<std::vector<std::pair<int, int>>>();
   g.num_values = d["num_values"].cast<int>();
   if (d.contains("inference")) g.inference = d["inference"].cast<bool>();
+  if (d.contains("subgraphs"))
+    for (auto sd : d["subgraphs"]) g.subgraphs.push_back(std::make_shared<GraphDesc>(graphDesc(sd.cast<py::dict>())));
   return g;
 }
 
@@ -132,6 +134,8 @@ py::dict statsDict() {
   d["packed_weights"] = s.packed_weights;
   d["fast_calls"] = s.fast_calls;
   d["donated"] = s.donated;
+  d["region_functions"] = s.region_functions;
+  d["region_calls"] = s.region_calls;
   return d;
 }
 
@@ -223,6 +227,7 @@ void bindCompile(py::module_& m) {
   m.def("_compile_stats", &statsDict);
   m.def("_compile_reset_stats", &compile::resetCompileStats);
   m.def("_compile_clear_cache", &compile::clearCompileCache);
+  m.def("_compile_last_program_text", &compile::lastProgramText);
   m.def("_compile_set_cache_dir", &core::setCacheDir);
   m.def("_compile_cache_dir", &core::cacheDir);
 }

@@ -233,6 +233,19 @@ class Builder {
   using ForBody = std::function<std::vector<Value>(Builder&, Value i, const std::vector<Value>&)>;
   std::vector<Value> forLoop(int64_t trip_count, const std::vector<Value>& init, const ForBody& body);
 
+  // ---- functions (ops_control.cpp) ----
+  // Defines the private function @name(arg_types) -> (results) of the module: `body` receives its arguments and
+  // emits its ops through this Builder, like a loop body; values from outside must not be used inside (a function
+  // is isolated from above). Returns the result types. Defining a name twice is a BuildError (see hasFunction).
+  // A function may be defined while another's body is being built (it is not nested in it).
+  using FuncBody = std::function<std::vector<Value>(Builder&, const std::vector<Value>&)>;
+  std::vector<TensorType> function(const std::string& name, const std::vector<TensorType>& arg_types,
+                                   const FuncBody& body);
+  bool hasFunction(const std::string& name) const;
+  // `func.call @name(args)`; `results` are the function's result types (at least one).
+  std::vector<Value> call(const std::string& name, const std::vector<Value>& args,
+                          const std::vector<TensorType>& results);
+
   // ---- random ----
   // stablehlo.rng_bit_generator with THREE_FRY. state: tensor<2xui64>. Returns {new_state, bits of `t` (unsigned)}.
   std::vector<Value> rngBitGenerator(Value state, const TensorType& t);

@@ -3,6 +3,7 @@
 // A region's body is emitted by the ordinary op builders: while a region is open the Builder appends to the
 // region's text instead of @main's, and the region's block arguments are fresh values numbered from the same
 // counter (names never clash). The region's text is then spliced into the while op.
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -111,6 +112,87 @@ std::vector<Value> Builder::forLoop(int64_t trip_count, const std::vector<Value>
       });
   out.erase(out.begin());
   return out;
+}
+
+std::vector<TensorType> Builder::function(const std::string& name, const std::vector<TensorType>& arg_types,
+                                         const FuncBody& body) {
+  Impl& I = *impl_;
+  const char* op = "function";
+  if (I.finished) fail(op, "the builder was already finished");
+  if (name.empty() || name == "main") fail(op, "bad function name '" + name + "'");
+  const std::string key = "func @" + name;
+  if (hasFunction(name)) fail(op, "function @" + name + " is defined twice");
+  for (const TensorType& t : arg_types) checkShape(op, t.shape);
+  std::string saved;
+  saved.swap(I.body);
+  struct RegionScope {
+    Impl& I;
+    int saved;
+    explicit RegionScope(Impl& i) : I(i), saved(i.region) { I.region = ++I.next_region; }
+    ~RegionScope() { I.region = saved; }
+  } scope(I);
+  const int first_id = static_cast<int>(I.slots.size());
+  std::string text = "  func.func private @" + name + "(";
+  std::vector<Value> args;
+  args.reserve(arg_types.size());
+  for (size_t i = 0; i < arg_types.size(); ++i) {
+    int num = I.nextNum++;
+    args.push_back(I.newValue(arg_types[i], num, -1));
+    if (i) text += ", ";
+    text += '%';
+    appendInt(text, num);
+    text += ": ";
+    appendType(text, arg_types[i]);
+  }
+  std::vector<Value> res;
+  try {
+    res = body(*this, args);
+  } catch (...) {
+    I.body.swap(saved);
+    throw;
+  }
+  std::string inner;
+  inner.swap(I.body);
+  I.body.swap(saved);
+  std::vector<TensorType> types;
+  for (const Value& r : res) {
+    I.check(op, r);
+    if (r.id < first_id) fail(op, "@" + name + " returns a value defined outside it");
+    types.push_back(r.type);
+  }
+  text += ") -> (";
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (i) text += ", ";
+    appendType(text, types[i]);
+  }
+  text += ") {\n";
+  text += inner;
+  text += "    return";
+  for (size_t i = 0; i < res.size(); ++i) {
+    text += i ? ", " : " ";
+    I.appendRef(text, res[i].id);
+  }
+  if (!res.empty()) {
+    text += " : ";
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (i) text += ", ";
+      appendType(text, types[i]);
+    }
+  }
+  text += "\n  }\n";
+  addTopLevel(key, text);
+  return types;
+}
+
+bool Builder::hasFunction(const std::string& name) const {
+  const auto& keys = impl_->toplevel_keys;
+  return std::find(keys.begin(), keys.end(), "func @" + name) != keys.end();
+}
+
+std::vector<Value> Builder::call(const std::string& name, const std::vector<Value>& args,
+                                 const std::vector<TensorType>& results) {
+  if (!hasFunction(name)) fail("call", "no function @" + name);
+  return genericOp("func.call", args, "callee = @" + name, results);
 }
 
 }  // namespace torch_tpu::shlo
