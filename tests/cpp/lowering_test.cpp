@@ -24,36 +24,14 @@
 #include "lowering/helpers.h"
 #include "lowering/lowering.h"
 #include "runtime/runtime.h"
+#include "harness.h"
 
 using namespace torch_tpu;
 using namespace torch_tpu::lowering;
 using K = HostScalar::Kind;
 
-static int g_failures = 0;
 static bool g_print = false;
-static std::string g_only;               // LOWERING_TEST_ONLY
 static std::set<std::string> g_covered;  // rules lowered at least once
-
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                 \
-    }                                                                               \
-  } while (0)
-
-static void test(const std::string& name, const std::function<void()>& fn) {
-  if (!g_only.empty() && name.find(g_only) == std::string::npos) return;
-  int before = g_failures;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] unexpected exception: %s\n", name.c_str(), e.what());
-    ++g_failures;
-  }
-  if (g_failures != before) std::printf("[FAIL] %s\n", name.c_str());
-  std::fflush(stdout);
-}
 
 // ------------------------------------------------------------------ host data
 
@@ -1941,6 +1919,7 @@ int main(int argc, char** argv) {
   runtime::Client::init(plugin);
   g_print = std::getenv("LOWERING_TEST_PRINT") != nullptr;
   if (const char* only = std::getenv("LOWERING_TEST_ONLY")) g_only = only;
+  g_print_passes = false;  // thousands of cases: failures only
   bool numeric_only = argc > 1 && std::string(argv[1]) == "--numeric";
   numericTests();
   groupedMMTests();
