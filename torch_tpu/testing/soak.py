@@ -40,6 +40,7 @@ from torch_tpu.testing.opinfo import _check_indices
 from torch_tpu.testing.soak_cases import (gen_binary, gen_indexing, gen_reduction, gen_shape, gen_ternary,
                                           gen_unary)
 from torch_tpu.testing.soak_cases_nn import gen_complex, gen_factory, gen_matmul, gen_nn, gen_overlap, gen_sort
+from torch_tpu.testing.tolerances import tol
 from torch_tpu.testing.soak_gen import Case, Gen, Input  # noqa: F401  (Input: part of this module's interface)
 
 
@@ -63,18 +64,6 @@ def make_case(seed: int, index: int, variant: int = 0) -> Case:
 
 # ---------------------------------------------------------------------------------------------------------------
 # running and comparing
-
-
-def _tol(dtype):
-    if dtype in (torch.bfloat16,):
-        return dict(rtol=2e-2, atol=2e-2)
-    if dtype == torch.float16:
-        return dict(rtol=4e-3, atol=2e-3)
-    if dtype in (torch.float32, torch.complex64):
-        return dict(rtol=1e-4, atol=1e-4)
-    if dtype in (torch.float64, torch.complex128):
-        return dict(rtol=1e-6, atol=1e-6)
-    return dict(rtol=0, atol=0)
 
 
 def compare_results(case: Case, cpu, tpu, cpu_args) -> Optional[str]:
@@ -122,7 +111,7 @@ def compare_results(case: Case, cpu, tpu, cpu_args) -> Optional[str]:
 
 def _close_msg(t: torch.Tensor, c: torch.Tensor) -> Optional[str]:
     try:
-        torch.testing.assert_close(t, c, equal_nan=True, **_tol(c.dtype))
+        torch.testing.assert_close(t, c, equal_nan=True, **tol(c.dtype))
     except AssertionError as e:
         lines = str(e).splitlines()
         return " ".join(lines[:4])
