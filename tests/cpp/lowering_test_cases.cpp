@@ -143,6 +143,7 @@ void coverageCases() {
       {"aten::unflatten.int", {T(f32, {2, 12}), I(1), L({3, 4})}, {{f32, {2, 3, 4}}}},
       {"aten::slice.Tensor", {T(f32, {2, 5}), I(1), I(1), I(4), I(2)}, {{f32, {2, 2}}}},
       {"aten::narrow", {T(f32, {2, 5}), I(1), I(1), I(3)}, {{f32, {2, 3}}}},
+      {"aten::narrow_copy", {T(f32, {2, 5}), I(-1), I(-4), I(3)}, {{f32, {2, 3}}}},
       {"aten::select.int", {T(f32, {2, 5}), I(1), I(-1)}, {{f32, {2}}}},
       {"aten::as_strided", {T(f32, {3, 4}), L({2, 2}), L({4, 1}), I(1)}, {{f32, {2, 2}}}},
       {"aten::as_strided_copy", {T(f32, {3, 4}), L({2, 3}), L({1, 2}), N()}, {{f32, {2, 3}}}},
