@@ -37,7 +37,6 @@ tests (skipped on cpu, run on tpu) that pass and fail on tpu, and lists the fail
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import shutil
@@ -48,7 +47,9 @@ import time
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _tool_common import REPO, build_dir, first_line, sha256  # noqa: E402
+
 TRANSFORMERS_VERSION = "5.24.0"
 SDIST = f"transformers-{TRANSFORMERS_VERSION}.tar.gz"
 SDIST_SHA256 = "906cb8c3cb2123575e263962586a4d21a979ce97feeb95fe6aaf66fe6ae88bf3"
@@ -177,25 +178,13 @@ DIFFUSERS_KNOWN = OrderedDict(
 )
 
 
-def build_dir() -> str:
-    return os.environ.get("TORCH_TPU_BUILD_DIR") or os.path.join(REPO, "build")
-
-
 # -- assembling the tree ---------------------------------------------------------------------------------------
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def fetch_sdist(cache: str) -> str:
     """The transformers sdist, downloaded from the package index once and cached."""
     path = os.path.join(cache, SDIST)
-    if not os.path.exists(path) or _sha256(path) != SDIST_SHA256:
+    if not os.path.exists(path) or sha256(path) != SDIST_SHA256:
         os.makedirs(cache, exist_ok=True)
         cmd = [
             sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
@@ -203,7 +192,7 @@ def fetch_sdist(cache: str) -> str:
         ]
         print("+", " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
-    digest = _sha256(path)
+    digest = sha256(path)
     if digest != SDIST_SHA256:
         raise SystemExit(f"{path}: sha256 {digest} is not the one of transformers {TRANSFORMERS_VERSION}'s sdist")
     return path
@@ -350,13 +339,6 @@ def run_pytest(tree: str, results: str, name: str, device: str, timeout: int, ta
 # -- report ----------------------------------------------------------------------------------------------------
 
 
-def _first_line(text: str) -> str:
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
 def _family_of(parts) -> str | None:
     """The family of a JUnit classname split at dots: tests.models.<family>.test_modeling_<family>.<Class>
     (Transformers), or tests.models.<kind>.<module>.<Class> with the module of a DIFFUSERS_FAMILIES file."""
@@ -385,7 +367,7 @@ def read_results(results: str, device: str) -> dict:
             outcome, message = "passed", ""
             for child in case:
                 if child.tag in ("failure", "error"):
-                    outcome, message = "failed", child.get("message") or _first_line(child.text)
+                    outcome, message = "failed", child.get("message") or first_line(child.text)
                     break
                 if child.tag == "skipped":
                     outcome, message = "skipped", child.get("message") or ""

@@ -16,11 +16,8 @@ import argparse
 import dataclasses
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from collections import Counter
 
 import torch
 
@@ -30,6 +27,8 @@ from torch_tpu.testing import opinfo as H
 from torch_tpu.testing import optims as O
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _tool_common import outcome_sections, run_workers  # noqa: E402
 from module_expected_failures import EXPECTED_FAILURES  # noqa: E402
 
 
@@ -69,22 +68,11 @@ def sweep(work, max_samples, log=sys.stderr):
 
 def run_jobs(args, work):
     """Runs the sweep in `args.jobs` worker processes (units dealt round-robin) and merges their results in order."""
-    with tempfile.TemporaryDirectory() as tmp:
-        procs = []
-        for j in range(args.jobs):
-            out = os.path.join(tmp, f"{j}.json")
-            cmd = [sys.executable, __file__, "--worker", f"{j}/{args.jobs}", "--json", out,
-                   "--max-samples", str(args.max_samples)]
-            for opt in ("modules", "optims"):
-                if getattr(args, opt) is not None:
-                    cmd += [f"--{opt}", getattr(args, opt)]
-            procs.append((subprocess.Popen(cmd), out))
-        parts = []
-        for p, out in procs:
-            if p.wait() != 0:
-                raise SystemExit(f"worker failed with exit status {p.returncode}")
-            with open(out) as f:
-                parts.append(json.load(f))
+    extra = ["--max-samples", str(args.max_samples)]
+    for opt in ("modules", "optims"):
+        if getattr(args, opt) is not None:
+            extra += [f"--{opt}", getattr(args, opt)]
+    parts = run_workers(__file__, args.jobs, extra)
     by_unit = {}
     for part in parts:
         for r in part:
@@ -132,7 +120,7 @@ def report(args, work, results, xf, elapsed):
              "and computed on the device; *fallback* = correct only because an op ran on the CPU fallback or a host "
              "round trip happened (not counted as a pass); *xfail* = failed as an expected-failure entry says; *xpass* "
              "= listed as expected to fail but passed. Cases CPU itself cannot run are not counted. Tolerances are "
-             "the OpInfo sweep's (torch_tpu/testing/opinfo.py); random modules are compared by distribution.", ""]
+             "the OpInfo sweep's (torch_tpu/testing/tolerances.py); random modules are compared by distribution.", ""]
     fp, ft = M.rate(mod_results, "forward")
     bp, bt = M.rate(mod_results, "backward")
     op_, ot = H.rate(opt_results, "step")
@@ -145,27 +133,9 @@ def report(args, work, results, xf, elapsed):
         dbp, dbt = M.rate(mod_results, "backward", dn)
         lines.append(f"  - {dn}: forward {_pct(dfp, dft)}, backward {_pct(dbp, dbt)}")
     lines += [f"- optimizer configurations: {_pct(op_, ot)}", ""]
-    outcomes = Counter((r.direction, r.outcome) for r in results)
-    lines += ["## Outcomes", "", "| direction | outcome | cases |", "|---|---|---|"]
-    lines += [f"| {d} | {o} | {c} |" for (d, o), c in sorted(outcomes.items())]
-    fb = Counter()
-    for r in results:
-        if r.outcome == H.PASS_FALLBACK:
-            for o in r.detail.split(","):
-                fb[o] += 1
-    lines += ["", "## Ops reached through the CPU fallback outside expected failures (cases)", ""]
-    lines += [f"- `{o}`: {c}" for o, c in sorted(fb.items(), key=lambda kv: (-kv[1], kv[0]))] or ["- none"]
-    unexpected = [r for r in results if r.outcome in (H.FAIL, H.ERROR, H.PASS_FALLBACK)]
-    xpass = [r for r in results if r.outcome == H.XPASS]
-    lines += ["", "## Unexpected failures and fallbacks", ""]
-    lines += [f"- {r.op} [{r.dtype}] {r.direction} #{r.index}: {r.outcome}: {r.detail}" for r in unexpected] \
-        or ["- none"]
-    lines += ["", "## Unexpected passes", ""]
-    lines += [f"- {r.op} [{r.dtype}] {r.direction} #{r.index}: {r.detail}" for r in xpass] or ["- none"]
-    lines += ["", "## Expected-failure entries that matched no case", ""]
-    run_keys = {unit_key(u) for u in work}
-    stale = [e for e in xf.entries if e.op in run_keys and not xf.matched[id(e)]]
-    lines += [f"- {e.describe()}" for e in stale] or ["- none"]
+    sections, unexpected, xpass = outcome_sections(results, xf, {unit_key(u) for u in work}, H.PASS_FALLBACK,
+                                                   (H.FAIL, H.ERROR, H.PASS_FALLBACK), H.XPASS)
+    lines += sections
     lines += ["", "## Per module", "", M.markdown_table(mod_results) if mod_results else "(none run)", ""]
     lines += ["## Per optimizer configuration", "", "| optimizer | # | configuration | outcome |", "|---|---|---|---|"]
     descs = {info.name: [d for d, _, _ in O.configs(info)] for kind, info in work if kind == "optim"}

@@ -12,11 +12,8 @@ import argparse
 import dataclasses
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from collections import Counter
 
 import torch
 
@@ -24,6 +21,8 @@ import torch_tpu
 from torch_tpu.testing import opinfo as H
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _tool_common import outcome_sections, run_workers  # noqa: E402
 from opinfo_expected_failures import EXPECTED_FAILURES, MODEL_OPS  # noqa: E402
 
 DEFAULT_SAMPLES = 4
@@ -43,19 +42,8 @@ def sweep(ops, max_samples, xf, log=sys.stderr):
 
 def run_jobs(args, ops, xf):
     """Runs the sweep in `args.jobs` worker processes (ops dealt round-robin) and merges their results in op order."""
-    with tempfile.TemporaryDirectory() as tmp:
-        procs = []
-        for j in range(args.jobs):
-            out = os.path.join(tmp, f"{j}.json")
-            cmd = [sys.executable, __file__, "--worker", f"{j}/{args.jobs}", "--json", out,
-                   "--max-samples", str(args.max_samples)] + (["--ops", args.ops] if args.ops else [])
-            procs.append((subprocess.Popen(cmd), out))
-        parts = []
-        for p, out in procs:
-            if p.wait() != 0:
-                raise SystemExit(f"worker failed with exit status {p.returncode}")
-            with open(out) as f:
-                parts.append(json.load(f))
+    parts = run_workers(__file__, args.jobs,
+                        ["--max-samples", str(args.max_samples)] + (["--ops", args.ops] if args.ops else []))
     by_op = {}
     for part in parts:
         for r in part["results"]:
@@ -127,26 +115,9 @@ def main():
             dbp, dbt = H.rate(results, "backward", sel, dn)
             lines.insert(-1, f"- {dn}: forward {dfp}/{dft} = {100.0 * dfp / max(dft, 1):.1f}%, backward "
                              f"{dbp}/{dbt} = {100.0 * dbp / max(dbt, 1):.1f}%")
-    outcomes = Counter((r.direction, r.outcome) for r in results)
-    lines += ["## Outcomes", "", "| direction | outcome | cases |", "|---|---|---|"]
-    lines += [f"| {d} | {o} | {c} |" for (d, o), c in sorted(outcomes.items())]
-    fb = Counter()
-    for r in results:
-        if r.outcome == H.PASS_FALLBACK:
-            for o in r.detail.split(","):
-                fb[o] += 1
-    lines += ["", "## Ops reached through the CPU fallback outside expected failures (cases)", ""]
-    lines += [f"- `{o}`: {c}" for o, c in sorted(fb.items(), key=lambda kv: (-kv[1], kv[0]))] or ["- none"]
-    unexpected = [r for r in results if r.outcome in (H.FAIL, H.ERROR, H.PASS_FALLBACK)]
-    xpass = [r for r in results if r.outcome == H.XPASS]
-    lines += ["", "## Unexpected failures and fallbacks", ""]
-    lines += [f"- {r.op} [{r.dtype}] {r.direction} #{r.index}: {r.outcome}: {r.detail}" for r in unexpected] \
-        or ["- none"]
-    lines += ["", "## Unexpected passes", ""]
-    lines += [f"- {r.op} [{r.dtype}] {r.direction} #{r.index}: {r.detail}" for r in xpass] or ["- none"]
-    lines += ["", "## Expected-failure entries that matched no case", ""]
-    stale = [e for e in xf.entries if e.op in run_keys and not xf.matched[id(e)]]
-    lines += [f"- {e.describe()}" for e in stale] or ["- none"]
+    sections, unexpected, xpass = outcome_sections(results, xf, run_keys, H.PASS_FALLBACK,
+                                                   (H.FAIL, H.ERROR, H.PASS_FALLBACK), H.XPASS)
+    lines += sections
     lines += ["", "## Per op", "", H.markdown_table(results), ""]
     text = "\n".join(lines) + "\n"
     with open(args.out, "w") as f:

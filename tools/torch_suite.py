@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import hashlib
 import importlib.util
 import json
 import os
@@ -47,7 +46,9 @@ import xml.etree.ElementTree as ET
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _tool_common import REPO, build_dir, first_line, sha256  # noqa: E402
+
 SUITE_DIR = os.path.join(REPO, "tests", "torch_suite")
 
 # file -> what it covers (the order of the table)
@@ -85,18 +86,6 @@ CATEGORIES = OrderedDict(
 
 _DEVICE_CLASS = re.compile(r"(CPU|PRIVATEUSE1|TPU)$")
 _DEVICE_NAME = re.compile(r"_(cpu|privateuse1|tpu)(?=_|$)")
-
-
-def build_dir() -> str:
-    return os.environ.get("TORCH_TPU_BUILD_DIR") or os.path.join(REPO, "build")
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def recorded_hashes() -> dict:
@@ -137,7 +126,7 @@ def assemble(work: str, upstream: str, files) -> str:
         src = os.path.join(upstream, name + ".py")
         if not os.path.isfile(src):
             raise SystemExit(f"{src}: not found (PyTorch's test file {name}.py)")
-        digest = _sha256(src)
+        digest = sha256(src)
         if hashes.get(name + ".py") not in (None, digest):
             print(f"warning: {name}.py differs from the version recorded in tests/torch_suite/README.md "
                   f"(sha256 {digest[:12]}...); its results may differ from docs/torch_suite.md", file=sys.stderr)
@@ -206,13 +195,6 @@ def normalize(classname: str, name: str) -> str:
     return f"{cls}::{_DEVICE_NAME.sub('_DEV', name)}"
 
 
-def _first_line(text: str) -> str:
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
-
-
 def read_junit(path: str) -> dict:
     """test id -> (outcome, message) of one JUnit file (device-instantiated classes only)."""
     out: dict = {}
@@ -230,7 +212,7 @@ def read_junit(path: str) -> dict:
         for child in case:
             if child.tag in ("failure", "error"):
                 outcome = "failed"
-                message = child.get("message") or _first_line(child.text)
+                message = child.get("message") or first_line(child.text)
                 text = child.text or ""
                 # the exception line of the traceback (pytest's "E   ..." lines) is the most telling
                 elines = [ln[1:].strip() for ln in text.splitlines() if ln.startswith("E ")]

@@ -11,7 +11,9 @@ void populateElementwise(Registry& r);   // arithmetic, comparisons, bitwise/log
 void populateSpecial(Registry& r);       // polygamma, zeta, Bessel functions, erfcx, ndtri, orthogonal polynomials
 void populateActivation(Registry& r);    // relu, gelu, silu, mish, hard*, elu, softplus, shrink, prelu, backward
 void populateReduction(Registry& r);     // sum, mean, amax, var, norms, cumsum, median, ...
-void populateLinalg(Registry& r);        // mm, bmm, addmm, ..., linalg_cross, Cholesky, triangular solves, LU
+void populateLinalg(Registry& r);        // mm, bmm, addmm, ..., _scaled_mm, addr, linalg_cross (matrix products)
+void populateLinalgSolve(Registry& r);   // Cholesky, triangular solves, LU (factor, solve, det, inverse, unpack)
+void populateLinalgDecomp(Registry& r);  // QR (Householder), Hermitian eigendecomposition, SVD
 void populateFactory(Registry& r);       // full, arange, random, fill, clone, _to_copy
 void populateNN(Registry& r);            // softmax, glu, log_sigmoid, pixel shuffle, dropout
 void populateLosses(Registry& r);        // nll, mse, binary cross entropy, smooth L1, Huber, and their backward

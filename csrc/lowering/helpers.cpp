@@ -339,6 +339,21 @@ Value keepDims(Builder& b, Value reduced, const Shape& orig, const std::vector<i
   return b.reshape(reduced, reducedShape(orig, dims, true));
 }
 
+Value gatherDim(Builder& b, Value x, int64_t dim, Value idx) {
+  const Shape os = idx.shape();
+  int64_t r = x.rank();
+  Shape cs = os;
+  cs.push_back(1);
+  std::vector<Value> comps;
+  for (int64_t d = 0; d < r; ++d)
+    comps.push_back(b.reshape(d == dim ? b.convert(idx, DType::S64) : b.iota({DType::S64, os}, d), cs));
+  Builder::GatherDims gd;
+  gd.collapsed_slice_dims = range(0, r);
+  gd.start_index_map = range(0, r);
+  gd.index_vector_dim = r;
+  return b.gather(x, b.concatenate(comps, r), gd, std::vector<int64_t>(size_t(r), 1), os);
+}
+
 Value takeAlong(Builder& b, Value x, int64_t dim, Value index) {
   Builder::GatherDims gd;
   for (int64_t d = 0; d < x.rank(); ++d)

@@ -99,6 +99,9 @@ Value keepDims(Builder& b, Value reduced, const Shape& orig, const std::vector<i
 // Broadcast a keepdim-shaped (or reduced) value back over `shape` along the reduced dims.
 Value expandReduced(Builder& b, Value reduced, const Shape& shape, const std::vector<int64_t>& dims);
 
+// x[..., idx[...], ...] along `dim` (torch.gather): idx (integer) has the result's shape, x's shape with `dim`
+// resized.
+Value gatherDim(Builder& b, Value x, int64_t dim, Value idx);
 // x's slices at `index` (a 1-D integer tensor) along `dim`: the result has index's length at `dim`.
 Value takeAlong(Builder& b, Value x, int64_t dim, Value index);
 // The same at constant positions (an empty selection gives an empty result).

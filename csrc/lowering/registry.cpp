@@ -6,8 +6,6 @@
 
 namespace torch_tpu::lowering {
 
-void populateRnn(Registry& r);  // fused LSTM/GRU cells (_thnn_fused_*_cell) and their backward (rules/rnn.cpp)
-
 const Arg& Context::arg(size_t i) const {
   if (i >= args.size()) fail("argument index " + std::to_string(i) + " out of range");
   return args[i];
@@ -167,6 +165,8 @@ const Registry& registry() {
         populateActivation,
         populateReduction,
         populateLinalg,
+        populateLinalgSolve,
+        populateLinalgDecomp,
         populateFactory,
         populateNN,
         populateLosses,

@@ -1,5 +1,6 @@
 #include "settings/settings.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <limits>
@@ -170,6 +171,16 @@ std::string lower(std::string s) {
 bool autoSwitch(const Spec& s) { return s.kind == Kind::Switch && s.dflt != nullptr && std::string(s.dflt) == "auto"; }
 bool hasFixedDefault(const Spec& s) { return s.dflt != nullptr && !autoSwitch(s); }
 
+// A choice's words, "a|b|c" split at '|'.
+std::vector<std::string> choiceWords(const Spec& s) {
+  std::vector<std::string> words(1);
+  for (const char* p = s.choices; *p; ++p) {
+    if (*p == '|') words.emplace_back();
+    else words.back() += *p;
+  }
+  return words;
+}
+
 [[noreturn]] void invalid(const Spec& s, const char* raw, const std::string& why = "") {
   throw SettingError(std::string(s.name) + "='" + raw + "' is not a valid " + kindName(s.kind) + " setting" +
                      (why.empty() ? "" : " (" + why + ")") + "; accepted: " + acceptedForms(s));
@@ -213,11 +224,7 @@ std::string acceptedForms(const Spec& s) {
              "1024), e.g. 1048576, 512M, 1.5G, 8GiB";
     case Kind::Path: return "any path; empty: see the description";
     case Kind::Choice: {
-      std::vector<std::string> words(1);
-      for (const char* p = s.choices; *p; ++p) {
-        if (*p == '|') words.emplace_back();
-        else words.back() += *p;
-      }
+      const std::vector<std::string> words = choiceWords(s);
       std::string r = "one of ";
       for (size_t i = 0; i < words.size(); ++i)
         r += (i == 0 ? "" : i + 1 == words.size() ? " or " : ", ") + words[i];
@@ -316,18 +323,8 @@ Value parse(const std::string& name, const char* raw) {
       break;
     case Kind::Choice: {
       const std::string v = lower(trim(raw));
-      std::string word;
-      bool ok = false;
-      for (const char* p = s.choices;; ++p) {
-        if (*p == '|' || *p == '\0') {
-          ok = ok || word == v;
-          word.clear();
-          if (*p == '\0') break;
-        } else {
-          word += *p;
-        }
-      }
-      if (!ok) invalid(s, raw);
+      const std::vector<std::string> words = choiceWords(s);
+      if (std::find(words.begin(), words.end(), v) == words.end()) invalid(s, raw);
       out.s = v;
       break;
     }
@@ -340,6 +337,7 @@ Value parse(const std::string& name, const char* raw) {
 Value read(const std::string& name) { return parse(name, std::getenv(name.c_str())); }
 
 namespace {
+
 const Spec& expect(const char* name, Kind k) {
   const Spec& s = spec(name);
   if (s.kind != k)
@@ -347,43 +345,30 @@ const Spec& expect(const char* name, Kind k) {
                            kindName(k));
   return s;
 }
+
+// The typed read of every kind: the variable parsed (range-checked, errors naming it), nullopt where it is unset
+// and its default depends on the machine.
+template <class T>
+std::optional<T> typedValue(const char* name, Kind k, T Value::*field) {
+  const Spec& s = expect(name, k);
+  Value v = read(name);
+  return v.set || hasFixedDefault(s) ? std::optional<T>(v.*field) : std::nullopt;
+}
+
+template <class T>
+T fixed(const char* name, std::optional<T> v) {
+  if (!v) throw std::logic_error(std::string("torch_tpu: setting ") + name + " has no fixed default");
+  return *v;
+}
+
 }  // namespace
 
-std::optional<bool> switchValue(const char* name) {
-  expect(name, Kind::Switch);
-  Value v = read(name);
-  return v.set || hasFixedDefault(spec(name)) ? std::optional<bool>(v.b) : std::nullopt;
-}
-
-bool switchOn(const char* name) {
-  std::optional<bool> v = switchValue(name);
-  if (!v) throw std::logic_error(std::string("torch_tpu: setting ") + name + " has no fixed default");
-  return *v;
-}
-
-std::optional<int64_t> integerValue(const char* name) {
-  expect(name, Kind::Integer);
-  Value v = read(name);
-  return v.set || hasFixedDefault(spec(name)) ? std::optional<int64_t>(v.i) : std::nullopt;
-}
-
-int64_t integer(const char* name) {
-  std::optional<int64_t> v = integerValue(name);
-  if (!v) throw std::logic_error(std::string("torch_tpu: setting ") + name + " has no fixed default");
-  return *v;
-}
-
-std::optional<int64_t> bytesValue(const char* name) {
-  expect(name, Kind::Bytes);
-  Value v = read(name);
-  return v.set || hasFixedDefault(spec(name)) ? std::optional<int64_t>(v.i) : std::nullopt;
-}
-
-int64_t bytes(const char* name) {
-  std::optional<int64_t> v = bytesValue(name);
-  if (!v) throw std::logic_error(std::string("torch_tpu: setting ") + name + " has no fixed default");
-  return *v;
-}
+std::optional<bool> switchValue(const char* name) { return typedValue(name, Kind::Switch, &Value::b); }
+bool switchOn(const char* name) { return fixed(name, switchValue(name)); }
+std::optional<int64_t> integerValue(const char* name) { return typedValue(name, Kind::Integer, &Value::i); }
+int64_t integer(const char* name) { return fixed(name, integerValue(name)); }
+std::optional<int64_t> bytesValue(const char* name) { return typedValue(name, Kind::Bytes, &Value::i); }
+int64_t bytes(const char* name) { return fixed(name, bytesValue(name)); }
 
 std::optional<std::string> pathValue(const char* name) {
   expect(name, Kind::Path);

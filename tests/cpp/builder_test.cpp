@@ -11,6 +11,7 @@
 
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
+#include "harness.h"
 
 using namespace torch_tpu;
 using shlo::Builder;
@@ -21,28 +22,6 @@ using shlo::Shape;
 using shlo::TensorType;
 using shlo::Value;
 
-static int g_failures = 0;
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                 \
-    }                                                                               \
-  } while (0)
-
-static bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
-
-static void test(const char* name, const std::function<void()>& fn) {
-  int before = g_failures;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] unexpected exception: %s\n", name, e.what());
-    ++g_failures;
-  }
-  std::printf("[%s] %s\n", g_failures == before ? "PASS" : "FAIL", name);
-  std::fflush(stdout);
-}
 
 template <class F>
 static std::string buildError(F&& f) {

@@ -12,33 +12,13 @@
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
 #include "stablehlo/collectives.h"
+#include "harness.h"
 
 using namespace torch_tpu;
 using runtime::Buffer;
 using runtime::BufferPtr;
 using runtime::Client;
 using runtime::ElementType;
-
-static int g_failures = 0;
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                  \
-    }                                                                                \
-  } while (0)
-
-static void run(const char* name, const std::function<void()>& fn) {
-  int before = g_failures;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] unexpected exception: %s\n", name, e.what());
-    ++g_failures;
-  }
-  std::printf("[%s] %s\n", g_failures == before ? "PASS" : "FAIL", name);
-  std::fflush(stdout);
-}
 
 static std::vector<float> readF32(Buffer& b) {
   std::vector<float> v(static_cast<size_t>(b.numElements()));
@@ -94,7 +74,7 @@ int main() {
   }
   shlo::TensorType t{shlo::DType::F32, {len}};
 
-  run("global device ids and process index", [&] {
+  test("global device ids and process index", [&] {
     for (int d = 0; d < n; ++d) {
       CHECK(c.globalDeviceId(d) >= 0);
       CHECK(c.processIndex(d) == 0);
@@ -103,7 +83,7 @@ int main() {
     CHECK(c.deviceMemoryIsHostMemory() == (c.plugin().platform_name == "cpu"));
   });
 
-  run("all_reduce sum and max, repeated launches", [&] {
+  test("all_reduce sum and max, repeated launches", [&] {
     auto sum = build(n, t, [&](shlo::Builder& b, shlo::Value x) { return shlo::allReduce(b, x, "stablehlo.add", all, 1); });
     auto mx = build(n, t, [&](shlo::Builder& b, shlo::Value x) { return shlo::allReduce(b, x, "stablehlo.maximum", all, 1); });
     for (int iter = 0; iter < 3; ++iter) {
@@ -118,7 +98,7 @@ int main() {
     }
   });
 
-  run("all_reduce in two groups", [&] {
+  test("all_reduce in two groups", [&] {
     shlo::ReplicaGroups pairs = {{0, 2}, {1, 3}};
     auto exe = build(n, t, [&](shlo::Builder& b, shlo::Value x) { return shlo::allReduce(b, x, "stablehlo.add", pairs, 1); });
     auto outs = launchAll(*exe, ins);
@@ -126,7 +106,7 @@ int main() {
     CHECK(readF32(*outs[3])[1] == 100 + 1 + 300 + 1);
   });
 
-  run("all_gather", [&] {
+  test("all_gather", [&] {
     auto exe = build(n, t, [&](shlo::Builder& b, shlo::Value x) { return shlo::allGather(b, x, 0, all, 1); });
     auto outs = launchAll(*exe, ins);
     auto v = readF32(*outs[1]);
@@ -135,7 +115,7 @@ int main() {
       for (int64_t i = 0; i < len; ++i) CHECK(v[static_cast<size_t>(r * len + i)] == static_cast<float>(100 * r + i));
   });
 
-  run("reduce_scatter", [&] {
+  test("reduce_scatter", [&] {
     auto exe = build(n, t, [&](shlo::Builder& b, shlo::Value x) {
       return shlo::reduceScatter(b, x, 0, "stablehlo.add", all, 1);
     });
@@ -147,7 +127,7 @@ int main() {
     }
   });
 
-  run("all_to_all", [&] {
+  test("all_to_all", [&] {
     auto exe = build(n, t, [&](shlo::Builder& b, shlo::Value x) { return shlo::allToAll(b, x, 0, 0, all, 0); });
     auto outs = launchAll(*exe, ins);
     for (int r = 0; r < n; ++r) {
@@ -159,7 +139,7 @@ int main() {
     }
   });
 
-  run("collective_permute (ring)", [&] {
+  test("collective_permute (ring)", [&] {
     auto exe = build(n, t, [&](shlo::Builder& b, shlo::Value x) {
       return shlo::collectivePermute(b, x, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 0);
     });
@@ -168,7 +148,7 @@ int main() {
     CHECK(readF32(*outs[0])[3] == 303);
   });
 
-  run("bad replica groups are a BuildError", [&] {
+  test("bad replica groups are a BuildError", [&] {
     bool threw = false;
     try {
       shlo::Builder b;
@@ -180,7 +160,7 @@ int main() {
     CHECK(threw);
   });
 
-  run("pending buffer: programs wait for fulfill", [&] {
+  test("pending buffer: programs wait for fulfill", [&] {
     auto pend = c.pending(ElementType::F32, {len}, 0);
     if (!pend) {
       std::printf("  plugin has no alias buffers\n");
@@ -206,7 +186,7 @@ int main() {
     out2->awaitReady();
   });
 
-  run("uninitialized buffers and host pointers", [&] {
+  test("uninitialized buffers and host pointers", [&] {
     if (!c.deviceMemoryIsHostMemory()) return;
     auto u = c.uninitialized(ElementType::F32, {len}, 1);
     auto* p = static_cast<float*>(u->unsafePointer());

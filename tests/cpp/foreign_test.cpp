@@ -10,6 +10,7 @@
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
 #include "stablehlo/foreign.h"
+#include "harness.h"
 
 using namespace torch_tpu;
 using shlo::Builder;
@@ -18,33 +19,6 @@ using shlo::ForeignModule;
 using shlo::TensorType;
 using shlo::Value;
 
-static int g_failures = 0;
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                 \
-    }                                                                               \
-  } while (0)
-
-static bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
-static size_t count(const std::string& s, const std::string& sub) {
-  size_t n = 0;
-  for (size_t p = s.find(sub); p != std::string::npos; p = s.find(sub, p + 1)) ++n;
-  return n;
-}
-
-static void test(const char* name, const std::function<void()>& fn) {
-  int before = g_failures;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] unexpected exception: %s\n", name, e.what());
-    ++g_failures;
-  }
-  std::printf("[%s] %s\n", g_failures == before ? "PASS" : "FAIL", name);
-  std::fflush(stdout);
-}
 
 static std::string parseError(const std::string& text, const std::string& entry = "main") {
   try {

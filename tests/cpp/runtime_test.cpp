@@ -17,17 +17,9 @@
 
 #include "pjrt_c_api.h"
 #include "runtime/runtime.h"
+#include "harness.h"
 
 using namespace torch_tpu::runtime;
-
-static int g_failures = 0;
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                          \
-    }                                                                        \
-  } while (0)
 
 template <class F>
 static bool throwsError(F&& f, std::string* msg = nullptr, int* code = nullptr) {
@@ -39,18 +31,6 @@ static bool throwsError(F&& f, std::string* msg = nullptr, int* code = nullptr) 
     return true;
   }
   return false;
-}
-
-static void run(const char* name, const std::function<void()>& fn) {
-  int before = g_failures;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] unexpected exception: %s\n", name, e.what());
-    ++g_failures;
-  }
-  std::printf("[%s] %s\n", g_failures == before ? "PASS" : "FAIL", name);
-  std::fflush(stdout);
 }
 
 static const char* kAdd4 = R"(
@@ -88,11 +68,11 @@ int main() {
   }
 
   // --- 6b. errors before init
-  run("get() before init throws", [] {
+  test("get() before init throws", [] {
     CHECK(!Client::initialized());
     CHECK(throwsError([] { Client::get(); }));
   });
-  run("nonexistent plugin path names the path and pip install", [] {
+  test("nonexistent plugin path names the path and pip install", [] {
     std::string msg;
     CHECK(throwsError([] { Client::init("/nonexistent/xla_cpu_pjrt.so"); }, &msg));
     std::printf("  message: %s\n", msg.c_str());
@@ -106,7 +86,7 @@ int main() {
     CHECK(!Client::initialized());
   });
 
-  run("preload: a missing required library fails init with its hint, others are named if the plugin fails", [&] {
+  test("preload: a missing required library fails init with its hint, others are named if the plugin fails", [&] {
     std::string msg;
     setPreloadLibraries({{"libtorch_tpu_test_no_such_driver.so.1", true, "the test driver is not installed"}});
     CHECK(throwsError([&] { Client::init(plugin); }, &msg));
@@ -123,7 +103,7 @@ int main() {
 
   // --- 1/2. load + create with options
   Client* cp = nullptr;
-  run("init with cpu_device_count=2", [&] {
+  test("init with cpu_device_count=2", [&] {
     // A library that loads and one that does not: the plugin still starts, and both are reported.
     setPreloadLibraries({{"libm.so.6", false, ""}, {"libtorch_tpu_test_no_such_lib.so.3", false, "pip install x"}});
     Client& c = Client::init(plugin, {{"cpu_device_count", int64_t{2}}});
@@ -160,7 +140,7 @@ int main() {
   Client& c = *cp;
 
   // --- 1. ABI: struct_size below the plugin's size is rejected, a zero-padded larger one accepted
-  run("ABI: struct_size checks", [&] {
+  test("ABI: struct_size checks", [&] {
     // Raw calls against the plugin's PJRT_Api (PJRT_Buffer_ElementType on a public raw handle).
     float x = 1;
     BufferPtr b = c.fromHost(&x, ElementType::F32, {}, 0);
@@ -205,7 +185,7 @@ int main() {
 
   // --- 3. compile + execute, on device 0 and device 1
   ExecutablePtr add4;
-  run("compile + execute add on device 0 and 1", [&] {
+  test("compile + execute add on device 0 and 1", [&] {
     add4 = c.compile(kAdd4);
     CHECK(add4->numOutputs() == 1);
     CHECK(add4->outputType(0) == ElementType::F32);
@@ -230,7 +210,7 @@ int main() {
   });
 
   // --- 4. multiple outputs, 0-d, empty tensors, dtypes
-  run("multiple outputs, 0-d and empty tensors", [&] {
+  test("multiple outputs, 0-d and empty tensors", [&] {
     const char* prog = R"(
 module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%arg0: tensor<f32>, %arg1: tensor<0xf32>, %arg2: tensor<2x3xf32>) -> (tensor<f32>, tensor<0xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
@@ -266,7 +246,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
     }
   });
 
-  run("dtype round trips (pred, bf16, s64, others)", [&] {
+  test("dtype round trips (pred, bf16, s64, others)", [&] {
     bool p[5] = {true, false, true, true, false};
     BufferPtr bp = c.fromHost(p, ElementType::Pred, {5}, 1);
     bool pr[5] = {};
@@ -306,7 +286,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
     CHECK(throwsError([&] { bs->toHost(sr, 8); }));
   });
 
-  run("toHostAsync, awaitReady, copyToDevice", [&] {
+  test("toHostAsync, awaitReady, copyToDevice", [&] {
     float a[4] = {1, 2, 3, 4};
     BufferPtr x = c.fromHost(a, ElementType::F32, {4}, 0);
     x->awaitReady();
@@ -321,7 +301,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- 6. errors from the plugin
-  run("bad program gives Error with the plugin's message", [&] {
+  test("bad program gives Error with the plugin's message", [&] {
     std::string msg;
     int code = 0;
     CHECK(throwsError([&] { c.compile("module { this is not mlir }"); }, &msg, &code));
@@ -349,7 +329,7 @@ module @m {
   });
 
   // --- 5. donation
-  run("donation", [&] {
+  test("donation", [&] {
     const char* prog = R"(
 module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
   func.func public @main(%arg0: tensor<4xf32> {tf.aliasing_output = 0 : i32}) -> tensor<4xf32> {
@@ -385,7 +365,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- 9. memory stats, accounting, synchronize
-  run("memoryStats / live bytes accounting", [&] {
+  test("memoryStats / live bytes accounting", [&] {
     for (int d = 0; d < 2; ++d) {
       auto ms = c.memoryStats(d);
       if (ms) std::printf("  device %d plugin memory stats: in use %lld, peak %lld, limit %lld\n", d,
@@ -405,7 +385,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
     CHECK(c.peakLiveBytes(1) == base + (4 << 20));
   });
 
-  run("synchronize under async execution", [&] {
+  test("synchronize under async execution", [&] {
     // A chain of dependent adds of a large array; synchronize must wait for all of them.
     const int n = 1 << 20;
     ExecutablePtr e = c.compile(addProgram(n));
@@ -428,7 +408,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- serialize / deserialize
-  run("serialize / deserialize", [&] {
+  test("serialize / deserialize", [&] {
     std::string bytes;
     int code = 0;
     std::string msg;
@@ -452,7 +432,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- 7. threads
-  run("4 threads x 300 iterations execute + toHost", [&] {
+  test("4 threads x 300 iterations execute + toHost", [&] {
     std::atomic<int> bad{0};
     std::vector<std::thread> ts;
     for (int t = 0; t < 4; ++t) {
@@ -482,7 +462,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- 7b. reservations count in the live bytes and their peak
-  run("reserve: counted in live bytes", [&] {
+  test("reserve: counted in live bytes", [&] {
     c.synchronize(0);
     int64_t live = c.liveBytes(0);
     c.reserve(0, 1 << 20);
@@ -494,7 +474,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- 7b2. launch tracing (profilers): every launch while a trace is active, with its label and times
-  run("launch trace: records labelled launches with completion times, nothing outside a trace", [&] {
+  test("launch trace: records labelled launches with completion times, nothing outside a trace", [&] {
     Client& c = *cp;
     ExecutablePtr e = c.compile(addProgram(1 << 16));
     std::vector<float> v(1 << 16, 1.0f);
@@ -544,7 +524,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- 7c. a child forked after the client started cannot use the plugin: every call throws, nothing hangs
-  run("forked child: every call throws instead of hanging", [&] {
+  test("forked child: every call throws instead of hanging", [&] {
     float v[4] = {1, 2, 3, 4};
     BufferPtr x = c.fromHost(v, ElementType::F32, {4}, 0);
     ExecutablePtr e = c.compile(kAdd4);
@@ -572,7 +552,7 @@ module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32
   });
 
   // --- 8. latency
-  run("latency", [&] {
+  test("latency", [&] {
     const int n = 1024;
     ExecutablePtr e = c.compile(addProgram(n));
     std::vector<float> v(n, 1.0f);

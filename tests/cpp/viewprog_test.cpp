@@ -12,6 +12,7 @@
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
 #include "stablehlo/viewprog.h"
+#include "harness.h"
 
 using namespace torch_tpu;
 using shlo::Builder;
@@ -19,27 +20,6 @@ using shlo::DType;
 using shlo::TensorType;
 using shlo::Value;
 using viewprog::Layout;
-
-static int g_failures = 0;
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++g_failures;                                                                 \
-    }                                                                               \
-  } while (0)
-
-static void test(const std::string& name, const std::function<void()>& fn) {
-  int before = g_failures;
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "[%s] unexpected exception: %s\n", name.c_str(), e.what());
-    ++g_failures;
-  }
-  std::printf("[%s] %s\n", g_failures == before ? "PASS" : "FAIL", name.c_str());
-  std::fflush(stdout);
-}
 
 static int64_t numel(const std::vector<int64_t>& s) {
   int64_t n = 1;

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
+from torch_tpu.testing.tolerances import tight_tol
 
 
 def _offsets(sizes):
@@ -41,10 +42,6 @@ CASES = {
     # Many more groups than rows: no batched first window, every window in the loop.
     "few_rows": ([0, 1, 0, 0, 2, 0, 0, 1] * 4, 20),
 }
-
-
-def _tol(dtype):
-    return dict(atol=1e-5, rtol=1e-5) if dtype == torch.float32 else dict(atol=2e-2, rtol=2e-2)
 
 
 def _ref_rows(x, w, sizes):
@@ -81,7 +78,7 @@ def test_grouped_mm_forward_backward_matches_cpu(case, dtype):
     yt.backward(grad.to("tpu"))
     assert torch_tpu.fallback_counts() == {}
 
-    tol = _tol(dtype)
+    tol = tight_tol(dtype)
     y = yt.detach().cpu()
     # Rows of a group: as the CPU kernel; rows past the last group: zero (the CPU kernel leaves them unset).
     torch.testing.assert_close(y[:used], yc.detach()[:used], **tol)
@@ -111,18 +108,18 @@ def test_grouped_mm_other_forms_match_cpu(dtype):
     b = torch.randn(K, 16, dtype=dtype)
     ref = torch._grouped_mm(a, b, offs)
     got = torch._grouped_mm(a.to("tpu"), b.to("tpu"), offs.to("tpu")).cpu()
-    torch.testing.assert_close(got[:, :14], ref[:, :14], **_tol(dtype))
+    torch.testing.assert_close(got[:, :14], ref[:, :14], **tight_tol(dtype))
     # 3-D x 3-D: a batched matmul (no offsets).
     b3 = torch.randn(G, K, N, dtype=dtype)
     torch.testing.assert_close(torch._grouped_mm(a.to("tpu"), b3.to("tpu")).cpu(), torch._grouped_mm(a, b3),
-                               **_tol(dtype))
+                               **tight_tol(dtype))
     # 2-D x 2-D: the contraction is grouped (autograd's weight gradient).
     p = torch.randn(M, 16, dtype=dtype)
     q = torch.randn(16, N, dtype=dtype)
     ref2 = torch.stack([p[:, s:e].double() @ q[s:e].double()
                         for s, e in zip([0] + offs.tolist()[:-1], offs.tolist())])
     got2 = torch._grouped_mm(p.to("tpu"), q.to("tpu"), offs.to("tpu")).cpu()
-    torch.testing.assert_close(got2.double(), ref2, **_tol(dtype))
+    torch.testing.assert_close(got2.double(), ref2, **tight_tol(dtype))
 
 
 def test_grouped_mm_many_groups_and_rows():

@@ -15,21 +15,12 @@ import torch.nn.functional as F
 from torch.utils._pytree import tree_flatten, tree_map
 
 import torch_tpu
+from torch_tpu.testing.tolerances import tight_tol
 
 F32, BF16, F16, F64 = torch.float32, torch.bfloat16, torch.float16, torch.float64
 I64, I32, I8, U8, BOOL = torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool
 FLOATS = (F32, BF16, F64)
 INTS = (I64, I32, U8)
-
-
-def _tol(dtype):
-    if dtype in (BF16, F16):
-        return dict(rtol=2e-2, atol=2e-2)
-    if dtype == F32:
-        return dict(rtol=1.3e-5, atol=1e-5)
-    if dtype == F64:
-        return dict(rtol=1e-7, atol=1e-7)
-    return dict(rtol=0, atol=0)
 
 
 def make(shape, dtype, low=-3.0, high=3.0, noncontig=False, seed=0):
@@ -73,7 +64,7 @@ def run_case(fn, args, dtype, grad=False, fallback_ok=(), kwargs=None):
     for w, g in zip(wl, gl):
         if isinstance(w, torch.Tensor):
             assert g.device.type == "tpu", g.device
-            torch.testing.assert_close(g.cpu(), w, **_tol(dtype), equal_nan=True)
+            torch.testing.assert_close(g.cpu(), w, **tight_tol(dtype), equal_nan=True)
         else:
             assert g == w
     bad = {k: v for k, v in _fallbacks().items() if not any(ok in k for ok in fallback_ok)}
@@ -93,7 +84,7 @@ def run_case(fn, args, dtype, grad=False, fallback_ok=(), kwargs=None):
             if isinstance(a, torch.Tensor) and a.requires_grad:
                 assert (a.grad is None) == (b.grad is None)
                 if a.grad is not None:
-                    torch.testing.assert_close(b.grad.cpu(), a.grad, **_tol(dtype), equal_nan=True)
+                    torch.testing.assert_close(b.grad.cpu(), a.grad, **tight_tol(dtype), equal_nan=True)
         bad = {k: v for k, v in _fallbacks().items() if not any(ok in k for ok in fallback_ok)}
         assert not bad, f"backward ops fell back to CPU: {bad}"
 
@@ -513,7 +504,7 @@ def test_group_norm_matches_cpu_formula_with_infinite_weight():
     for dt in (F32, BF16):
         ref = F.group_norm(x.to(dt), 2, w.to(dt), b.to(dt))
         got = F.group_norm(x.to(dt).to("tpu"), 2, w.to(dt).to("tpu"), b.to(dt).to("tpu")).cpu()
-        torch.testing.assert_close(got, ref, equal_nan=True, **_tol(dt))
+        torch.testing.assert_close(got, ref, equal_nan=True, **tight_tol(dt))
 
 
 def test_native_dropout_backward_of_bool_gradients_promotes():

@@ -44,6 +44,7 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 import torch_tpu
+from torch_tpu.testing.tolerances import tol
 
 # float8: PyTorch's OpInfos list float8 for very few ops (_scaled_mm, eye); casts of every float8 type are checked
 # bit for bit in tests/python/test_dtypes_f8_uint.py.
@@ -197,17 +198,6 @@ def case_seed(*parts) -> int:
     return zlib.crc32("/".join(map(str, parts)).encode()) & 0x7FFFFFFF
 
 
-def _tol(dtype):
-    if dtype in (torch.bfloat16, torch.float16):
-        return dict(rtol=2e-2, atol=2e-2)
-    if dtype in (torch.float32, torch.complex64):
-        # XLA reassociates reductions; gradients accumulate a few more roundings than forwards.
-        return dict(rtol=1e-4, atol=3e-4)
-    if dtype in (torch.float64, torch.complex128):
-        return dict(rtol=1e-7, atol=1e-7)
-    return dict(rtol=0, atol=0)  # integers, bool, float8 (bit for bit)
-
-
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
 
@@ -305,7 +295,7 @@ def _compare(actual, expected, dtype, meta_only: bool = False) -> Optional[str]:
                 return err
             if meta_only:
                 continue
-            err = _close(a.detach().cpu(), e.detach(), **_tol(e.dtype))
+            err = _close(a.detach().cpu(), e.detach(), **tol(e.dtype))
             if err is not None:
                 return err
         elif isinstance(e, (int, float, bool)):
@@ -417,7 +407,7 @@ def _compare_indexed(key: str, args, kwargs, actual, expected, dtype) -> Optiona
         if order is not None:
             values_a, idx_a = values_a.detach().cpu().gather(d, order), idx_a.detach().cpu().gather(d, order)
             values_e = values_e.sort(dim=d).values
-    err = _close(values_a.detach().cpu(), values_e.detach(), **_tol(values_e.dtype))
+    err = _close(values_a.detach().cpu(), values_e.detach(), **tol(values_e.dtype))
     if err is not None:
         return err
     keepdim = _arg(args, kwargs, (spec.dim_pos + 1) if spec.dim_pos is not None else None, "keepdim", False) \
@@ -469,7 +459,7 @@ def _compare_tie_grads(inputs, actual, expected, dtype) -> Optional[str]:
         err = _compare_meta(a, e)
         if err is not None:
             return err
-        err = _close(_tie_sorted(x, a), _tie_sorted(x, e), **_tol(e.dtype))
+        err = _close(_tie_sorted(x, a), _tie_sorted(x, e), **tol(e.dtype))
         if err is not None:
             return "gradients differ beyond a permutation among equal inputs: " + err
     return None
@@ -576,7 +566,7 @@ def _same_distribution(a: List[torch.Tensor], b: List[torch.Tensor], heavy_taile
     if pa.numel() == 0 or pb.numel() == 0:
         return None
     values = torch.unique(torch.cat([pa, pb]))
-    tol = (_tol(dtype) if dtype is not None and (dtype.is_floating_point or dtype.is_complex)
+    z_tol = (tol(dtype) if dtype is not None and (dtype.is_floating_point or dtype.is_complex)
            else dict(rtol=1e-6, atol=1e-9))
     if values.numel() <= 32 and bool((values == values.round()).all()):  # integer-valued: every value's frequency
         for v in values.tolist():
@@ -589,7 +579,7 @@ def _same_distribution(a: List[torch.Tensor], b: List[torch.Tensor], heavy_taile
         if not heavy_tailed:
             tests += [("mean", lambda x: x.mean()), ("standard deviation", lambda x: x.std())]
         for name, f in tests:
-            err = _z_test(name, stat(a, f), stat(b, f), **tol)
+            err = _z_test(name, stat(a, f), stat(b, f), **z_tol)
             if err is not None:
                 return err
     if independent:

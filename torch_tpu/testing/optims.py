@@ -29,6 +29,7 @@ import torch
 
 from torch_tpu.testing import opinfo as H
 from torch_tpu.testing.modules import device_case
+from torch_tpu.testing.tolerances import tol
 from torch_tpu.testing.opinfo import SKIP, CaseResult, ExpectedFailures, XFail
 
 STEPS = 3
@@ -138,7 +139,7 @@ def _compare_runs(actual, expected) -> Optional[str]:
         a, e = state[k], estate[k]
         if a.dtype != e.dtype or a.shape != e.shape:
             return f"state {k}: {a.dtype}{tuple(a.shape)} vs {e.dtype}{tuple(e.shape)}"
-        err = H._close(a.detach().cpu(), e.detach(), **H._tol(e.dtype))
+        err = H._close(a.detach().cpu(), e.detach(), **tol(e.dtype))
         if err is not None:
             return f"state {k}: {err}"
         if k[1] != "step" and e.numel() > 1 and a.device.type != "tpu":

@@ -106,24 +106,21 @@ Value reduceLoss(Builder& b, Value loss, int64_t reduction) {
 }
 
 
-// x[..., idx[...], ...] along `dim`: idx (integer) has the result's shape, x's shape with `dim` resized.
-Value gatherDimLoss(Builder& b, Value x, int64_t dim, Value idx) {
-  const Shape os = idx.shape();
-  int64_t r = x.rank();
-  Shape cs = os;
-  cs.push_back(1);
-  std::vector<Value> comps;
-  for (int64_t d = 0; d < r; ++d)
-    comps.push_back(b.reshape(d == dim ? b.convert(idx, DType::S64) : b.iota({DType::S64, os}, d), cs));
-  Builder::GatherDims gd;
-  gd.collapsed_slice_dims = range(0, r);
-  gd.start_index_map = range(0, r);
-  gd.index_vector_dim = r;
-  return b.gather(x, b.concatenate(comps, r), gd, std::vector<int64_t>(size_t(r), 1), os);
+// The margin losses' backward: d(loss)/d(x) carries 1/D per frame, and 1/F more for reduction=mean.
+double marginGradScale(int64_t reduction, int64_t F, int64_t D) {
+  return reduction == kMean ? 1. / double(F * D) : 1. / double(D);
+}
+
+// gi [F, D] times grad_output: 0-d for a reduced loss (or a single frame), else one value per frame [F].
+Value timesFrameGrad(Builder& b, Value gi, Value go, int64_t reduction, DType c) {
+  const Shape fd = gi.shape();
+  Value gc = b.convert(go, c);
+  if (reduction != kNone || go.rank() == 0) return b.mul(gi, b.broadcastTo(b.reshape(gc, {}), fd));
+  return b.mul(gi, b.broadcastInDim(b.reshape(gc, {fd[0]}), fd, {0}));
 }
 
 // x [F, D] at idx [F, J] within each row -> [F, J].
-Value takeAlongRows(Builder& b, Value x, Value idx) { return gatherDimLoss(b, x, 1, idx); }
+Value takeAlongRows(Builder& b, Value x, Value idx) { return gatherDim(b, x, 1, idx); }
 
 
 // ---- pointwise losses ----
@@ -275,10 +272,7 @@ std::vector<Value> multiMarginRule(Context& ctx) {
   if (m.wt.valid()) h = b.mul(h, b.broadcastInDim(m.wt, fd, {0}));
   h = b.select(pos, h, b.zerosLike(h));
   Value row = b.div(b.reduce(h, {1}, ReduceKind::Sum), b.constantF(double(m.D), c, {m.F}));
-  if (reduction == kNone) return {b.reshape(row, ctx.outputs[0].shape)};
-  Value out = b.reduce(row, {0}, ReduceKind::Sum);
-  if (reduction == kMean) out = b.div(out, b.constant(double(m.F), c));
-  return {out};
+  return {b.reshape(reduceLoss(b, row, reduction), ctx.outputs[0].shape)};
 }
 
 // multi_margin_loss_backward(grad_output, self, target, p, margin, weight?, reduction)
@@ -290,7 +284,7 @@ std::vector<Value> multiMarginBackwardRule(Context& ctx) {
   int64_t reduction = ctx.toInt(6);
   MarginParts m = marginParts(ctx, 1, 2, 4, 5, c);
   Shape fd = {m.F, m.D};
-  double gd = reduction == kMean ? 1. / double(m.F * m.D) : 1. / double(m.D);
+  double gd = marginGradScale(reduction, m.F, m.D);
   Value g = b.constantF(gd, c, fd);
   Value pos = b.andOp(b.compare(m.z, b.zerosLike(m.z), Cmp::GT), b.notOp(m.onehot));
   Value h = p == 1 ? g : b.mul(b.mul(b.constantF(2, c, fd), g), m.z);
@@ -298,12 +292,7 @@ std::vector<Value> multiMarginBackwardRule(Context& ctx) {
   h = b.select(pos, h, b.zerosLike(h));
   Value tgt = b.neg(b.reduce(h, {1}, ReduceKind::Sum));
   Value gi = b.select(m.onehot, b.broadcastInDim(tgt, fd, {0}), h);
-  Value gc = b.convert(go, c);
-  if (reduction != kNone || go.rank() == 0)
-    gi = b.mul(gi, b.broadcastTo(b.reshape(gc, {}), fd));
-  else
-    gi = b.mul(gi, b.broadcastInDim(b.reshape(gc, {m.F}), fd, {0}));
-  return {b.reshape(gi, self.shape())};
+  return {b.reshape(timesFrameGrad(b, gi, go, reduction, c), self.shape())};
 }
 
 // The parts of multilabel_margin_loss: target [F, D] lists each frame's classes up to the first -1.
@@ -377,7 +366,7 @@ std::vector<Value> multilabelBackwardRule(Context& ctx) {
   Shape fd = {m.F, m.D};
   Value is_target = b.compare(b.reshape(b.convert(ctx.tensor(4), c), fd), b.zeros({c, fd}), Cmp::NE);
   Value active = b.convert(multilabelActive(b, m, is_target, c), c);  // [F, J, D]
-  double gd = reduction == kMean ? 1. / double(m.F * m.D) : 1. / double(m.D);
+  double gd = marginGradScale(reduction, m.F, m.D);
   // +g for each active (j, d) at d; -g for each at the class t[j]
   Value plus = b.reduce(active, {1}, ReduceKind::Sum);                   // [F, D]
   Value per_j = b.reduce(active, {2}, ReduceKind::Sum);                  // [F, J]
@@ -385,12 +374,7 @@ std::vector<Value> multilabelBackwardRule(Context& ctx) {
                                   b.zeros({c, {m.F, m.D, m.D}})),
                          {1}, ReduceKind::Sum);                           // [F, D]
   Value gi = b.mul(b.sub(plus, minus), b.constantF(gd, c, fd));
-  Value gc = b.convert(go, c);
-  if (reduction != kNone || go.rank() == 0)
-    gi = b.mul(gi, b.broadcastTo(b.reshape(gc, {}), fd));
-  else
-    gi = b.mul(gi, b.broadcastInDim(b.reshape(gc, {m.F}), fd, {0}));
-  return {b.reshape(gi, self.shape())};
+  return {b.reshape(timesFrameGrad(b, gi, go, reduction, c), self.shape())};
 }
 
 // ---- CTC loss ----
@@ -466,7 +450,7 @@ Ctc ctcSetup(Context& ctx, size_t lp_i, size_t tg_i, size_t il_i, size_t tl_i, s
   k.valid = constPred(b, valid, ns);
   // lpg[t, n, s] = log_probs[t, n, tp[n, s]]
   Shape tns = {k.T, k.N, S};
-  k.lpg = gatherDimLoss(b, lp, 2, b.broadcastInDim(b.clamp(b.constantInt(0, DType::S64), k.tp,
+  k.lpg = gatherDim(b, lp, 2, b.broadcastInDim(b.clamp(b.constantInt(0, DType::S64), k.tp,
                                                            b.constantInt(k.C - 1, DType::S64)), tns, {1, 2}));
   return k;
 }

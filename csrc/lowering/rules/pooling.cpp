@@ -251,22 +251,6 @@ std::vector<Value> maxPoolBackwardRule(Context& ctx, int64_t nsp, size_t ind_i =
 // then each earlier dim picks among those (value, index) pairs with the same rule. A window of a dim is gathered as
 // `k` candidates per output (positions past a shorter window's end repeat its last element, which changes nothing).
 
-// x[..., idx[...], ...] along `dim`: idx (integer) has the result's shape, x's shape with `dim` resized.
-Value gatherDim(Builder& b, Value x, int64_t dim, Value idx) {
-  const Shape os = idx.shape();
-  int64_t r = x.rank();
-  Shape cs = os;
-  cs.push_back(1);
-  std::vector<Value> comps;
-  for (int64_t d = 0; d < r; ++d)
-    comps.push_back(b.reshape(d == dim ? b.convert(idx, DType::S64) : b.iota({DType::S64, os}, d), cs));
-  Builder::GatherDims gd;
-  gd.collapsed_slice_dims = range(0, r);
-  gd.start_index_map = range(0, r);
-  gd.index_vector_dim = r;
-  return b.gather(x, b.concatenate(comps, r), gd, std::vector<int64_t>(size_t(r), 1), os);
-}
-
 struct ValIdx {
   Value v, i;  // values and their flat indices within the plane (S64)
 };
