@@ -1085,9 +1085,8 @@ def _is_stream_op(n: torch.fx.Node) -> bool:
     return n.op == "call_function" and name.split("::")[0] == "streams"
 
 
-_IN_PROGRAM = {"all_reduce", "all_reduce_coalesced", "all_gather_into_tensor", "all_gather_into_tensor_coalesced",
-               "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "all_to_all_single", "broadcast",
-               "wait_tensor"}
+# The functional collectives a program may hold: the collectives table (csrc/lowering/collectives.cpp).
+_IN_PROGRAM = frozenset(_C._collectives_in_program())
 ENV_COLLECTIVES_IN_PROGRAM = "TORCH_TPU_COLLECTIVES_IN_PROGRAM"
 
 

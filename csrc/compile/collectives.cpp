@@ -1,5 +1,6 @@
 #include "compile/collectives.h"
 
+#include "lowering/collectives.h"
 #include "lowering/lowering.h"
 
 namespace torch_tpu::compile {
@@ -73,23 +74,12 @@ struct Reduction {
 };
 
 Reduction reduction(const NodeDesc& n, const std::string& op, shlo::DType t) {
-  using K = shlo::ReduceKind;
-  Reduction r;
-  if (op == "sum") r.combiner = shlo::combinerName(K::Sum, t);
-  else if (op == "avg") {
-    if (t == shlo::DType::Pred) fail(n, "reduce_op avg is not defined for bool tensors");
-    r.combiner = shlo::combinerName(K::Sum, t);
-    r.avg = true;
-  } else if (op == "product") r.combiner = shlo::combinerName(K::Prod, t);
-  else if (op == "min") r.combiner = shlo::combinerName(K::Min, t);
-  else if (op == "max") r.combiner = shlo::combinerName(K::Max, t);
-  else if (op == "band" || op == "bor" || op == "bxor") {
-    if (t != shlo::DType::Pred && !shlo::isInteger(t)) fail(n, "bitwise reduce_op " + op + " needs integer or bool tensors");
-    r.combiner = op == "band" ? "stablehlo.and" : op == "bor" ? "stablehlo.or" : "stablehlo.xor";
-  } else {
-    fail(n, "reduce_op '" + op + "' cannot run inside a program");
-  }
-  return r;
+  const lowering::ReduceOpRow* row = lowering::reduceOpByName(op);
+  if (row == nullptr || !row->in_program) fail(n, "reduce_op '" + op + "' cannot run inside a program");
+  std::string why;
+  const char* combiner = lowering::reduceCombiner(*row, t, &why);
+  if (combiner == nullptr) fail(n, std::string(row->bitwise ? "bitwise " : "") + "reduce_op " + op + " " + why);
+  return Reduction{combiner, row->avg};
 }
 
 const shlo::ReplicaGroups& groupsOf(const NodeDesc& n, const CollectiveEnv& env) {
@@ -147,6 +137,8 @@ std::string collectiveGroupName(const NodeDesc& n) {
 std::vector<shlo::Value> lowerCollective(shlo::Builder& b, const NodeDesc& n, const std::vector<shlo::Value>& vals,
                                          CollectiveEnv& env) {
   const std::string op = baseName(n.op);
+  const lowering::CollectiveRow* row = lowering::collectiveByName(op);
+  if (row == nullptr || !row->in_program) fail(n, "this collective cannot run inside a program");
   if (op == "wait_tensor") return {tensorArg(n, "tensor", vals)};
   const shlo::ReplicaGroups& g = groupsOf(n, env);
   const int64_t size = groupSize(g);

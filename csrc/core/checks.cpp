@@ -11,6 +11,7 @@
 #include "core/client.h"
 #include "core/config.h"
 #include "core/executables.h"
+#include "core/launch.h"
 #include "settings/settings.h"
 #include "stablehlo/builder.h"
 
@@ -113,8 +114,10 @@ Pending fold(const std::vector<Pending>& list, int device) {
   runtime::BufferPtr b = client().fromHost(bases.data(), runtime::ElementType::S64, {n}, device);
   args.push_back(b.get());
   static const std::string kName = "combine device-side check flags";
-  runtime::LaunchScope label("checks", &kName);
-  return Pending{exe->execute(device, args)[0], 0};
+  LaunchOptions label;
+  label.kind = "checks";
+  label.name = &kName;
+  return Pending{launchExecutable(*exe, device, args, label)[0], 0};
 }
 
 struct Violation {

@@ -302,48 +302,46 @@ std::string ProgramBuilder::finish(const std::vector<Value>& results, std::vecto
 // ---------------------------------------------------------------------------------------------------------------
 // Launch
 
-std::vector<runtime::BufferPtr> launchExecutable(runtime::Executable& exe, int device,
-                                                 const std::vector<runtime::Buffer*>& args,
-                                                 const std::vector<bool>& donate, int launch_id,
-                                                 int64_t covered_bytes) {
-  int64_t need = exe.outputBytes() - covered_bytes;
-  for (size_t i = 0; i < donate.size() && i < args.size(); ++i)
-    if (donate[i]) need -= static_cast<int64_t>(args[i]->byteSize());
-  checkLaunchMemory(device, need);
-  return exe.execute(device, args, donate, launch_id);
+runtime::BufferPtr bindParam(const Param& p, const Signature& sig, Program::HostFn host,
+                             const std::optional<at::Generator>& gen) {
+  switch (p.kind) {
+    case Param::Kind::Offset:
+      return scalarBuffer(c10::Scalar(sig.tensors[p.index].t.storage_offset()), DType::S64, sig.device);
+    case Param::Kind::Rng: {
+      uint64_t state[2] = {nextRngKey(gen, sig.device), 0};
+      return client().fromHost(state, runtime::ElementType::U64, {2}, sig.device);
+    }
+    case Param::Kind::Host:
+      return host(p);
+    case Param::Kind::Storage:
+      break;
+  }
+  TORCH_INTERNAL_ASSERT(false, "tpu: bindParam of a storage parameter");
 }
 
 std::vector<at::Tensor> Program::launch(Signature& sig, HostFn host, const std::optional<at::Generator>& gen,
-                                        int launch_id) const {
+                                        int launch_id, const LaunchOptions& label) const {
   // Locals, not thread-locals: a Host parameter may itself launch a program (a packed weight is made on demand).
   c10::SmallVector<runtime::BufferPtr, 8> held;
   std::vector<runtime::Buffer*> raw;
   raw.reserve(params.size());
   for (const Param& p : params) {
-    switch (p.kind) {
-      case Param::Kind::Storage:
-        raw.push_back(sig.buffers[p.index].get());
-        continue;
-      case Param::Kind::Offset:
-        held.push_back(scalarBuffer(c10::Scalar(sig.tensors[p.index].t.storage_offset()), DType::S64, sig.device));
-        break;
-      case Param::Kind::Rng: {
-        uint64_t state[2] = {nextRngKey(gen, sig.device), 0};
-        held.push_back(client().fromHost(state, runtime::ElementType::U64, {2}, sig.device));
-        break;
-      }
-      case Param::Kind::Host:
-        held.push_back(host(p));
-        break;
+    if (p.kind == Param::Kind::Storage) {
+      raw.push_back(sig.buffers[p.index].get());
+      continue;
     }
+    held.push_back(bindParam(p, sig, host, gen));
     raw.push_back(held.back().get());
   }
   // A written storage that has no buffer yet turns its reservation into its buffer.
   int64_t covered = 0;
   for (int slot : written_slots)
     if (!sig.buffers[slot] && sig.storages[slot]->reserved) covered += static_cast<int64_t>(sig.storages[slot]->nbytes);
-  std::vector<runtime::BufferPtr> outs =
-      launchExecutable(*exe, sig.device, raw, any_donation ? donated : std::vector<bool>{}, launch_id, covered);
+  LaunchOptions opts = label;
+  opts.donate = any_donation ? &donated : nullptr;
+  opts.launch_id = launch_id;
+  opts.covered_bytes = covered;
+  std::vector<runtime::BufferPtr> outs = launchExecutable(*exe, sig.device, raw, opts);
   // The plugin keeps its inputs alive until the execution finishes; drop our references now.
   held.clear();
   sig.buffers.clear();

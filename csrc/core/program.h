@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "core/launch.h"
 #include "core/storage.h"
 #include "runtime/runtime.h"
 #include "stablehlo/builder.h"
@@ -124,16 +125,15 @@ struct Program {
   // Drops sig's buffer references once the program is launched (a donated buffer must not be held).
   // `launch_id`: a program spanning several devices (compiled with a device assignment) is launched by each
   // participant with the launch id of this run, shared by all of them (runtime::Executable::execute).
+  // `label`: what a profiler names the launch (core/launch.h; kind null: the caller's runtime::LaunchScope).
   std::vector<at::Tensor> launch(Signature& sig, HostFn host, const std::optional<at::Generator>& gen = std::nullopt,
-                                 int launch_id = 0) const;
+                                 int launch_id = 0, const LaunchOptions& label = {}) const;
 };
 
-// The one launch of every device program: checks that the program's new buffers fit on `device` (core/memory.h;
-// donated arguments become outputs in place, and `covered_bytes` are already reserved for them), then executes.
-std::vector<runtime::BufferPtr> launchExecutable(runtime::Executable& exe, int device,
-                                                 const std::vector<runtime::Buffer*>& args,
-                                                 const std::vector<bool>& donate = {}, int launch_id = 0,
-                                                 int64_t covered_bytes = 0);
+// The value of a parameter that is not a storage (an Offset, a fresh random key, a Host value), as a buffer on
+// sig.device: the one binder of Program::launch and of fused-eager recording (eager/fused_record.cpp).
+runtime::BufferPtr bindParam(const Param& p, const Signature& sig, Program::HostFn host,
+                             const std::optional<at::Generator>& gen);
 
 // Builds the program of one signature. `written_slots`: the storages the program writes, in output order (every one
 // must receive at least one write()).

@@ -1,6 +1,7 @@
 #include "distributed/programs.h"
 
 #include "core/executables.h"
+#include "core/launch.h"
 #include "core/program.h"
 #include "stablehlo/builder.h"
 
@@ -11,8 +12,10 @@ namespace {
 // Runs the one-parameter program `text` on src's device (through the core: its executable cache and launch).
 runtime::BufferPtr runOn(const std::string& text, const runtime::BufferPtr& src, bool donate) {
   core::ExecutableLookup ex = core::executableFor(text);
-  return core::launchExecutable(*ex.exe, src->device(), {src.get()},
-                                donate ? std::vector<bool>{true} : std::vector<bool>{})[0];
+  static const std::vector<bool> kDonate{true};
+  core::LaunchOptions opts;
+  opts.donate = donate ? &kDonate : nullptr;
+  return core::launchExecutable(*ex.exe, src->device(), {src.get()}, opts)[0];
 }
 
 }  // namespace

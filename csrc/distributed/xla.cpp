@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/storage.h"
 #include "stablehlo/builder.h"
+#include "lowering/collectives.h"
 #include "stablehlo/collectives.h"
 
 namespace torch_tpu::dist {
@@ -186,36 +187,19 @@ struct Reduction {
 };
 
 Reduction reduction(const c10d::ReduceOp& op, shlo::DType t) {
+  const lowering::ReduceOpRow* row = lowering::reduceOpByC10d(reduceOpName(op));
+  TORCH_CHECK(row != nullptr, "tpu_dist: unsupported reduce op ", static_cast<int>(op.op_));
+  std::string why;
+  const char* combiner = lowering::reduceCombiner(*row, t, &why);
+  TORCH_CHECK_TYPE(combiner != nullptr, "tpu_dist: ", row->bitwise ? "bitwise " : "", "ReduceOp.", row->c10d, " ", why);
   Reduction r;
-  using K = shlo::ReduceKind;
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM: r.combiner = shlo::combinerName(K::Sum, t); break;
-    case c10d::ReduceOp::AVG:
-      TORCH_CHECK_TYPE(t != shlo::DType::Pred, "tpu_dist: ReduceOp.AVG is not defined for bool tensors");
-      r.combiner = shlo::combinerName(K::Sum, t);
-      r.avg = true;
-      break;
-    case c10d::ReduceOp::PRODUCT: r.combiner = shlo::combinerName(K::Prod, t); break;
-    case c10d::ReduceOp::MIN: r.combiner = shlo::combinerName(K::Min, t); break;
-    case c10d::ReduceOp::MAX: r.combiner = shlo::combinerName(K::Max, t); break;
-    case c10d::ReduceOp::BAND:
-    case c10d::ReduceOp::BOR:
-    case c10d::ReduceOp::BXOR:
-      TORCH_CHECK_TYPE(t == shlo::DType::Pred || shlo::isInteger(t), "tpu_dist: bitwise ReduceOp.",
-                       reduceOpName(op), " needs integer or bool tensors");
-      r.combiner = op.op_ == c10d::ReduceOp::BAND ? "stablehlo.and"
-                   : op.op_ == c10d::ReduceOp::BOR ? "stablehlo.or"
-                                                    : "stablehlo.xor";
-      break;
-    case c10d::ReduceOp::PREMUL_SUM: {
-      auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
-      TORCH_CHECK(s != nullptr, "tpu_dist: PREMUL_SUM without a factor");
-      r.factor = s->tensor_factor.defined() ? s->tensor_factor.item<double>() : s->double_factor;
-      r.premul = true;
-      r.combiner = shlo::combinerName(K::Sum, t);
-      break;
-    }
-    default: TORCH_CHECK(false, "tpu_dist: unsupported reduce op ", static_cast<int>(op.op_));
+  r.combiner = combiner;
+  r.avg = row->avg;
+  if (row->premul) {
+    auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(s != nullptr, "tpu_dist: PREMUL_SUM without a factor");
+    r.factor = s->tensor_factor.defined() ? s->tensor_factor.item<double>() : s->double_factor;
+    r.premul = true;
   }
   return r;
 }
@@ -368,7 +352,10 @@ std::vector<runtime::BufferPtr> XlaEngine::launch(const Build& build, const std:
   core::ExecutableLookup ex = core::executableFor(build(), da);
   std::vector<runtime::Buffer*> raw;
   for (const auto& a : args) raw.push_back(a.get());
-  return core::launchExecutable(*ex.exe, device_, raw, donate, group_->launchId(seq));
+  core::LaunchOptions opts;  // named by the caller's scope (collective())
+  opts.donate = &donate;
+  opts.launch_id = group_->launchId(seq);
+  return core::launchExecutable(*ex.exe, device_, raw, opts);
 }
 
 c10::intrusive_ptr<TpuWork> XlaEngine::allreduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOp& op,

@@ -28,7 +28,7 @@ struct EagerProgram {
   // The executable: compiled (or read from the disk cache) on first need; thread-safe.
   const runtime::ExecutablePtr& executable();
 
-  // The program as a private function @e<id> of a fused program (eager/fused.cpp), made on first need.
+  // The program as a private function @e<id> of a fused program (eager/fused_program.cpp), made on first need.
   struct Function {
     std::string text;                       // "func.func private @e<id>(...) -> (...) {...}"
     std::vector<std::string> arg_types;     // per parameter

@@ -1,5 +1,6 @@
 // Fused eager: ops are recorded instead of launched, and launched together as ONE program at the next
 // synchronization point, cached by the recorded sequence so repeated steps reuse it.
+// (Parts: fused_record.cpp, fused_program.cpp, fused_policy.cpp, fused_flush.cpp; see fused_internal.h.)
 //
 // Opt-in: torch_tpu.set_eager_mode("fused") or TORCH_TPU_EAGER_MODE=fused ("strict", the default, launches every op
 // as it is called). Results are those of strict mode: the same per-op storage programs (eager/kernel.cpp) are

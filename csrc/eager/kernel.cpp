@@ -756,8 +756,10 @@ void launch(const std::shared_ptr<EagerProgram>& ep, const OpInfo& info, torch::
   if (record) {
     fresh = fused::record(ep, c.sig, host, gen);
   } else {
-    runtime::LaunchScope label("eager", &p.op);  // what a profiler names the program
-    fresh = p.prog.launch(c.sig, host, gen);
+    core::LaunchOptions label;  // what a profiler names the program
+    label.kind = "eager";
+    label.name = &p.op;
+    fresh = p.prog.launch(c.sig, host, gen, 0, label);
   }
   c10::SmallVector<at::Tensor, 4> by_flat(p.num_flat);
   for (size_t j = 0; j < fresh.size(); ++j) by_flat[p.fresh_flat[j]] = std::move(fresh[j]);

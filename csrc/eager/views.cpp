@@ -20,6 +20,7 @@
 #include "core/client.h"
 #include "core/dtype.h"
 #include "core/executables.h"
+#include "core/launch.h"
 #include "core/memory.h"
 #include "core/storage.h"
 #include "eager/fallback.h"
@@ -94,8 +95,10 @@ runtime::BufferPtr resizedBuffer(const runtime::BufferPtr& old, int64_t n, int d
                            : b.slice(flat, {0}, {n}, {1});
   runtime::ExecutablePtr exe = core::executableFor(b.finish({out}), core::ExecutableCaches{true, false}).exe;
   static const std::string kName = "grow storage";
-  runtime::LaunchScope label("eager", &kName);
-  return exe->execute(device, {old.get()})[0];
+  core::LaunchOptions label;
+  label.kind = "eager";
+  label.name = &kName;
+  return core::launchExecutable(*exe, device, {old.get()}, label)[0];
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "compile/graph.h"
 #include "core/executables.h"
+#include "lowering/collectives.h"
 #include "core/ops.h"
 #include "python/bindings.h"
 
@@ -224,6 +225,8 @@ void bindCompile(py::module_& m) {
       .def_readonly("slow", &GraphCall::slow);
   m.def("_compile_has_rule", [](const std::string& op) { return core::ruleFor(op).rule != nullptr; });
   m.def("_compile_rule_names", []() { return lowering::registry().names(); });
+  // The functional collectives a compiled graph may keep inside its program (lowering/collectives.h).
+  m.def("_collectives_in_program", &lowering::collectivesInProgram);
   m.def("_compile_stats", &statsDict);
   m.def("_compile_reset_stats", &compile::resetCompileStats);
   m.def("_compile_clear_cache", &compile::clearCompileCache);

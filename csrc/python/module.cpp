@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/client.h"
 #include "core/executables.h"
+#include "core/launch.h"
 #include "core/lru.h"
 #include "core/memory.h"
 #include "core/packed.h"
@@ -221,6 +222,12 @@ PYBIND11_MODULE(_C, m) {
     return r;
   });
   m.def("_launch_count", [](int d) { return client().launchCount(checkDevice(d)); });
+  // Launches through core's launch per label kind ("eager", "fused", "compiled", "collective", "checks", ...).
+  m.def("_launch_counts", []() {
+    py::dict r;
+    for (const auto& [kind, n] : core::launchCounts()) r[py::str(kind)] = n;
+    return r;
+  });
   m.def("_reset_peak_memory_stats", [](int d) { client().resetPeak(checkDevice(d)); });
   m.def("_empty_cache", []() {
     clearScalarCache();

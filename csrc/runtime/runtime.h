@@ -273,6 +273,9 @@ class LaunchScope {
   LaunchLabel prev_;
 };
 
+// The calling thread's current label (kind null when no scope is open).
+const LaunchLabel& currentLaunchLabel();
+
 struct LaunchRecord {
   uint64_t seq = 0;          // launch order within the trace
   int device = 0;

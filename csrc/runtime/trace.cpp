@@ -128,6 +128,8 @@ LaunchScope::LaunchScope(const char* kind, const std::string* name, const std::s
 
 LaunchScope::~LaunchScope() { t_label = prev_; }
 
+const LaunchLabel& currentLaunchLabel() { return t_label; }
+
 void startLaunchTrace(CorrelationSource correlation) {
   std::lock_guard<std::mutex> lk(g_mu);
   ++g_generation;

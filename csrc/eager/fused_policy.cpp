@@ -1,0 +1,190 @@
+// Fused eager, policy (eager/fused_internal.h): the speed check (is a trace's fused program faster than its ops?),
+// the bypass (when recording would only cost) and donation (which buffers a fused program takes over).
+#include <c10/macros/Macros.h>
+
+#include <algorithm>
+
+#include "core/client.h"
+#include "eager/fused_internal.h"
+
+namespace torch_tpu::fused {
+
+using namespace detail;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Speed check.
+
+// Launches timed by the speed check (each kind); 0: no check (every fused program is used).
+int speedTrials() {
+  static const int v = [] {
+    return static_cast<int>(settings::integer("TORCH_TPU_FUSED_SPEED_CHECK"));
+  }();
+  return v;
+}
+constexpr int kSpeedWarmup = 3;
+std::atomic<int> g_speed_trials{-1};  // -1: from the environment; set by tests
+double g_speed_bias = 0;              // tests: seconds added to each timed fused launch (negative: taken off)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Bypass.
+
+// Bypass: a trace that has to run op by op (its fused program is compiling, was found slower than its ops, or could
+// not be built) costs its recording on top of what strict mode pays for the same ops. So when such a trace repeats
+// the trace before it (a loop of one trace), the ops that follow run as in strict mode, not recorded, until the
+// compiles are done (or g_bypass_limit ops have run: then a trace is recorded again, to try its program). For a loop
+// cut at its period, the bypass ends at a whole number of periods, so the next recorded trace starts where the
+// loop's traces start. Guarded by g_mu but for the flag and the count, which every op reads.
+std::atomic<bool> g_bypass{false};
+std::atomic<int64_t> g_bypass_ops{0};        // ops run since the bypass began
+int64_t g_bypass_limit = 0;                  // record again after this many ops
+size_t g_bypass_period = 0;                  // g_cut when it began
+int64_t g_bypass_trace_ops = 1;              // length of the trace that began it
+bool g_bypass_for_compile = false;           // ends once the background compiles are done
+std::shared_ptr<FusedProgram> g_bypass_slow;  // a dropped program: the bypassed runs count as its runs op by op
+uint64_t g_prev_hash = 0;                    // key hash of the trace launched last
+int64_t g_prev_run = 0;                      // launches in a row of that trace
+constexpr int64_t kBypassTraces = 64;        // traces' worth of ops before a trace is recorded again
+
+// TORCH_TPU_FUSED_BYPASS=0: traces that run op by op are recorded all the same (benchmarks compare).
+bool bypassAllowed() {
+  static const bool v = envSwitchOn("TORCH_TPU_FUSED_BYPASS");
+  return v;
+}
+
+}  // namespace
+
+namespace detail {
+
+SpeedTrial planSpeedTrial(FusedProgram* fp, bool usable) {
+  SpeedTrial s;
+  const int set_trials = g_speed_trials.load(std::memory_order_relaxed);
+  const int trials = set_trials < 0 ? speedTrials() : set_trials;
+  // The first kSpeedWarmup launches are not timed (a new executable's first runs pay one-time costs: they can be
+  // ten times slower); then launches alternate, op by op first.
+  s.trial = usable && trials > 0 && fp->trials < kSpeedWarmup + 2 * trials;
+  s.replay = s.trial && fp->trials >= kSpeedWarmup && (fp->trials - kSpeedWarmup) % 2 == 0;
+  s.timed = s.trial && fp->trials >= kSpeedWarmup;
+  s.trials = trials;
+  if (s.trial && !s.timed) fp->trials++;
+  return s;
+}
+
+void startSpeedTrial(SpeedTrial& s, int device) {
+  if (!s.timed) return;
+  client().synchronize(device);  // the timed launch runs alone
+  s.t0 = std::chrono::steady_clock::now();
+}
+
+void endSpeedTrial(SpeedTrial& s, FusedProgram& fp, int device) {
+  if (!s.timed) return;
+  client().synchronize(device);
+  const double dt = secondsSince(s.t0);
+  if (s.replay) {
+    fp.best_replay = fp.trials == kSpeedWarmup ? dt : std::min(fp.best_replay, dt);
+  } else {
+    const double f = std::max(0.0, dt + g_speed_bias);
+    fp.best_fused = fp.trials == kSpeedWarmup + 1 ? f : std::min(fp.best_fused, f);
+  }
+  if (++fp.trials == kSpeedWarmup + 2 * s.trials && fp.best_fused >= fp.best_replay) {
+    fp.slow = true;  // no faster than op by op: stop fusing this trace
+    std::lock_guard<std::mutex> g(g_stats_mu);
+    g_stats.slow_programs++;
+  }
+}
+
+std::vector<bool> donatedInputs(const Trace& t, const FusedProgram& fp) {
+  // Inputs the program aliases are donated when nobody but the trace and their storage holds the buffer.
+  std::vector<bool> donate;
+  const std::vector<int> alias = aliasedOutputs(fp.outputs);
+  int64_t donated = 0;
+  std::unique_lock<std::mutex> live_lk(g_live_mu, std::defer_lock);  // a storage may die on another thread
+  if (std::find_if(alias.begin(), alias.end(), [](int a) { return a >= 0; }) != alias.end()) live_lk.lock();
+  for (size_t i = 0; i < alias.size(); ++i) {
+    if (alias[i] < 0) continue;
+    const Val& in = t.vals[t.externals[i]];
+    long holders = 1;  // the trace
+    TpuStorage* st = t.recs[in.rec].st;
+    if (st) {
+      std::lock_guard<std::mutex> sg(st->mu);
+      if (st->buffer.get() != in.buf.get()) continue;  // held elsewhere too
+      holders = 2;
+    }
+    if (in.buf.use_count() > holders) continue;
+    if (donate.empty()) donate.assign(t.externals.size(), false);
+    donate[i] = true;
+    ++donated;
+  }
+  if (live_lk.owns_lock()) live_lk.unlock();
+  if (donated) {
+    std::lock_guard<std::mutex> g(g_stats_mu);
+    g_stats.donated += donated;
+  }
+  return donate;
+}
+
+void noteLaunch(const Trace& t, uint64_t h, const std::shared_ptr<FusedProgram>& fp, bool ran_op_by_op,
+                bool oneoff) {
+  // Ran op by op with no program to wait for here (compiling, dropped as slow, or none could be built): the next
+  // ops run as in strict mode (see g_bypass). A first sighting, a speed-check run and a one-off trace do not.
+  // Only when the trace repeats the one before it (a loop whose every step, or cut, is this trace): a loop of several
+  // different traces keeps recording, so that each of them is seen and compiled.
+  g_prev_run = h == g_prev_hash ? g_prev_run + 1 : 1;
+  g_prev_hash = h;
+  if (!ran_op_by_op || oneoff || g_prev_run < 2 || launchBlocking() || !bypassAllowed()) return;
+  // Waiting for a first program: once the trace was launched three times in a row (seen, queued, still
+  // compiling), in a loop whose steps end at synchronization points. Not in a loop cut at its period (where the
+  // cut falls can vary the trace and what is alive at its end: those variants are still to be seen), nor while a
+  // program covering more live values compiles.
+  const bool compiling = !fp && g_prev_run >= 3 && g_cut == 0 && g_compiling.count(h) > 0;
+  if (!compiling && !(fp && (!fp->exe || fp->slow))) return;
+  g_bypass_trace_ops = static_cast<int64_t>(std::max<size_t>(t.ops.size(), 1));
+  g_bypass_limit = kBypassTraces * g_bypass_trace_ops;
+  g_bypass_period = g_cut;
+  g_bypass_for_compile = compiling;
+  g_bypass_slow = fp && fp->exe && fp->slow ? fp : nullptr;
+  g_bypass_ops.store(0, std::memory_order_relaxed);
+  g_bypass.store(true, std::memory_order_release);
+}
+
+void endBypassLocked() {
+  if (!g_bypass.load(std::memory_order_relaxed)) return;
+  const int64_t n = g_bypass_ops.load(std::memory_order_relaxed);
+  if (g_bypass_slow) g_bypass_slow->slow_runs += n / g_bypass_trace_ops;  // the traces it ran as strict mode would
+  g_bypass_slow.reset();
+  g_bypass.store(false, std::memory_order_release);
+  std::lock_guard<std::mutex> g(g_stats_mu);
+  g_stats.bypassed += n;
+}
+
+}  // namespace detail
+
+bool recordNext() {
+  if (!active()) return false;
+  if (C10_LIKELY(!g_bypass.load(std::memory_order_acquire))) return true;
+  const int64_t n = g_bypass_ops.fetch_add(1, std::memory_order_relaxed);
+  const size_t period = g_bypass_period;
+  if (period > 0 && n % static_cast<int64_t>(period) != 0) return false;  // inside a period of the loop
+  if (n < g_bypass_limit && !(g_bypass_for_compile && Compiler::get().idle())) return false;
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  g_bypass_ops.fetch_sub(1, std::memory_order_relaxed);  // this op is recorded
+  endBypassLocked();
+  return true;
+}
+
+Stats stats() {
+  std::lock_guard<std::mutex> g(g_stats_mu);
+  Stats s = g_stats;
+  s.ops = g_ops.load();
+  if (g_bypass.load(std::memory_order_acquire)) s.bypassed += g_bypass_ops.load(std::memory_order_relaxed);
+  return s;
+}
+
+void setSpeedCheck(int trials, double bias_seconds) {
+  std::lock_guard<std::recursive_mutex> lk(g_mu);
+  g_speed_trials = trials;
+  g_speed_bias = bias_seconds;
+}
+
+}  // namespace torch_tpu::fused
