@@ -45,6 +45,7 @@ def test_fused_programs_and_their_ops_go_through_the_launch():
     torch_tpu._C._fused_set_speed_check(0, 0.0)
     try:
         s0 = torch_tpu.cache_stats()["fused"]
+        disk0 = torch_tpu.cache_stats()["disk"]["hits"]
         before = _counts()
         for _ in range(4):  # seen (op by op), compiled in the background, then launched as one program
             torch.testing.assert_close(_step(x, w).cpu(), expected)
@@ -54,7 +55,9 @@ def test_fused_programs_and_their_ops_go_through_the_launch():
         torch_tpu._C._fused_set_speed_check(-1, 0.0)
         torch_tpu.set_eager_mode(prev)
     assert d.get("fused", 0) >= 1, d       # the trace as one program
-    assert d.get("eager", 0) >= 2, d       # the first sighting, run op by op
+    # the first sighting, run op by op, unless the disk cache already held the trace's program (then even the first
+    # sighting launches it)
+    assert d.get("eager", 0) >= 2 or torch_tpu.cache_stats()["disk"]["hits"] > disk0, d
     s1 = torch_tpu.cache_stats()["fused"]
     assert d["fused"] == s1["hits"] - s0["hits"], (d, s0, s1)
 
