@@ -378,16 +378,8 @@ def _inline_regions(gm: torch.fx.GraphModule, only: Optional[set] = None) -> int
         if sub is None:
             continue
         sub_node = n.args[0]
-        out = _copy_graph_before(gm, n, sub, list(n.args[2:]), const_prefix="_region_const")
-        for user in list(n.users):
-            if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
-                user.replace_all_uses_with(out[user.args[1]])
-                gm.graph.erase_node(user)
-        if n.users:
-            n.replace_all_uses_with(out)
-        gm.graph.erase_node(n)
-        if not sub_node.users:
-            gm.graph.erase_node(sub_node)
+        _replace_with_copy(gm, n, sub_node,
+                           _copy_graph_before(gm, n, sub, list(n.args[2:]), const_prefix="_region_const"))
         count += 1
     if count:
         # nested regions of inlined subgraphs are inlined too when they cannot be functions
@@ -813,6 +805,20 @@ class _ShapeSpecializedGraph:
         return self.run(list(args))
 
 
+def _replace_with_copy(gm: torch.fx.GraphModule, n: torch.fx.Node, sub_node: torch.fx.Node, out: Any) -> None:
+    """Replaces the higher-order call `n` by `out`, its subgraph copied in place (_copy_graph_before): getitem users
+    take the copied outputs, and the subgraph's get_attr node goes when nothing else uses it."""
+    for user in list(n.users):
+        if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
+            user.replace_all_uses_with(out[user.args[1]])
+            gm.graph.erase_node(user)
+    if n.users:
+        n.replace_all_uses_with(out)
+    gm.graph.erase_node(n)
+    if not sub_node.users:
+        gm.graph.erase_node(sub_node)
+
+
 def _copy_graph_before(gm: torch.fx.GraphModule, before: torch.fx.Node, sub: torch.fx.GraphModule,
                        args: Sequence[Any], const_prefix: str = "_inlined_const") -> Any:
     """Copies ``sub``'s nodes into ``gm`` ahead of ``before``, its placeholders bound to ``args``; returns what its
@@ -864,16 +870,7 @@ def _inline_control_deps(gm: torch.fx.GraphModule) -> None:
         args = list(n.args[2:])
         if sum(x.op == "placeholder" for x in sub.graph.nodes) != len(args):
             continue
-        out = _copy_graph_before(gm, n, sub, args)
-        for user in list(n.users):
-            if user.op == "call_function" and user.target is operator.getitem and isinstance(out, (list, tuple)):
-                user.replace_all_uses_with(out[user.args[1]])
-                gm.graph.erase_node(user)
-        if n.users:
-            n.replace_all_uses_with(out)
-        gm.graph.erase_node(n)
-        if not sub_node.users:
-            gm.graph.erase_node(sub_node)
+        _replace_with_copy(gm, n, sub_node, _copy_graph_before(gm, n, sub, args))
         changed = True
     if changed:
         gm.graph.lint()
