@@ -13,6 +13,37 @@ namespace torch_tpu::shlo {
 
 using namespace detail;
 
+namespace {
+
+// Templates over the builder's private Impl (deduced, never named here).
+// A nested region (a loop's condition or body, a function's body) numbers its values apart from the enclosing one.
+template <class ImplT>
+struct RegionScope {
+  ImplT& I;
+  int saved;
+  explicit RegionScope(ImplT& i) : I(i), saved(i.region) { I.region = ++I.next_region; }
+  ~RegionScope() { I.region = saved; }
+};
+
+// Fresh block arguments of `types`, appended to `text` as "%n: type, ...".
+template <class ImplT>
+std::vector<Value> blockArguments(ImplT& I, const std::vector<TensorType>& types, std::string& text) {
+  std::vector<Value> args;
+  args.reserve(types.size());
+  for (size_t i = 0; i < types.size(); ++i) {
+    int num = I.nextNum++;
+    args.push_back(I.newValue(types[i], num, -1));
+    if (i) text += ", ";
+    text += '%';
+    appendInt(text, num);
+    text += ": ";
+    appendType(text, types[i]);
+  }
+  return args;
+}
+
+}  // namespace
+
 std::vector<Value> Builder::whileLoop(const std::vector<Value>& init, const LoopCond& cond, const LoopBody& body) {
   if (impl_->finished) fail("whileLoop", "the builder was already finished");
   if (init.empty()) fail("whileLoop", "needs at least one loop value");
@@ -30,24 +61,9 @@ std::vector<Value> Builder::whileLoop(const std::vector<Value>& init, const Loop
                     const char* what) -> std::string {
     std::string saved;
     saved.swap(I.body);
-    struct RegionScope {
-      Impl& I;
-      int saved;
-      explicit RegionScope(Impl& i) : I(i), saved(i.region) { I.region = ++I.next_region; }
-      ~RegionScope() { I.region = saved; }
-    } scope(I);
+    RegionScope scope(I);
     std::string text = "{\n      ^bb0(";
-    std::vector<Value> args;
-    args.reserve(arg_types.size());
-    for (size_t i = 0; i < arg_types.size(); ++i) {
-      int num = I.nextNum++;
-      args.push_back(I.newValue(arg_types[i], num, -1));
-      if (i) text += ", ";
-      text += '%';
-      appendInt(text, num);
-      text += ": ";
-      appendType(text, arg_types[i]);
-    }
+    std::vector<Value> args = blockArguments(I, arg_types, text);
     text += "):\n";
     std::vector<Value> res;
     try {
@@ -125,25 +141,10 @@ std::vector<TensorType> Builder::function(const std::string& name, const std::ve
   for (const TensorType& t : arg_types) checkShape(op, t.shape);
   std::string saved;
   saved.swap(I.body);
-  struct RegionScope {
-    Impl& I;
-    int saved;
-    explicit RegionScope(Impl& i) : I(i), saved(i.region) { I.region = ++I.next_region; }
-    ~RegionScope() { I.region = saved; }
-  } scope(I);
+  RegionScope scope(I);
   const int first_id = static_cast<int>(I.slots.size());
   std::string text = "  func.func private @" + name + "(";
-  std::vector<Value> args;
-  args.reserve(arg_types.size());
-  for (size_t i = 0; i < arg_types.size(); ++i) {
-    int num = I.nextNum++;
-    args.push_back(I.newValue(arg_types[i], num, -1));
-    if (i) text += ", ";
-    text += '%';
-    appendInt(text, num);
-    text += ": ";
-    appendType(text, arg_types[i]);
-  }
+  std::vector<Value> args = blockArguments(I, arg_types, text);
   std::vector<Value> res;
   try {
     res = body(*this, args);
