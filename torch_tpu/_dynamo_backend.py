@@ -1,5 +1,9 @@
 """``torch.compile(model, backend="tpu")``: whole graphs as one XLA program, training included.
 
+(Over 1,000 lines: its seams -- graph description and argument encoding, the runner, partitioning and eager
+fallbacks, higher-order-op inlining and regions, decompositions -- are to become modules of a package, issue 31;
+not yet split because the tests and tools reach several of its private names.)
+
 Dynamo captures a graph; AOTAutograd functionalizes it, decomposes it to core ATen (keeping the ops that have a
 lowering rule of their own) and splits training graphs into forward and backward. Each ATen graph is flattened
 here into a description (inputs, nodes with their schema names, arguments and result types from
