@@ -349,13 +349,39 @@ std::vector<at::Tensor> Program::launch(Signature& sig, HostFn host, const std::
   for (int slot : written_slots) sig.storages[slot]->set(std::move(outs[o++]));
   std::vector<at::Tensor> fresh;
   fresh.reserve(results.size());
-  for (const Result& r : results) fresh.push_back(wrapBuffer(std::move(outs[o++]), r.dtype, r.sizes, sig.device));
+  for (const Result& r : results) fresh.push_back(wrapResult(std::move(outs[o++]), r, sig.device));
   if (checks) addPendingCheck(sig.device, std::move(outs[o++]), checks);
   if (launchBlocking()) {
     client().synchronize(sig.device);
     raisePendingChecks(sig.device);
   }
   return fresh;
+}
+
+std::vector<int64_t> memoryOrder(c10::IntArrayRef strides) {
+  std::vector<int64_t> order(strides.size());
+  for (size_t d = 0; d < order.size(); ++d) order[d] = static_cast<int64_t>(d);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return order;
+}
+
+std::vector<int64_t> Program::Result::dims() const {
+  if (strides.empty()) return sizes;
+  std::vector<int64_t> d;
+  for (int64_t k : memoryOrder(strides)) d.push_back(sizes[k]);
+  return d;
+}
+
+at::Tensor Program::wrapResult(runtime::BufferPtr buffer, const Result& r, int device) {
+  at::Tensor t;
+  if (buffer) {
+    t = wrapBuffer(std::move(buffer), r.dtype, r.sizes, device);
+  } else {
+    const int64_t n = c10::multiply_integers(r.sizes);
+    t = emptyTensor(static_cast<size_t>(n) * c10::elementSize(r.dtype), r.dtype, r.sizes, device);
+  }
+  if (!r.strides.empty()) t.unsafeGetTensorImpl()->set_sizes_and_strides(r.sizes, r.strides);
+  return t;
 }
 
 }  // namespace torch_tpu::core

@@ -106,6 +106,10 @@ struct Param {
   shlo::DType dtype;
 };
 
+// The dims of a dense, non-overlapping layout in memory order (outermost first): by decreasing stride, ties (size-1
+// dims) in dim order.
+std::vector<int64_t> memoryOrder(c10::IntArrayRef strides);
+
 struct Program {
   runtime::ExecutablePtr exe;
   std::vector<Param> params;
@@ -115,7 +119,13 @@ struct Program {
   struct Result {
     at::ScalarType dtype;
     std::vector<int64_t> sizes;
+    // Empty: contiguous. Otherwise the strides PyTorch's meta kernel gives the result (channels_last, the layout of
+    // a permuted input), dense and non-overlapping: the program stores the value in that order (dims()).
+    std::vector<int64_t> strides;
+    std::vector<int64_t> dims() const;  // the buffer's dims: sizes in memory order, outermost first
   };
+  // A fresh result's tensor on `device` over `buffer` (or a pending storage when buffer is null), with r's strides.
+  static at::Tensor wrapResult(runtime::BufferPtr buffer, const Result& r, int device);
   std::vector<Result> results;      // then the fresh results
   CheckSites checks;                // then, when set, the flag of the program's device-side checks (core/checks.h)
 

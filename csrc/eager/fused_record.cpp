@@ -143,10 +143,8 @@ std::vector<at::Tensor> recordOutputs(OpRec& op, int k, const EagerProgram::Func
   std::vector<at::Tensor> fresh;
   fresh.reserve(prog.results.size());
   for (const core::Program::Result& res : prog.results) {
-    int64_t n = 1;
-    for (int64_t d : res.sizes) n *= d;
-    at::Tensor out = emptyTensor(static_cast<size_t>(n) * c10::elementSize(res.dtype), res.dtype, res.sizes, sig.device);
-    pend(storageOf(out), res.sizes, static_cast<runtime::ElementType>(toDType(res.dtype)));
+    at::Tensor out = core::Program::wrapResult(nullptr, res, sig.device);
+    pend(storageOf(out), res.dims(), static_cast<runtime::ElementType>(toDType(res.dtype)));
     fresh.push_back(std::move(out));
   }
   while (j < op.num_out) {

@@ -455,8 +455,14 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   }
   judgeOutDtypeOnCpu(op, info, stack, base);
   std::vector<TensorType> out_types;  // per flat result
+  std::vector<std::vector<int64_t>> out_strides;  // per flat result: the meta result's strides when not contiguous
   std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument
   auto addType = [&](const at::Tensor& m) -> bool {
+    // A fresh result keeps the layout PyTorch's meta kernel gives it (TensorIterator follows its inputs' memory
+    // format: channels_last in, channels_last out), when that layout is dense: the program stores it in that order.
+    const bool strided = m.defined() && m.dim() > 1 && m.storage_offset() == 0 && !m.is_contiguous() &&
+                         m.is_non_overlapping_and_dense();
+    out_strides.push_back(strided ? m.strides().vec() : std::vector<int64_t>{});
     if (!m.defined()) {
       out_types.push_back(TensorType{});
       return true;
@@ -635,8 +641,9 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   std::vector<core::Program::Result> fresh_types;
   for (size_t k = 0; k < results.size(); ++k) {
     if (is_written[k] || out_types[k].dtype == DType::Invalid) continue;
-    fresh.push_back(results[k]);
-    fresh_types.push_back({toScalarType(out_types[k].dtype), out_types[k].shape});
+    core::Program::Result r{toScalarType(out_types[k].dtype), out_types[k].shape, out_strides[k]};
+    fresh.push_back(r.strides.empty() ? results[k] : pb.b.transpose(results[k], core::memoryOrder(r.strides)));
+    fresh_types.push_back(std::move(r));
     prog->fresh_flat.push_back(static_cast<int>(k));
   }
   prog->text = pb.finish(fresh, std::move(fresh_types), prog->prog);

@@ -42,12 +42,9 @@ Value retype(Builder& b, const Value& v, DType to) {
     }
     return wf == wt ? b.reshape(r, v.shape()) : r;
   }
-  if (v.dtype() == DType::Pred || to == DType::Pred) {
-    if (v.dtype() == DType::Pred && wt == 8) return b.convert(v, to);
-    if (to == DType::Pred && wf == 8) return b.convert(v, to);
-    throw shlo::BuildError(std::string("cannot view a buffer of ") + shlo::mlirName(v.dtype()) + " as " +
-                           shlo::mlirName(to));
-  }
+  // A bool is one byte holding 0 or 1 (XLA bitcasts no pred): through ui8.
+  if (v.dtype() == DType::Pred) return wt == 8 ? b.convert(v, to) : retype(b, b.convert(v, DType::U8), to);
+  if (to == DType::Pred) return b.convert(wf == 8 ? v : retype(b, v, DType::U8), to);
   if (wf == wt) return b.bitcastConvert(v, to);
   if (v.rank() != 1) throw shlo::BuildError("byte-reinterpreting views need a flat buffer");
   const int64_t n = v.shape()[0];

@@ -555,3 +555,12 @@ def test_transformers_fp8_checkpoint_loads_and_runs_on_tpu(tmp_path):
     with torch.no_grad():
         want = cpu(ids).logits
     torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_bool_storage_viewed_as_wider_and_back():
+    # a bool is one byte holding 0 or 1: viewing its storage as a wider type reads those bytes, as on CPU
+    b = torch.tensor([True, False, True, True, False, False, True, False])
+    for dtype in (torch.uint16, torch.int16, torch.int32, torch.float32, torch.uint8):
+        assert torch.equal(b.to("tpu").view(dtype).cpu(), b.view(dtype)), dtype
+    w = torch.tensor([1, 256, 257, 0], dtype=torch.int16)
+    assert torch.equal(w.to("tpu").view(torch.bool).cpu(), w.view(torch.bool))

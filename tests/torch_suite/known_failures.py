@@ -7,4 +7,9 @@ their class so the list can be regenerated once they land.
 """
 
 KNOWN_FAILURES = {
+    # index_fill with a CPU index tensor of several elements: CUDA raises the same "Expected all tensors to be on the
+    # same device" (TensorIterator admits only 0-d CPU tensors beside device tensors); the test reaches those samples
+    # on every device but cuda, for which it stops early.
+    "test_sort_and_select::TestSortAndSelectDEV::test_stable_sort_against_numpy_DEV_*":
+        ("error", "index_fill with a CPU index: the same error as on CUDA, whose run of this test stops before it"),
 }

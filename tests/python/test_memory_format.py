@@ -1,0 +1,90 @@
+"""Memory formats propagate as on CPU: a fresh result has the strides PyTorch's meta kernel gives it (TensorIterator
+follows its inputs' layout: channels_last in, channels_last out; a transposed input gives a transposed result), and
+its values are right in that layout."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu  # noqa: F401
+
+CL = torch.channels_last
+CL3 = torch.channels_last_3d
+
+
+def _nchw(device, shape=(2, 3, 4, 4), fmt=CL):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(shape, generator=g).to(device).contiguous(memory_format=fmt)
+
+
+CASES = {
+    "add": lambda a: a + 1,
+    "mul_self": lambda a: a * a,
+    "relu": torch.relu,
+    "gelu": F.gelu,
+    "where": lambda a: torch.where(a > 0, a, 0.0),
+    "cat_dim0": lambda a: torch.cat([a, a]),
+    "cat_dim1": lambda a: torch.cat([a, a], 1),
+    "stack": lambda a: torch.stack([a, a]),
+    "clone": lambda a: a.clone(),
+    "contiguous_cl": lambda a: a.contiguous().contiguous(memory_format=CL),
+    "empty_like": lambda a: torch.empty_like(a).fill_(1),
+    "zeros_like": torch.zeros_like,
+    "ones_like": torch.ones_like,
+    "to_half": lambda a: a.to(torch.float16),
+    "batch_norm": lambda a: F.batch_norm(a, None, None, training=True),
+    "max_pool": lambda a: F.max_pool2d(a, 2),
+    "avg_pool": lambda a: F.avg_pool2d(a, 2),
+    "interpolate": lambda a: F.interpolate(a, scale_factor=2),
+    "sum_keepdim": lambda a: a.sum(1, keepdim=True),
+    "softmax": lambda a: torch.softmax(a, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_channels_last_propagates(name):
+    f = CASES[name]
+    ref = f(_nchw("cpu"))
+    out = f(_nchw("tpu"))
+    assert out.stride() == ref.stride(), name
+    assert out.is_contiguous(memory_format=CL) == ref.is_contiguous(memory_format=CL)
+    torch.testing.assert_close(out.cpu(), ref, atol=1e-3, rtol=1e-3)
+
+
+def test_channels_last_3d_and_permuted_inputs():
+    for f in (lambda a: a + 1, lambda a: torch.cat([a, a], 2), torch.neg):
+        ref, out = f(_nchw("cpu", (2, 3, 2, 3, 4), CL3)), f(_nchw("tpu", (2, 3, 2, 3, 4), CL3))
+        assert out.stride() == ref.stride()
+        torch.testing.assert_close(out.cpu(), ref)
+    x = torch.arange(12.0).reshape(3, 4)
+    for f in (lambda t: t.t() + 1, lambda t: t.t() * t.t(), lambda t: torch.exp(t.t())):
+        ref, out = f(x), f(x.to("tpu"))
+        assert out.stride() == ref.stride() == (1, 4)
+        torch.testing.assert_close(out.cpu(), ref)
+        # a later op reads the permuted result right, eager and in a chain
+        torch.testing.assert_close((out @ out.t()).cpu(), ref @ ref.t())
+
+
+def test_resize_as_and_out_keep_format():
+    a = _nchw("tpu")
+    r = torch.empty(0, device="tpu")
+    r.resize_as_(a, memory_format=torch.preserve_format)
+    assert r.is_contiguous(memory_format=CL)
+    # out= keeps the out tensor's own layout (it has the right size already)
+    out = torch.empty(2, 3, 4, 4, device="tpu")
+    torch.add(a, 1, out=out)
+    assert out.is_contiguous()
+    torch.testing.assert_close(out.cpu(), _nchw("cpu") + 1)
+
+
+def test_channels_last_training_step_matches_cpu():
+    torch.manual_seed(0)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    conv_t = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU())
+    conv_t.load_state_dict(conv.state_dict())
+    conv = conv.to(memory_format=CL)
+    conv_t = conv_t.to("tpu", memory_format=CL)
+    x = _nchw("cpu", (2, 3, 6, 6))
+    for m, inp in ((conv, x), (conv_t, x.to("tpu"))):
+        m(inp).square().mean().backward()
+    for p, q in zip(conv.parameters(), conv_t.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-4, rtol=1e-4)
