@@ -203,6 +203,9 @@ from . import _accelerate  # noqa: E402
 
 _accelerate._install()
 
+# ---- identical layers as one compiled loop ----
+from ._scan_layers import scan_layers  # noqa: E402
+
 # ---- public helpers ----
 
 
@@ -382,6 +385,7 @@ __all__ = [
     "set_fallback_strict",
     "plugin_info",
     "reset_fallback_counts",
+    "scan_layers",
 ]
 
 

@@ -230,14 +230,19 @@ void populateViews(Registry& r) {
   r.add("aten::tensor_split.sections", split(2)).graphOnly().dtypes(kRestricted);
   r.add("aten::unsafe_split.Tensor", split(2)).graphOnly().dtypes(kRestricted);
   r.add("aten::unsafe_split_with_sizes", split(2)).graphOnly().dtypes(kRestricted);
-  r.add("aten::unbind.int", [](Context& ctx) -> std::vector<Value> {
+  // (the _copy forms are what functionalization leaves in higher-order-op bodies: scan, invoke_subgraph)
+  r.add("aten::split_copy.Tensor", split(2)).graphOnly().dtypes(kRestricted);
+  r.add("aten::split_with_sizes_copy", split(2)).graphOnly().dtypes(kRestricted);
+  auto unbind = [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
     int64_t dim = dimArg(ctx, 1, x.rank());
     std::vector<Value> out;
     for (int64_t i = 0; i < x.shape()[dim]; ++i)
       out.push_back(ctx.b.reshape(ctx.b.sliceInDim(x, i, i + 1, 1, dim), ctx.outputs.at(i).shape));
     return out;
-  }).graphOnly().dtypes(kRestricted);
+  };
+  r.add("aten::unbind.int", unbind).graphOnly().dtypes(kRestricted);
+  r.add("aten::unbind_copy.int", unbind).graphOnly().dtypes(kRestricted);
 }
 
 }  // namespace torch_tpu::lowering
