@@ -225,7 +225,8 @@ def decode_stages(s: Sides, n: int) -> dict:
     lookup, launch bookkeeping and output tensors, PJRT execute enqueue), on a second compiled copy of the decode
     model whose graph call records its arguments; plus the wall time per step of that call when every step waits,
     for the program itself."""
-    from torch_tpu import _C, _dynamo_backend
+    from torch_tpu import _C
+    from torch_tpu._dynamo_backend import _backend  # where _graph_call reads _C
 
     seen = {}
     real = _C._GraphCall
@@ -240,8 +241,8 @@ def decode_stages(s: Sides, n: int) -> dict:
         return call
 
     torch._dynamo.reset()  # a new model of the same class would reuse the graph compiled for the timed one
-    _dynamo_backend._C = type("C", (), {"__getattr__": lambda self, k: getattr(_C, k), "_GraphCall":
-                                        staticmethod(recording)})()
+    _backend._C = type("C", (), {"__getattr__": lambda self, k: getattr(_C, k), "_GraphCall":
+                                 staticmethod(recording)})()
     try:
         m = seeded(0, Qwen3Decoder, CFG).to("tpu")
         m.init_kv_cache(1, KV_LEN, device="tpu")
@@ -250,7 +251,7 @@ def decode_stages(s: Sides, n: int) -> dict:
             for i in range(3):
                 f(s.t_ids, s.t_pos[i])
     finally:
-        _dynamo_backend._C = _C
+        _backend._C = _C
     torch.tpu.synchronize()
     st = seen["graph"]._time_stages(seen["args"], n)
     torch.tpu.synchronize()

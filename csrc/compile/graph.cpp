@@ -24,6 +24,7 @@
 #include "core/packed.h"
 #include "core/program.h"
 #include "core/replicas.h"
+#include "settings/settings.h"
 
 namespace torch_tpu::compile {
 
@@ -60,6 +61,21 @@ CompileStats compileStats() {
   s.donated = g_donated.load(std::memory_order_relaxed);
   return s;
 }
+
+namespace {
+std::atomic<int64_t> g_graph_program_limit{-1};
+}  // namespace
+
+size_t graphProgramLimit() {
+  int64_t v = g_graph_program_limit.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = settings::integer("TORCH_TPU_GRAPH_PROGRAM_CACHE_SIZE");
+    g_graph_program_limit = v;
+  }
+  return static_cast<size_t>(v);
+}
+
+void setGraphProgramLimit(size_t n) { g_graph_program_limit = static_cast<int64_t>(n); }
 
 void resetCompileStats() {
   std::lock_guard<std::mutex> g(g_stats_mu);
@@ -137,7 +153,7 @@ void buildArgs(lowering::Context& ctx, const NodeDesc& n, const std::vector<Valu
 
 // The Context of a node inside a region's function: no program state is reachable from there (a function is
 // isolated from the program's parameters), so random ops and device-side checks decline; the graph then inlines
-// the region (torch_tpu/_dynamo_backend.py).
+// the region (torch_tpu/_dynamo_backend/_partition.py).
 class RegionContext final : public lowering::Context {
  public:
   RegionContext(shlo::Builder& b, const std::string& op) : Context(b, op) {}
@@ -732,7 +748,14 @@ std::vector<at::Tensor> CompiledGraph::run(const std::vector<at::Tensor>& given,
     }
     gp = br.prog;
     std::lock_guard<std::mutex> lk(mu_);
-    programs_.emplace(prog_key, gp);
+    if (programs_.find(prog_key) == nullptr) {  // another thread may have built it meanwhile: the first one stays
+      const int64_t before = programs_.evictions();
+      programs_.insert(prog_key, gp, graphProgramLimit());
+      if (const int64_t dropped = programs_.evictions() - before) {
+        std::lock_guard<std::mutex> sl(g_stats_mu);
+        g_stats.program_evictions += dropped;
+      }
+    }
   }
 
   // 4. Launch (a program over several devices: with the launch id of the ranks' meeting).
@@ -766,8 +789,13 @@ void CompiledGraph::sign(core::Signature& sig, const at::Tensor* const* inputs, 
 
 std::shared_ptr<GraphProgram> CompiledGraph::cached(const std::string& key) {
   std::lock_guard<std::mutex> lk(mu_);
-  auto it = programs_.find(key);
-  return it == programs_.end() ? nullptr : it->second;
+  std::shared_ptr<GraphProgram>* p = programs_.find(key);
+  return p == nullptr ? nullptr : *p;
+}
+
+size_t CompiledGraph::programCount() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return programs_.size();
 }
 
 std::vector<at::Tensor> CompiledGraph::launch(const GraphProgram& gp, core::Signature& sig,

@@ -1,6 +1,6 @@
 // torch.compile: one FX graph (functionalized, core ATen) as ONE storage program.
 //
-// Python (torch_tpu/_dynamo_backend.py) flattens an ATen FX graph into a GraphDesc: graph inputs, nodes in
+// Python (torch_tpu/_dynamo_backend/_describe.py) flattens an ATen FX graph into a GraphDesc: graph inputs, nodes in
 // topological order (the op's schema name; its arguments in schema order, each with its schema kind and name, tensor
 // arguments referring to earlier values; the result types from node.meta['val']), graph outputs and input mutations
 // (copy_ into a graph input). A CompiledGraph lowers every node with the same rules eager mode uses, through the same
@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/args.h"
+#include "core/lru.h"
 #include "core/program.h"
 #include "core/replicas.h"
 
@@ -85,9 +86,15 @@ struct CompileStats {
   int64_t donated = 0;         // input storage buffers donated to the programs of runs (updated in place)
   int64_t region_functions = 0;  // private functions lowered for subgraphs (once per program and argument types)
   int64_t region_calls = 0;      // their call sites (func.call of invoke_subgraph, loops of scan)
+  int64_t program_evictions = 0;  // programs a graph dropped beyond graphProgramLimit() (least recently used)
 };
 CompileStats compileStats();
 void resetCompileStats();
+// TORCH_TPU_GRAPH_PROGRAM_CACHE_SIZE: the most programs each compiled graph keeps, one per input signature (default
+// 64; 0 = unbounded). Their executables stay in core's bounded cache, so a program dropped here and needed again is
+// rebuilt (a lowering) but not recompiled while its executable is still there.
+size_t graphProgramLimit();
+void setGraphProgramLimit(size_t n);  // tests; takes effect at a graph's next new program
 void clearCompileCache();
 // The text of the latest program a graph built (tests and benchmarks inspect its functions).
 std::string lastProgramText();  // the process cache of executables and packed weights (the disk cache stays)
@@ -127,6 +134,8 @@ class CompiledGraph {
   // The graph's runs go another way from now on (its caller replaced it after a lowering error): runCached
   // declines every call.
   void retire() { retired_.store(true, std::memory_order_relaxed); }
+  // The programs the graph keeps (one per input signature seen, at most graphProgramLimit()).
+  size_t programCount();
 
   // Benchmarks: runs the steady state `n` times and returns the mean nanoseconds of its stages (signature, program
   // lookup, launch bookkeeping, PJRT execute, output tensors). Requires a program for the inputs' signature.
@@ -152,7 +161,7 @@ class CompiledGraph {
   std::vector<std::string> collective_groups_;  // the c10d group names its collectives address, in order
   size_t ops_hash_ = 0;                         // of the nodes' op names (ranks check they run the same graph)
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<GraphProgram>> programs_;
+  core::LruMap<std::shared_ptr<GraphProgram>> programs_;  // by signature key, bounded by graphProgramLimit()
 };
 
 }  // namespace torch_tpu::compile

@@ -20,6 +20,7 @@ struct PackEntry {
   at::Tensor packed;
 };
 std::mutex g_pack_mu;
+// Bounded by the live weight buffers: every insert first drops the entries whose weight buffer is gone.
 std::unordered_map<const runtime::Buffer*, PackEntry> g_packs;
 std::atomic<int64_t> g_packed_made{0};
 

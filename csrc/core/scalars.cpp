@@ -72,7 +72,7 @@ struct KeyHash {
 };
 
 std::mutex g_mu;
-std::unordered_map<Key, runtime::BufferPtr, KeyHash> g_cache;
+std::unordered_map<Key, runtime::BufferPtr, KeyHash> g_cache;  // bounded: cleared when it passes 4096 entries
 int64_t g_cached_bytes[kMaxDevices] = {};
 
 void clearLocked() {

@@ -24,7 +24,7 @@ namespace torch_tpu::dist {
 namespace {
 std::mutex g_join_mu;
 std::condition_variable g_join_cv;
-std::map<std::string, std::vector<std::shared_ptr<XlaGroup>>> g_forming;  // groups still waiting for ranks
+std::map<std::string, std::vector<std::shared_ptr<XlaGroup>>> g_forming;  // groups still waiting for ranks (only)
 }  // namespace
 
 std::shared_ptr<XlaGroup> XlaGroup::join(const std::string& key, int rank, int size, int device,
@@ -50,6 +50,7 @@ std::shared_ptr<XlaGroup> XlaGroup::join(const std::string& key, int rank, int s
   g->devices_[static_cast<size_t>(rank)] = device;
   if (++g->joined_ == size) {
     forming.erase(std::find(forming.begin(), forming.end(), g));
+    if (forming.empty()) g_forming.erase(key);  // only groups still forming stay: the map does not grow with groups
     g_join_cv.notify_all();
   } else {
     bool ok = g_join_cv.wait_for(lk, timeout, [&] { return g->joined_ == size; });

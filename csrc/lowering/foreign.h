@@ -3,7 +3,9 @@
 // tpu::stablehlo_call (rules/foreign.cpp) resolves its `kernel` argument and argument types to one of them and
 // emits a call of it (shlo::callForeign), in eager programs and compiled graphs alike.
 //
-// Part of layer 3 (lowering): no torch. Thread-safe; registered programs live for the process.
+// Part of layer 3 (lowering): no torch. Thread-safe; registered programs live for the process: one per kernel and
+// input types its callers use, never evicted (an eager or graph program dropped from its bounded cache and
+// rebuilt later must find its foreign program again; the Python kernel, not this registry, makes them).
 #pragma once
 
 #include <memory>

@@ -137,15 +137,16 @@ py::dict statsDict() {
   d["donated"] = s.donated;
   d["region_functions"] = s.region_functions;
   d["region_calls"] = s.region_calls;
+  d["program_evictions"] = s.program_evictions;
   return d;
 }
 
 // What the tpu backend returns to Dynamo for an inference graph that AOTAutograd's runtime wrappers would pass
-// through unchanged (torch_tpu/_dynamo_backend.py decides): a C++ callable that takes Dynamo's arguments straight to
-// the graph's launch. `slow` is the full path (AOTAutograd's wrappers and the backend's runner), taken for every
-// call the steady state does not serve: a signature without a program yet (built there), a CPU tensor or non-tensor
-// argument, a retired graph. `bump` lists the inputs whose in-graph mutation autograd sees (their version counters
-// advance, as AOTAutograd's wrapper does).
+// through unchanged (torch_tpu/_dynamo_backend/_backend.py decides): a C++ callable that takes Dynamo's arguments
+// straight to the graph's launch. `slow` is the full path (AOTAutograd's wrappers and the backend's runner), taken
+// for every call the steady state does not serve: a signature without a program yet (built there), a CPU tensor or
+// non-tensor argument, a retired graph. `bump` lists the inputs whose in-graph mutation autograd sees (their version
+// counters advance, as AOTAutograd's wrapper does).
 struct GraphCall {
   std::shared_ptr<compile::CompiledGraph> graph;
   py::object slow;
@@ -201,6 +202,7 @@ void bindCompile(py::module_& m) {
              return py::make_tuple(py::cast(outs), e, py::cast(errors));
            })
       .def("retire", &compile::CompiledGraph::retire)
+      .def("_program_count", &compile::CompiledGraph::programCount)
       .def("_time_stages",
            [](compile::CompiledGraph& g, const std::vector<at::Tensor>& inputs, int64_t n) {
              std::vector<std::pair<std::string, double>> st;
@@ -230,6 +232,9 @@ void bindCompile(py::module_& m) {
   m.def("_compile_stats", &statsDict);
   m.def("_compile_reset_stats", &compile::resetCompileStats);
   m.def("_compile_clear_cache", &compile::clearCompileCache);
+  m.def("_compile_graph_program_limit", []() { return static_cast<int64_t>(compile::graphProgramLimit()); });
+  m.def("_compile_set_graph_program_limit",
+        [](int64_t n) { compile::setGraphProgramLimit(static_cast<size_t>(std::max<int64_t>(n, 0))); });
   m.def("_compile_last_program_text", &compile::lastProgramText);
   m.def("_compile_set_cache_dir", &core::setCacheDir);
   m.def("_compile_cache_dir", &core::cacheDir);

@@ -43,6 +43,9 @@ const std::vector<Spec>& buildTable() {
        "Disk cache budget; least recently used entries are evicted beyond it."},
       {"TORCH_TPU_PROGRAM_CACHE_SIZE", Kind::Integer, "4096", nullptr, nullptr, 0, kMax, "C++ (core)",
        "Programs kept per in-process cache (fused programs: a sixteenth of it)."},
+      {"TORCH_TPU_GRAPH_PROGRAM_CACHE_SIZE", Kind::Integer, "64", nullptr, nullptr, 0, kMax, "C++ (compile)",
+       "Programs kept per compiled graph, one per input signature (layouts, storage sharing, device, torch settings); "
+       "least recently used out, 0: unbounded."},
       {"TORCH_TPU_DONATE_MIN_BYTES", Kind::Bytes, "1M", "1M (1 MiB)", nullptr, 0, 0, "C++ (core)",
        "Smallest buffer donated to a program that overwrites it (smaller ones are copied: cheaper than waiting)."},
       {"TORCH_TPU_PACK_WEIGHTS", Kind::Switch, "auto", "auto: on for the CPU plugin", nullptr, 0, 0, "C++ (core)",

@@ -351,6 +351,53 @@ def test_recompiles_only_on_new_shapes(caplog):
     assert any("ops in" in m for m in msgs)
 
 
+
+def test_graph_program_cache_is_bounded():
+    """A compiled graph keeps at most TORCH_TPU_GRAPH_PROGRAM_CACHE_SIZE programs (one per input signature), the
+    least recently used out; a dropped program is rebuilt from the executable cache (a lowering, no compile)."""
+    from torch_tpu import _C
+
+    runners = []
+    init = torch_tpu._dynamo_backend._GraphRunner.__init__
+
+    def record(self, *a, **k):
+        init(self, *a, **k)
+        runners.append(self)
+
+    # The same sizes over buffers of other lengths: one dynamo graph, one input signature (and program) per buffer.
+    bases = [torch.arange(n, dtype=torch.float32, device="tpu") for n in (5, 6, 7)]
+    old = _C._compile_graph_program_limit()
+    assert old == 64  # the default
+    torch_tpu._dynamo_backend._GraphRunner.__init__ = record
+    try:
+        for limit, ref in ((2, lambda x: x * 2 + 1), (0, lambda x: x * 3 - 1)):  # bounded, then unbounded
+            _C._compile_set_graph_program_limit(limit)
+            c = tpu_compile(ref)
+
+            def call(b):
+                close(c(b[:4]), ref(b.cpu()[:4]))
+
+            torch_tpu._dynamo_backend.reset_compile_stats()
+            for b in bases:
+                call(b)
+            s1 = torch_tpu.compile_stats()
+            call(bases[2])  # the most recent: kept
+            call(bases[0])  # the oldest: dropped when bounded
+            s2 = torch_tpu.compile_stats()
+            cg = runners[-1].cg
+            if limit:
+                assert s1["lowerings"] == 3 and s1["program_evictions"] == 1, s1
+                assert s2["lowerings"] == 4 and s2["program_evictions"] == 2, s2
+                assert s2["compiles"] == s1["compiles"] and s2["memory_hits"] == s1["memory_hits"] + 1, (s1, s2)
+                assert cg._program_count() == 2
+            else:
+                assert s2["lowerings"] == 3 and s2["program_evictions"] == 0, s2
+                assert cg._program_count() == 3
+    finally:
+        torch_tpu._dynamo_backend._GraphRunner.__init__ = init
+        _C._compile_set_graph_program_limit(old)
+
+
 # A custom op without a lowering rule: it runs eagerly (its implementation uses tpu eager ops).
 @torch.library.custom_op("tpu_compile_test::scale_shift", mutates_args=())
 def _scale_shift(x: torch.Tensor) -> torch.Tensor:

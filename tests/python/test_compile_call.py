@@ -1,5 +1,6 @@
-"""The C++ graph call of inference graphs (torch_tpu/_dynamo_backend.py `_graph_call`, `_C._GraphCall`): which graphs
-take it, that it serves calls with the program built by the full path, and that everything else falls back."""
+"""The C++ graph call of inference graphs (torch_tpu/_dynamo_backend/_backend.py `_graph_call`, `_C._GraphCall`):
+which graphs take it, that it serves calls with the program built by the full path, and that everything else falls
+back."""
 from __future__ import annotations
 
 import copy
