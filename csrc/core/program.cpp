@@ -1,5 +1,7 @@
 #include "core/program.h"
 
+#include "core/cache_key.h"
+
 #include "stablehlo/collectives.h"
 
 #include <ATen/MemoryOverlap.h>
@@ -108,7 +110,7 @@ int Signature::add(const at::Tensor& t, bool writes) {
   const auto sizes = t.sizes();
   const shlo::Shape& bd = bdims[slot];
   const bool identity = toDType(t.scalar_type()) == btype[slot] && coversBuffer(bd, sizes, t.strides(), t.storage_offset());
-  put<uint8_t>(key, 't');
+  KeyWriter(key).tag(KeyTag::Tensor);
   put<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
   put<int8_t>(key, static_cast<int8_t>(slot));
   put<uint8_t>(key, identity);
@@ -128,14 +130,15 @@ int Signature::add(const at::Tensor& t, bool writes) {
 }
 
 void Signature::seal() {
-  put<uint8_t>(key, deviceChecks() ? '|' : '!');  // programs with or without device-side checks
+  KeyWriter k(key);
+  k.tag(deviceChecks() ? KeyTag::ChecksOn : KeyTag::ChecksOff);  // programs with or without device-side checks
   for (size_t s = 0; s < storages.size(); ++s) {
     const runtime::BufferPtr& buf = buffers[s];
     // Donated when nobody but the storage (and this call) holds the buffer, and it is large enough that donating
     // beats copying (or the caller donates every size, see donate_any_size).
     donatable[s] = !recording && written[s] && buf && buf.use_count() <= 2 &&
                    (donate_any_size || buf->byteSize() >= donateMinBytes());
-    put<uint8_t>(key, !buf && !pending[s] ? 'z' : donatable[s] ? 'D' : 'b');
+    k.tag(!buf && !pending[s] ? KeyTag::StorageEmpty : donatable[s] ? KeyTag::StorageDonated : KeyTag::StorageHeld);
   }
   overlap_hazard = write_alias = false;
   for (size_t i = 0; i < tensors.size() && !overlap_hazard; ++i) {

@@ -1,6 +1,7 @@
 // Fused eager, recording (eager/fused_internal.h): the trace, the storages it touches, and the mode.
 #include <c10/util/Exception.h>
 
+#include "core/cache_key.h"
 #include "core/client.h"
 #include "core/dtype.h"
 #include "eager/fused_internal.h"
@@ -81,7 +82,7 @@ int addExternal(runtime::BufferPtr buf, const std::string* type) {
   g_trace.vals.push_back(std::move(v));
   const int id = static_cast<int>(g_trace.vals.size() - 1);
   g_trace.externals.push_back(id);
-  put<uint8_t>(g_trace.key, 'x');
+  core::KeyWriter(g_trace.key).tag(core::KeyTag::TraceExternal);
   return id;
 }
 
@@ -106,8 +107,9 @@ void recordInputs(OpRec& op, const EagerProgram::Function& fn, core::Signature& 
       r.value = addExternal(sig.buffers[prm.index], type);
       t.vals[r.value].rec = r.index;
     } else {
-      put<uint8_t>(t.key, 'v');
-      put<int32_t>(t.key, r.value);
+      core::KeyWriter k(t.key);
+      k.tag(core::KeyTag::TraceValue);
+      k.value<int32_t>(r.value);
     }
     op.in.push_back(r.value);
   }

@@ -24,6 +24,7 @@
 #include <unordered_set>
 
 #include "core/args.h"
+#include "core/cache_key.h"
 #include "core/client.h"
 #include "core/config.h"
 #include "core/dtype.h"
@@ -45,8 +46,7 @@
 namespace torch_tpu {
 
 using core::ArgKind;
-using core::put;
-using core::putInts;
+using core::KeyTag;
 using lowering::Arg;
 using shlo::DType;
 using shlo::TensorType;
@@ -217,16 +217,16 @@ constexpr int kListHostBase = 1 << 20;
 int listHostIndex(int si, int pos) { return kListHostBase + (si << 12) + pos; }
 
 void scanTensor(Call& c, int si, const at::Tensor& t, bool writes) {
-  std::string& k = c.sig.key;
+  core::KeyWriter k(c.sig.key);
   if (!t.defined()) {
-    put<uint8_t>(k, 'u');
+    k.tag(KeyTag::UndefinedTensor);
     return;
   }
   if (!t.is_privateuseone()) {
     if (isCpuScalar(t)) {
-      put<uint8_t>(k, 'c');
-      put<int8_t>(k, static_cast<int8_t>(t.scalar_type()));
-      put<uint8_t>(k, t.unsafeGetTensorImpl()->is_wrapped_number());
+      k.tag(KeyTag::CpuScalar);
+      k.value<int8_t>(static_cast<int8_t>(t.scalar_type()));
+      k.value<uint8_t>(t.unsafeGetTensorImpl()->is_wrapped_number());
       return;
     }
     core::deviceMismatch(c.sig.device < 0 ? 0 : c.sig.device, t.device());
@@ -245,19 +245,21 @@ bool builtIn(const OpInfo& info, size_t i, const c10::Scalar& v) {
   return v.isFloatingPoint() && v.toDouble() == d->toDouble() && !std::signbit(v.toDouble()) == !std::signbit(d->toDouble());
 }
 
-void scanNumber(std::string& k, const c10::Scalar& v, bool is_static) {
-  if (v.isBoolean()) put<uint8_t>(k, 'b');
-  else if (v.isIntegral(false)) put<uint8_t>(k, 'i');
-  else if (v.isFloatingPoint()) put<uint8_t>(k, 'f');
-  else {  // complex numbers are always built into the program (core/args.h)
-    put<uint8_t>(k, 'z');
-    put<double>(k, v.toComplexDouble().real());
-    put<double>(k, v.toComplexDouble().imag());
+KeyTag numberKind(const c10::Scalar& v) {
+  return v.isBoolean() ? KeyTag::Bool : v.isIntegral(false) ? KeyTag::Integer : KeyTag::Floating;
+}
+
+void scanNumber(core::KeyWriter& k, const c10::Scalar& v, bool is_static) {
+  if (v.isComplex()) {  // complex numbers are always built into the program (core/args.h)
+    k.tag(KeyTag::Complex);
+    k.value<double>(v.toComplexDouble().real());
+    k.value<double>(v.toComplexDouble().imag());
     return;
   }
+  k.tag(numberKind(v));
   if (is_static) {
-    if (v.isFloatingPoint()) put<double>(k, v.toDouble());
-    else put<int64_t>(k, v.toLong());
+    if (v.isFloatingPoint()) k.value<double>(v.toDouble());
+    else k.value<int64_t>(v.toLong());
   }
 }
 
@@ -284,15 +286,15 @@ int packDecision(const OpInfo& info, const torch::jit::Stack& stack, size_t base
 
 void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::jit::Stack& stack, size_t base, Call& c) {
   const size_t n = info.kinds.size();
-  std::string& k = c.sig.key;
+  core::KeyWriter k(c.sig.key);
   c.first_tensor.assign(n, -1);
-  put(k, &schema, sizeof(&schema));
-  core::putGlobalStateKey(k);  // torch's settings programs and result types depend on (core/global_state.h)
+  k.bytes(&schema, sizeof(&schema));
+  core::putGlobalStateKey(c.sig.key);  // torch's settings programs and result types depend on (core/global_state.h)
   for (size_t i = 0; i < n; ++i) {
     const c10::IValue& v = stack[base + i];
     const int si = static_cast<int>(i);
     if (v.isNone()) {
-      put<uint8_t>(k, 'N');
+      k.tag(KeyTag::None);
       continue;
     }
     switch (info.kinds[i]) {
@@ -300,71 +302,69 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
         scanTensor(c, si, v.toTensor(), info.is_mutated[i]);
         break;
       case ArgKind::TensorList:
-        put<uint8_t>(k, 'L');
+        k.tag(KeyTag::ListBegin);
         for (const c10::IValue& e : v.toListRef()) {
           if (e.isTensor()) scanTensor(c, si, e.toTensor(), info.is_mutated[i]);
-          else put<uint8_t>(k, 'n');
+          else k.tag(KeyTag::ListHole);
         }
-        put<uint8_t>(k, 'l');
+        k.tag(KeyTag::ListEnd);
         break;
       case ArgKind::Scalar:
       case ArgKind::Float:
       {
         const c10::Scalar x = v.toScalar();
         const bool built = builtIn(info, i, x);
-        if (built && !info.is_static[i]) put<uint8_t>(k, '=');  // a default built in
+        if (built && !info.is_static[i]) k.tag(KeyTag::DefaultBuiltIn);
         scanNumber(k, x, built);
         break;
       }
       case ArgKind::Int:
-        put<uint8_t>(k, 'I');
-        put<int64_t>(k, intOf(v));
+        k.tag(KeyTag::Int);
+        k.value<int64_t>(intOf(v));
         break;
       case ArgKind::Bool:
-        put<uint8_t>(k, 'B');
-        put<uint8_t>(k, v.toBool());
+        k.tag(KeyTag::BoolArg);
+        k.value<uint8_t>(v.toBool());
         break;
       case ArgKind::IntList:
-        put<uint8_t>(k, 'J');
+        k.tag(KeyTag::IntList);
         if (v.isIntList()) {
-          putInts(k, v.toDimVector());
+          k.ints(v.toDimVector());
         } else {
-          for (const c10::IValue& e : v.toListRef()) put<int64_t>(k, intOf(e));
+          for (const c10::IValue& e : v.toListRef()) k.value<int64_t>(intOf(e));
         }
         break;
       case ArgKind::FloatList:
       case ArgKind::ScalarList:  // static values
-        put<uint8_t>(k, 'Q');
+        k.tag(KeyTag::NumberList);
         for (const c10::IValue& e : v.toListRef()) {
           c10::Scalar x = e.toScalar();
-          put<uint8_t>(k, x.isFloatingPoint() ? 'f' : x.isBoolean() ? 'b' : 'i');
-          put<double>(k, x.toDouble());
+          k.tag(numberKind(x));
+          k.value<double>(x.toDouble());
         }
         break;
       case ArgKind::BoolList:
-        put<uint8_t>(k, 'K');
-        for (const c10::IValue& e : v.toListRef()) put<uint8_t>(k, e.toBool());
+        k.tag(KeyTag::BoolList);
+        for (const c10::IValue& e : v.toListRef()) k.value<uint8_t>(e.toBool());
         break;
       case ArgKind::String: {
-        put<uint8_t>(k, 'S');
-        const std::string& str = v.toStringRef();
-        put<uint32_t>(k, static_cast<uint32_t>(str.size()));
-        k.append(str);
+        k.tag(KeyTag::String);
+        k.string(v.toStringRef());
         break;
       }
       case ArgKind::ScalarType:
-        put<uint8_t>(k, 'd');
-        put<int64_t>(k, v.toInt());
+        k.tag(KeyTag::ScalarType);
+        k.value<int64_t>(v.toInt());
         break;
       case ArgKind::Device:
-        put<uint8_t>(k, 'o');
-        put<int8_t>(k, v.toDevice().index());
+        k.tag(KeyTag::Device);
+        k.value<int8_t>(v.toDevice().index());
         break;
       case ArgKind::Generator:
-        put<uint8_t>(k, 'g');
+        k.tag(KeyTag::Generator);
         break;
       case ArgKind::Other:
-        put<uint8_t>(k, 'o');
+        k.tag(KeyTag::Other);
         break;
     }
   }
@@ -377,10 +377,10 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
     }
     if (c.sig.device < 0) c.sig.device = currentDevice();
   }
-  put<int8_t>(k, static_cast<int8_t>(c.sig.device));
+  k.value<int8_t>(static_cast<int8_t>(c.sig.device));
   c.sig.seal();
   c.pack_arg = packDecision(info, stack, base, c);
-  put<int8_t>(k, static_cast<int8_t>(c.pack_arg));
+  k.value<int8_t>(static_cast<int8_t>(c.pack_arg));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

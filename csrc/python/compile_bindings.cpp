@@ -2,6 +2,7 @@
 // compile statistics and the disk cache directory.
 #include <torch/csrc/Dtype.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/extension.h>
 
 #include <c10/util/SmallVector.h>
@@ -225,6 +226,15 @@ void bindCompile(py::module_& m) {
            py::arg("graph"), py::arg("slow"), py::arg("bump") = std::vector<int>{})
       .def("__call__", &GraphCall::call)
       .def_readonly("slow", &GraphCall::slow);
+  // The kind of each argument of a registered operator's schema: the one mapping of schema types to argument kinds
+  // (core::argKind), for graph nodes as for eager calls.
+  m.def("_schema_arg_kinds", [](const std::string& name, const std::string& overload) {
+    auto op = c10::Dispatcher::singleton().findSchema({name, overload});
+    if (!op) throw py::key_error("no registered operator " + name + (overload.empty() ? "" : "." + overload));
+    std::vector<std::string> kinds;
+    for (const c10::Argument& a : op->schema().arguments()) kinds.emplace_back(core::argKindName(core::argKind(a)));
+    return kinds;
+  });
   m.def("_compile_has_rule", [](const std::string& op) { return core::ruleFor(op).rule != nullptr; });
   m.def("_compile_rule_names", []() { return lowering::registry().names(); });
   // The functional collectives a compiled graph may keep inside its program (lowering/collectives.h).

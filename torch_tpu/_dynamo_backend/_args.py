@@ -7,6 +7,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from .. import _C
+
 
 # Nodes that compute nothing (runtime assertions AOTAutograd or decompositions insert).
 _NOOP_OPS = {
@@ -42,24 +44,20 @@ def _meta(v: Any) -> Tuple:
     return (False, None, None, False)
 
 
-_LIST_KINDS = {"TensorType": "TensorList", "IntType": "IntList", "SymIntType": "IntList", "FloatType": "FloatList",
-               "BoolType": "BoolList", "NumberType": "ScalarList"}
-_KINDS = {"TensorType": "Tensor", "NumberType": "Scalar", "FloatType": "Float", "IntType": "Int", "SymIntType": "Int",
-          "BoolType": "Bool", "StringType": "String", "ScalarTypeType": "ScalarType", "DeviceObjType": "Device",
-          "GeneratorType": "Generator"}
+_SCHEMA_KINDS: Dict[Tuple[str, str], Tuple[str, ...]] = {}  # bounded by the number of registered operators
 
 
-def _arg_kind(sa: Any) -> str:
-    """The schema kind of an argument, as C++ names it (core::ArgKind): an Optional's element kind."""
-    t = sa.real_type
-    if t.kind() == "OptionalType":
-        t = t.getElementType()
-    if t.kind() == "ListType":
-        e = t.getElementType()
-        if e.kind() == "OptionalType":
-            e = e.getElementType()
-        return _LIST_KINDS.get(e.kind(), "Other")
-    return _KINDS.get(t.kind(), "Other")
+def _arg_kinds(schema: Any) -> Tuple[str, ...]:
+    """The kind of each argument of an operator's schema, as C++ names it (core::ArgKind; an Optional's element
+    kind): read from C++'s one mapping (``_C._schema_arg_kinds``, the same as for eager calls), once per operator."""
+    key = (schema.name, schema.overload_name)
+    kinds = _SCHEMA_KINDS.get(key)
+    if kinds is None:
+        try:
+            kinds = _SCHEMA_KINDS[key] = tuple(_C._schema_arg_kinds(*key))
+        except KeyError as e:  # a TorchScript-only operator (never in an AOTAutograd graph)
+            raise UnsupportedGraph(str(e)) from e
+    return kinds
 
 
 def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .. import _C
-from ._args import (UnsupportedGraph, _NOOP_OPS, _OpaqueInput, _arg_kind, _encode, _getattr_path, _is_opaque, _meta,
+from ._args import (UnsupportedGraph, _NOOP_OPS, _OpaqueInput, _arg_kinds, _encode, _getattr_path, _is_opaque, _meta,
                     _op_name, _schema_args)
 from ._regions import _REGION_IDENTITY_OPS, _region_kind, _region_module, _region_ok, _region_operands
 
@@ -136,7 +136,8 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
             mutations.append((env[dst], v))
             env[n] = v
             continue
-        args = [_encode(v, _arg_kind(sa), sa.name, env) for v, sa in _schema_args(n)]
+        kinds = _arg_kinds(n.target._schema)
+        args = [_encode(v, kind, sa.name, env) for kind, (v, sa) in zip(kinds, _schema_args(n))]
         val = n.meta.get("val", None)
         returns = n.target._schema.returns
         if len(returns) == 1 and not isinstance(val, (list, tuple)):
