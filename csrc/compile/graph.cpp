@@ -810,11 +810,11 @@ std::vector<at::Tensor> CompiledGraph::launch(const GraphProgram& gp, core::Sign
   int64_t donated = 0;
   for (uint8_t d : sig.donatable) donated += d;
   if (donated) g_donated.fetch_add(donated, std::memory_order_relaxed);
-  std::vector<at::Tensor> fresh;
-  {
-    runtime::LaunchScope label("compiled", &g.name, &ops);
-    fresh = gp.prog.launch(sig, host, std::nullopt, launch_id);
-  }
+  core::LaunchOptions label;  // named by core's launch (core/launch.h), as every launch is
+  label.kind = "compiled";
+  label.name = &g.name;
+  label.detail = &ops;
+  std::vector<at::Tensor> fresh = gp.prog.launch(sig, host, std::nullopt, launch_id, label);
   std::vector<at::Tensor> results(g.outputs.size());
   for (size_t k = 0; k < g.outputs.size(); ++k)
     if (gp.passthrough[k] >= 0) results[k] = *given[gp.passthrough[k]];

@@ -754,6 +754,48 @@ def compiled_dtensor_job(rank: int, world: int, steps: int = 3) -> Dict[str, Any
     return res
 
 
+def compiled_dtensor_trace_job(rank: int, world: int, barrier: threading.Barrier) -> Dict[str, Any]:
+    """One warm step of a parallelize_module MLP compiled with fullgraph (inference, then a whole training step
+    with its backward and update inside), for a profiler trace the caller opens around it: ``barrier`` has
+    ``world + 1`` parties, the caller waits with the ranks when they are warm (then starts its profile), when they
+    may step, and when the step is done on every device (then stops it). Returns the launches each rank counted on
+    its device in each step, and the step's result (rank 0 adds one device's)."""
+    import torch_tpu
+
+    data = _dt_data(3)
+    dev = _device()
+    res: Dict[str, Any] = {}
+
+    def traced(step: Any, name: str) -> None:
+        for args in data[:2]:  # compiled, then warm
+            step(*args)
+        torch.tpu.synchronize()
+        barrier.wait()  # warm: the caller starts its profile
+        barrier.wait()  # profiling
+        n0 = torch_tpu.launch_count()
+        out = step(*data[2])
+        torch.tpu.synchronize()
+        res[name + "_launches"] = torch_tpu.launch_count() - n0
+        res[name + "_out"] = out.detach().cpu()
+        barrier.wait()  # done on every device: the caller stops its profile
+        barrier.wait()
+
+    model = _dt_model(world)
+    fwd = torch.compile(model, backend="tpu", fullgraph=True, dynamic=False)
+    with torch.no_grad():
+        traced(lambda x, _y: fwd(x.to(dev)), "infer")
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        model = _dt_model(world)
+        whole = torch.compile(_sgd_step, backend="tpu", fullgraph=True, dynamic=False)
+        traced(lambda x, y: whole(model, x.to(dev), y.to(dev)), "step")
+    if rank == 0:
+        ref = _dt_model(1)
+        with torch.no_grad():
+            res["ref_infer"] = ref(data[2][0].to(dev)).cpu()
+        res["ref_step"] = [_sgd_step(ref, x.to(dev), y.to(dev)).item() for x, y in data][-1]
+    return res
+
+
 def group_input_job(rank: int, world: int) -> Dict[str, Any]:
     """An ATen graph that takes its process group as an input (an opaque object; dynamo itself puts group names into
     graphs): compiled with the group as a constant of the program, run with it, then called with another group."""
