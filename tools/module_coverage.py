@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import torch
 
@@ -49,6 +50,42 @@ def unit_key(u):
     return u[1].name
 
 
+def unit_cost(u, max_samples):
+    """Roughly the unit's cases: a module's samples (up to max_samples) over its dtypes and modes; an optimizer's
+    configurations (each a few small steps: a third of a module case)."""
+    kind, info = u
+    if kind == "optim":
+        return len(O.configs(info)) / 3
+    n = 0
+    for training in M.modes(info):
+        for dtype in M.DTYPES:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    k = len(info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True,
+                                                    training=training))
+            except Exception:  # noqa: BLE001
+                k = 0
+            n += min(k, max_samples) if max_samples else k
+    return n
+
+
+def share(work, j, n, max_samples):
+    """Worker j's units out of n workers: the most costly unit first to the least loaded worker (deterministic, so
+    every worker computes the same split)."""
+    if n == 1:
+        return work
+    costs = [unit_cost(u, max_samples) for u in work]
+    load = [0.0] * n
+    mine = []
+    for k in sorted(range(len(work)), key=lambda k: (-costs[k], k)):
+        w = min(range(n), key=lambda w: (load[w], w))
+        load[w] += costs[k] + 1
+        if w == j:
+            mine.append(k)
+    return [work[k] for k in sorted(mine)]
+
+
 def sweep(work, max_samples, log=sys.stderr):
     """Raw results (no expected failure applied: whether a backward case runs depends only on the raw forward
     outcome, so classifying afterwards gives what classifying during the run would)."""
@@ -67,7 +104,8 @@ def sweep(work, max_samples, log=sys.stderr):
 
 
 def run_jobs(args, work):
-    """Runs the sweep in `args.jobs` worker processes (units dealt round-robin) and merges their results in order."""
+    """Runs the sweep in `args.jobs` worker processes (units shared by their number of cases) and merges their results
+    in order."""
     extra = ["--max-samples", str(args.max_samples)]
     for opt in ("modules", "optims"):
         if getattr(args, opt) is not None:
@@ -164,7 +202,7 @@ def main():
     work = units(args)
     if args.worker:
         j, n = map(int, args.worker.split("/"))
-        results = sweep(work[j::n], max_samples)
+        results = sweep(share(work, j, n, args.max_samples), max_samples)
         with open(args.json, "w") as f:
             json.dump([dataclasses.asdict(r) for r in results], f)
         return 0
