@@ -158,7 +158,10 @@ def report(args, work, results, xf, elapsed):
              "and computed on the device; *fallback* = correct only because an op ran on the CPU fallback or a host "
              "round trip happened (not counted as a pass); *xfail* = failed as an expected-failure entry says; *xpass* "
              "= listed as expected to fail but passed. Cases CPU itself cannot run are not counted. Tolerances are "
-             "the OpInfo sweep's (torch_tpu/testing/tolerances.py); random modules are compared by distribution.", ""]
+             "the OpInfo sweep's (torch_tpu/testing/tolerances.py); a bfloat16 case that misses both CPU's result and CPU's "
+             "float32 computation rounded passes if its relative error against the float32 computation is at most "
+             f"{M.HALF_ERROR_RATIO:g} times CPU's own (torch_tpu/testing/modules.py); random modules are compared by "
+             "distribution.", ""]
     fp, ft = M.rate(mod_results, "forward")
     bp, bt = M.rate(mod_results, "backward")
     op_, ot = H.rate(opt_results, "step")
@@ -174,6 +177,16 @@ def report(args, work, results, xf, elapsed):
     sections, unexpected, xpass = outcome_sections(results, xf, {unit_key(u) for u in work}, H.PASS_FALLBACK,
                                                    (H.FAIL, H.ERROR, H.PASS_FALLBACK), H.XPASS)
     lines += sections
+    lines += ["", "## Expected failures (the cases not passing, with their reasons)", "",
+              "| module or optimizer | dtype | direction | samples / configurations | kind | cases | reason |",
+              "|---|---|---|---|---|---|---|"]
+    for e in xf.entries:
+        if e.op not in {unit_key(u) for u in work}:
+            continue
+        kind = "fallback" if e.fallback is not None else "error" if e.error is not None else "mismatch"
+        samples = "all" if e.samples is None else ", ".join(map(str, e.samples))
+        lines.append(f"| {e.op} | {e.dtype} | {e.direction} | {samples} | {kind} | {xf.matched[id(e)]} | "
+                     f"{e.reason.replace('|', '/')} |")
     lines += ["", "## Per module", "", M.markdown_table(mod_results) if mod_results else "(none run)", ""]
     lines += ["## Per optimizer configuration", "", "| optimizer | # | configuration | outcome |", "|---|---|---|---|"]
     descs = {info.name: [d for d, _, _ in O.configs(info)] for kind, info in work if kind == "optim"}
@@ -211,13 +224,18 @@ def main():
             saved = json.load(f)
         results, elapsed = [H.CaseResult(**r) for r in saved["results"]], saved["elapsed"]
         args.jobs = saved["jobs"]
+        for opt in ("modules", "optims", "max_samples"):  # the run's own parameters (for the report's header)
+            if opt in saved:
+                setattr(args, opt, saved[opt])
+        work = units(args)
     else:
         t0 = time.time()
         results = run_jobs(args, work) if args.jobs > 1 else sweep(work, max_samples)
         elapsed = time.time() - t0
         if args.raw:
             with open(args.raw, "w") as f:
-                json.dump({"elapsed": elapsed, "jobs": args.jobs, "results": [dataclasses.asdict(r) for r in results]}, f)
+                json.dump({"elapsed": elapsed, "jobs": args.jobs, "modules": args.modules, "optims": args.optims,
+                           "max_samples": args.max_samples, "results": [dataclasses.asdict(r) for r in results]}, f)
     xf = H.ExpectedFailures(EXPECTED_FAILURES)
     results = classify(results, xf)
     lines, unexpected, xpass = report(args, work, results, xf, elapsed)

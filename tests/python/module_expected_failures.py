@@ -38,4 +38,25 @@ X += xfail("RAdam", "float32", "step",
            mismatch="gradients through the steps: .*nan")
 
 
+# ---- modules ----
+# bf16 backward of the Transformer layers: a bf16 case passes when it matches CPU's bf16 result, or CPU's float32
+# result rounded, or has at most twice CPU's relative error against the float32 computation. These three miss that.
+X += xfail("nn.Transformer", "bfloat16", "train_backward",
+           "sample 27 (key padding masks, batch 2): a ReLU pre-activation in the decoder's feed-forward block is "
+           "-0.0024 in the float32 computation, within bf16 rounding of the layers before it: CPU's bf16 run gets "
+           "-0.0010, the device's +0.0045 (its upstream bf16 results differ from CPU's by rounding; the forward output "
+           "matches), so on the device that unit's gradient flows and on CPU it does not. linear1's and every "
+           "upstream gradient then differ by up to 0.9 of their magnitude (the same layer, masks and dtype with other "
+           "weights pass)", samples=[27], mismatch="Tensor-likes are not close")
+X += xfail("nn.Transformer", "bfloat16", "train_backward",
+           "sample 58 (attention and key padding masks, unbatched): the gradients' worst relative error against the "
+           "float32 computation is 0.041, CPU's bf16 run's 0.016 (2.6x, over the 2x allowed); cause not isolated "
+           "(the bf16 sums, products and attention of these layers round as CPU's elsewhere in the sweep)",
+           samples=[58], mismatch="Tensor-likes are not close")
+X += xfail("nn.TransformerDecoderLayer", "bfloat16", "train_backward",
+           "sample 3: the gradients' worst relative error against the float32 computation is 0.035 (the gradient of "
+           "multihead_attn.in_proj_bias), CPU's bf16 run's 0.014 (2.5x, over the 2x allowed); the other gradients are "
+           "within 2x of CPU's; cause not isolated", samples=[3], mismatch="Tensor-likes are not close")
+
+
 EXPECTED_FAILURES = X
