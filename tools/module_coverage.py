@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 import torch
 
@@ -49,6 +50,42 @@ def unit_key(u):
     return u[1].name
 
 
+def unit_cost(u, max_samples):
+    """Roughly the unit's cases: a module's samples (up to max_samples) over its dtypes and modes; an optimizer's
+    configurations (each a few small steps: a third of a module case)."""
+    kind, info = u
+    if kind == "optim":
+        return len(O.configs(info)) / 3
+    n = 0
+    for training in M.modes(info):
+        for dtype in M.DTYPES:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    k = len(info.module_inputs_func(info, device="cpu", dtype=dtype, requires_grad=True,
+                                                    training=training))
+            except Exception:  # noqa: BLE001
+                k = 0
+            n += min(k, max_samples) if max_samples else k
+    return n
+
+
+def share(work, j, n, max_samples):
+    """Worker j's units out of n workers: the most costly unit first to the least loaded worker (deterministic, so
+    every worker computes the same split)."""
+    if n == 1:
+        return work
+    costs = [unit_cost(u, max_samples) for u in work]
+    load = [0.0] * n
+    mine = []
+    for k in sorted(range(len(work)), key=lambda k: (-costs[k], k)):
+        w = min(range(n), key=lambda w: (load[w], w))
+        load[w] += costs[k] + 1
+        if w == j:
+            mine.append(k)
+    return [work[k] for k in sorted(mine)]
+
+
 def sweep(work, max_samples, log=sys.stderr):
     """Raw results (no expected failure applied: whether a backward case runs depends only on the raw forward
     outcome, so classifying afterwards gives what classifying during the run would)."""
@@ -67,7 +104,8 @@ def sweep(work, max_samples, log=sys.stderr):
 
 
 def run_jobs(args, work):
-    """Runs the sweep in `args.jobs` worker processes (units dealt round-robin) and merges their results in order."""
+    """Runs the sweep in `args.jobs` worker processes (units shared by their number of cases) and merges their results
+    in order."""
     extra = ["--max-samples", str(args.max_samples)]
     for opt in ("modules", "optims"):
         if getattr(args, opt) is not None:
@@ -120,7 +158,10 @@ def report(args, work, results, xf, elapsed):
              "and computed on the device; *fallback* = correct only because an op ran on the CPU fallback or a host "
              "round trip happened (not counted as a pass); *xfail* = failed as an expected-failure entry says; *xpass* "
              "= listed as expected to fail but passed. Cases CPU itself cannot run are not counted. Tolerances are "
-             "the OpInfo sweep's (torch_tpu/testing/tolerances.py); random modules are compared by distribution.", ""]
+             "the OpInfo sweep's (torch_tpu/testing/tolerances.py); a bfloat16 case that misses both CPU's result and CPU's "
+             "float32 computation rounded passes if its relative error against the float32 computation is at most "
+             f"{M.HALF_ERROR_RATIO:g} times CPU's own (torch_tpu/testing/modules.py); random modules are compared by "
+             "distribution.", ""]
     fp, ft = M.rate(mod_results, "forward")
     bp, bt = M.rate(mod_results, "backward")
     op_, ot = H.rate(opt_results, "step")
@@ -136,6 +177,16 @@ def report(args, work, results, xf, elapsed):
     sections, unexpected, xpass = outcome_sections(results, xf, {unit_key(u) for u in work}, H.PASS_FALLBACK,
                                                    (H.FAIL, H.ERROR, H.PASS_FALLBACK), H.XPASS)
     lines += sections
+    lines += ["", "## Expected failures (the cases not passing, with their reasons)", "",
+              "| module or optimizer | dtype | direction | samples / configurations | kind | cases | reason |",
+              "|---|---|---|---|---|---|---|"]
+    for e in xf.entries:
+        if e.op not in {unit_key(u) for u in work}:
+            continue
+        kind = "fallback" if e.fallback is not None else "error" if e.error is not None else "mismatch"
+        samples = "all" if e.samples is None else ", ".join(map(str, e.samples))
+        lines.append(f"| {e.op} | {e.dtype} | {e.direction} | {samples} | {kind} | {xf.matched[id(e)]} | "
+                     f"{e.reason.replace('|', '/')} |")
     lines += ["", "## Per module", "", M.markdown_table(mod_results) if mod_results else "(none run)", ""]
     lines += ["## Per optimizer configuration", "", "| optimizer | # | configuration | outcome |", "|---|---|---|---|"]
     descs = {info.name: [d for d, _, _ in O.configs(info)] for kind, info in work if kind == "optim"}
@@ -164,7 +215,7 @@ def main():
     work = units(args)
     if args.worker:
         j, n = map(int, args.worker.split("/"))
-        results = sweep(work[j::n], max_samples)
+        results = sweep(share(work, j, n, args.max_samples), max_samples)
         with open(args.json, "w") as f:
             json.dump([dataclasses.asdict(r) for r in results], f)
         return 0
@@ -173,13 +224,18 @@ def main():
             saved = json.load(f)
         results, elapsed = [H.CaseResult(**r) for r in saved["results"]], saved["elapsed"]
         args.jobs = saved["jobs"]
+        for opt in ("modules", "optims", "max_samples"):  # the run's own parameters (for the report's header)
+            if opt in saved:
+                setattr(args, opt, saved[opt])
+        work = units(args)
     else:
         t0 = time.time()
         results = run_jobs(args, work) if args.jobs > 1 else sweep(work, max_samples)
         elapsed = time.time() - t0
         if args.raw:
             with open(args.raw, "w") as f:
-                json.dump({"elapsed": elapsed, "jobs": args.jobs, "results": [dataclasses.asdict(r) for r in results]}, f)
+                json.dump({"elapsed": elapsed, "jobs": args.jobs, "modules": args.modules, "optims": args.optims,
+                           "max_samples": args.max_samples, "results": [dataclasses.asdict(r) for r in results]}, f)
     xf = H.ExpectedFailures(EXPECTED_FAILURES)
     results = classify(results, xf)
     lines, unexpected, xpass = report(args, work, results, xf, elapsed)

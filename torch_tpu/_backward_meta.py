@@ -9,6 +9,10 @@ tensor shaped like the input whose gradient it is, after the argument checks the
 The Meta kernels of multi_margin_loss and multilabel_margin_loss_forward (PyTorch's decompositions) give a 1-d
 input's unreduced loss the shape (1,), where the CPU kernels return a 0-d tensor (multi-margin: for a 0-d target;
 multilabel: for a target of at most one dim): they are wrapped to give CPU's shapes, keeping PyTorch's checks.
+
+The fused Adagrad step (``_fused_adagrad_``, both overloads) and the fused Adam and AdamW steps with a Tensor ``lr``
+(``_fused_adam_.tensor_lr``, ``_fused_adamw_.tensor_lr``; their float-lr overloads have one) have no Meta kernel
+either: theirs make the list checks and write nothing, so the device lowerings run.
 """
 
 from __future__ import annotations
@@ -44,6 +48,28 @@ def _ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, 
     return log_probs.new_empty(log_probs.shape)
 
 
+def _fused_adagrad_(self, grads, state_sums, state_steps, *, lr, lr_decay, weight_decay, eps, maximize,
+                    grad_scale=None, found_inf=None):
+    n = len(self)
+    torch._check(len(grads) == n and len(state_sums) == n and len(state_steps) == n,
+                 lambda: "_fused_adagrad_: params, grads, state_sums and state_steps must have the same length")
+    for p, g, s in zip(self, grads, state_sums):
+        torch._check(p.shape == g.shape and p.shape == s.shape,
+                     lambda: "_fused_adagrad_: a param, its grad and its state_sum must have the same shape")
+
+
+def _fused_adam_tensor_lr(op):
+    def meta(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2, weight_decay, eps,
+             amsgrad, maximize, grad_scale=None, found_inf=None):
+        torch._check(lr.dim() == 0 or lr.numel() == 1, lambda: f"{op}: lr must be a one-element tensor")
+        # The float overload's Meta kernel checks the lists.
+        getattr(torch.ops.aten, op).default(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps,
+                                            lr=1.0, beta1=beta1, beta2=beta2, weight_decay=weight_decay, eps=eps,
+                                            amsgrad=amsgrad, maximize=maximize, grad_scale=grad_scale,
+                                            found_inf=found_inf)
+    return meta
+
+
 def _multi_margin_loss(input, target, p=1, margin=1, weight=None, reduction=1):
     from torch._decomp.decompositions import multi_margin_loss
 
@@ -75,6 +101,9 @@ def _install() -> None:
     for op, fn in (("fractional_max_pool3d_backward", _fractional_max_pool3d_backward),
                    ("multi_margin_loss_backward", _multi_margin_loss_backward),
                    ("multilabel_margin_loss_backward", _multilabel_margin_loss_backward),
-                   ("_ctc_loss_backward", _ctc_loss_backward)):
+                   ("_ctc_loss_backward", _ctc_loss_backward),
+                   ("_fused_adagrad_", _fused_adagrad_), ("_fused_adagrad_.tensor_lr", _fused_adagrad_),
+                   ("_fused_adam_.tensor_lr", _fused_adam_tensor_lr("_fused_adam_")),
+                   ("_fused_adamw_.tensor_lr", _fused_adam_tensor_lr("_fused_adamw_"))):
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "Meta"):
             _aten_kernels.register(op, fn, "Meta")

@@ -403,6 +403,10 @@ void coverageCases() {
   }
   each("aten::_fused_sgd_", {list(), list(), list(), D(0.01), D(0.9), D(0.1), D(0), B(false), B(false), B(true), N(), N()},
        {});
+  each("aten::_fused_adagrad_", {list(), list(), list(), steps(), D(0.01), D(0.1), D(0.01), D(1e-10), B(false), N(), N()},
+       {});
+  each("aten::_fused_adagrad_.tensor_lr", {list(), list(), list(), steps(), T(f32, {}, {0.01}), D(0), D(0), D(1e-10),
+                                           B(true), T(f32, {}, {2}), T(f32, {}, {0})}, {});
   each("aten::_fused_sgd_.tensor_lr", {list(), list(), list(), D(0.01), D(0.9), T(f32, {}, {0.1}), D(0), B(true),
                                        B(false), B(false), N(), N()}, {});
 }

@@ -42,6 +42,11 @@ OPTIMIZERS = {
     "sgd_nesterov_fused": lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, fused=True),
     "sgd_plain_fused": lambda p: torch.optim.SGD(p, lr=0.1, fused=True),
     "sgd_plain_foreach": lambda p: torch.optim.SGD(p, lr=0.1, foreach=True),
+    "adagrad_fused": lambda p: torch.optim.Adagrad(p, lr=0.05, lr_decay=0.1, weight_decay=0.01, fused=True),
+    "adagrad_fused_maximize_tensor_lr": lambda p: torch.optim.Adagrad(p, lr=torch.tensor(0.05), maximize=True,
+                                                                      initial_accumulator_value=0.1, fused=True),
+    "adam_fused_tensor_lr": lambda p: torch.optim.Adam(p, lr=torch.tensor(1e-2), amsgrad=True, fused=True),
+    "adamw_fused_tensor_lr": lambda p: torch.optim.AdamW(p, lr=torch.tensor(1e-2), weight_decay=0.1, fused=True),
 }
 
 
@@ -83,6 +88,28 @@ def test_fused_adam_found_inf_skips_the_step():
                            eps=1e-8, amsgrad=False, maximize=False, grad_scale=torch.tensor(2.0, device=dev),
                            found_inf=torch.tensor(1.0, device=dev))
         outs[dev] = [t.cpu() for t in ps + gs + avgs]
+    for a, e in zip(outs["tpu"], outs["cpu"]):
+        torch.testing.assert_close(a, e)
+
+
+@pytest.mark.parametrize("found_inf", [0.0, 1.0])
+def test_fused_adagrad_grad_scale_and_found_inf(found_inf):
+    """The gradients are unscaled and written back; a found inf leaves everything as it was."""
+    p = [torch.randn(4), torch.randn(2, 3)]
+    g = [torch.randn(4), torch.randn(2, 3)]
+    outs = {}
+    for dev in ("cpu", "tpu"):
+        ps = [t.clone().to(dev) for t in p]
+        gs = [t.clone().to(dev) for t in g]
+        sums = [torch.full_like(t, 0.1) for t in ps]
+        steps = [torch.full((), 2.0, device=dev) for _ in ps]
+        before = _fallbacks()
+        torch._fused_adagrad_(ps, gs, sums, steps, lr=0.1, lr_decay=0.05, weight_decay=0.01, eps=1e-10,
+                              maximize=False, grad_scale=torch.tensor(4.0, device=dev),
+                              found_inf=torch.tensor(found_inf, device=dev))
+        if dev == "tpu":
+            assert _fallbacks() == before
+        outs[dev] = [t.cpu() for t in ps + gs + sums + steps]
     for a, e in zip(outs["tpu"], outs["cpu"]):
         torch.testing.assert_close(a, e)
 

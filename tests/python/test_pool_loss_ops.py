@@ -97,6 +97,11 @@ def test_fractional_max_pool3d_given_samples():
     u = torch.rand(2, 2, 3, generator=g)
     _fwd_bwd(lambda t, s: F.fractional_max_pool3d(t, (2, 3, 2), output_size=(4, 3, 5), return_indices=True,
                                                   _random_samples=s), [x, u], exact=True)
+    # unbatched with more sample rows than batches (PyTorch's ModuleInfo does this): the kernels read the first row
+    before = dict(torch_tpu._C._fallback_counts())
+    _fwd_bwd(lambda t, s: F.fractional_max_pool3d(t, 2, output_ratio=0.5, return_indices=True, _random_samples=s),
+             [_ties((2, 5, 5, 5), seed=6), torch.rand(2, 2, 3, generator=g)], exact=True)
+    assert dict(torch_tpu._C._fallback_counts()) == before
 
 
 @pytest.mark.parametrize("nd", [2, 3])

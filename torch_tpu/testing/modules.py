@@ -165,7 +165,15 @@ def _same(a, b) -> bool:
         return False
     for x, y in zip(la, lb):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if x.shape != y.shape or not torch.equal(x.detach(), y.detach()):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return False
+            x, y = x.detach(), y.detach()
+            if x.is_floating_point():
+                # NaN equals NaN here: a module whose output holds NaNs (LPPool of negative inputs) is not random
+                if not torch.equal(x.isnan(), y.isnan()):
+                    return False
+                x, y = x.nan_to_num(0.0), y.nan_to_num(0.0)
+            if not torch.equal(x, y):
                 return False
         elif x != y:
             return False
@@ -265,11 +273,16 @@ def _run_sample(info, key, dtype, dname, mode, training, i, sample, backward, re
             return H._compare_random(key, fresh_run("tpu"), fresh_run("cpu"), out[:len(out) - len(exp_bufs)],
                                      _flatten_out(expected), independent=key in INDEPENDENT_RANDOM)
     else:
-        def reference():
+        def reference32():
             m32 = copy.deepcopy(m0).float()
             _, inp = _inputs_for(H._upcast(fwd, dtype), "cpu")
-            return H._rounded_like(_flatten_out(_call(m32, inp)) + _buffers(m32), expected_flat)
-        compare = H._with_float32_reference(lambda out: H._compare(out, expected_flat, dtype), reference, dtype)
+            return _flatten_out(_call(m32, inp)) + _buffers(m32)
+
+        def reference():
+            return H._rounded_like(reference32(), expected_flat)
+        compare = _as_accurate_as_cpu(
+            H._with_float32_reference(lambda out: H._compare(out, expected_flat, dtype), reference, dtype),
+            expected_flat, reference32, dtype)
     outcome, detail = device_case(forward, compare)
     outcome, entry = record(dname, fdir, i, outcome, detail)
     if not backward or outcome in (ERROR, FAIL) or (outcome == XFAIL and entry.kind != "fallback"):
@@ -302,13 +315,70 @@ def _run_sample(info, key, dtype, dname, mode, training, i, sample, backward, re
         def bcompare(out):
             return H._compare_random(key, grads_of("tpu"), grads_of("cpu"), out, exp_g)
     else:
-        def bref():
+        def bref32():
             m32 = copy.deepcopy(m0).float()
             leaves, inp = _inputs_for(H._upcast(fwd, dtype), "cpu")
-            return H._rounded_like(_backward_grads(m32, inp, leaves, _call(m32, inp), seeds), exp_g)
-        bcompare = H._with_float32_reference(lambda out: H._compare(out, exp_g, dtype), bref, dtype)
+            return _backward_grads(m32, inp, leaves, _call(m32, inp), seeds)
+
+        def bref():
+            return H._rounded_like(bref32(), exp_g)
+        bcompare = _as_accurate_as_cpu(
+            H._with_float32_reference(lambda out: H._compare(out, exp_g, dtype), bref, dtype), exp_g, bref32, dtype)
     outcome, detail = device_case(backward_run, bcompare)
     record(dname, bdir, i, outcome, detail)
+
+
+# A bf16/f16 result that misses both CPU's result and CPU's float32 result rounded still passes when its worst
+# error against the float32 computation, relative to each tensor's largest magnitude, is at most this multiple of
+# the same measure for CPU's own half-precision result.
+HALF_ERROR_RATIO = 2.0
+
+
+def _relative_error(x: torch.Tensor, ref: torch.Tensor) -> float:
+    """max |x - ref| / max |ref| over the elements where ref is finite (inf where x is not finite there)."""
+    x, ref = x.detach().cpu().double(), ref.detach().cpu().double()
+    ok = torch.isfinite(ref)
+    if not ok.any():
+        return 0.0
+    if not torch.isfinite(x[ok]).all():
+        return float("inf")
+    scale = float(ref[ok].abs().max())
+    return float((x[ok] - ref[ok]).abs().max()) / (scale if scale > 0 else 1.0)
+
+
+def _as_accurate_as_cpu(compare, expected, reference32, dtype):
+    """For bf16/f16 cases: `compare` (CPU's result, then CPU's float32 computation rounded), and failing that, a
+    comparison of accuracy: the device result passes if its worst relative error against the float32 computation
+    (unrounded; the largest error of each tensor over the tensor's largest magnitude, the worst tensor) is at most
+    HALF_ERROR_RATIO times that of CPU's own half-precision result. Half-precision sums (a convolution's weight
+    gradient, the gradients of a recurrent or attention layer, a padded border's gradient) round differently in every
+    implementation: where an exact result is small beside the terms summed, both the device's and CPU's results miss
+    it by more than the elementwise tolerance, and neither is more right than the other. A wrong result (a tensor
+    off by more than rounding) still fails: its relative error is far above CPU's."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        return compare
+
+    def check(out):
+        err = compare(out)
+        if err is None or "not close" not in err:
+            return err
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ref = reference32()
+        except Exception:  # noqa: BLE001
+            return err
+        if len(ref) != len(out) or len(expected) != len(out):
+            return err
+        dev = cpu = 0.0
+        for a, e, r in zip(out, expected, ref):
+            if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(r, torch.Tensor) \
+                    and a.is_floating_point() and a.shape == r.shape == e.shape:
+                dev, cpu = max(dev, _relative_error(a, r)), max(cpu, _relative_error(e, r))
+        if dev > HALF_ERROR_RATIO * cpu:
+            return f"{err} (relative error against float32 {dev:.3g}, CPU's {cpu:.3g})"
+        return None
+    return check
 
 
 def rate(results: List[CaseResult], kind: str, dtype: Optional[str] = None):

@@ -1,4 +1,5 @@
-// Foreach family: the `_foreach_*` list ops and the fused optimizers (_fused_adam_, _fused_adamw_, _fused_sgd_).
+// Foreach family: the `_foreach_*` list ops and the fused optimizers (_fused_adam_, _fused_adamw_, _fused_sgd_,
+// _fused_adagrad_).
 //
 // A functional foreach op applies a per-tensor op to every element of its list arguments; its rule runs the
 // per-tensor op's own rule once per element inside ONE program (a sub-context maps the element's arguments), so
@@ -262,6 +263,60 @@ std::vector<Value> fusedSgd(Context& ctx) {
   return res;
 }
 
+// _fused_adagrad_(self[], grads[], state_sums[], state_steps[], *, lr, lr_decay, weight_decay, eps, bool maximize,
+//   Tensor? grad_scale, Tensor? found_inf): PyTorch's CPU kernel, per element: the gradient unscaled (and written
+//   back), negated under maximize, plus weight_decay * param; state_sum += grad^2; param -= clr * grad /
+//   (sqrt(state_sum) + eps) with clr = lr / (1 + (step - 1) * lr_decay) (the step was already incremented by the
+//   optimizer). The plain overload's schema marks state_steps written (the kernel leaves them): `writes_steps`
+//   returns them unchanged; the tensor_lr overload does not list them.
+std::vector<Value> fusedAdagrad(Context& ctx, bool writes_steps) {
+  Builder& b = ctx.b;
+  const auto& params = list(ctx, 0);
+  const auto& grads = list(ctx, 1);
+  const auto& sums = list(ctx, 2);
+  const auto& steps = list(ctx, 3);
+  bool maximize = ctx.toBool(8);
+  size_t n = params.size();
+  std::vector<Value> np, ng, ns;
+  std::map<DType, std::vector<Value>> sc;  // per compute dtype: lr, lr_decay, weight_decay, eps
+  for (size_t k = 0; k < n; ++k) {
+    DType t = params[k].dtype();
+    DType c = accType(t);
+    if (!sc.count(c)) sc[c] = {num(ctx, 4, c), num(ctx, 5, c), num(ctx, 6, c), num(ctx, 7, c)};
+    const Shape& shape = params[k].shape();
+    auto bc = [&](Value v) { return b.broadcastTo(v, shape); };
+    Value lr = sc[c][0], lr_decay = sc[c][1], wd = sc[c][2], eps = sc[c][3];
+    Value one = b.constant(1, c);
+    Value param = b.convert(params[k], c);
+    Value grad = b.convert(grads[k], c);
+    if (ctx.has(9)) grad = b.div(grad, bc(b.convert(b.reshape(ctx.tensor(9), {}), c)));
+    Value grad_out = grad;  // the unscaled gradient is written back
+    if (maximize) grad = b.neg(grad);
+    grad = b.add(grad, b.mul(param, bc(wd)));
+    Value sum = b.add(b.convert(sums[k], c), b.mul(grad, grad));
+    Value step = b.convert(b.reshape(steps[k], {}), c);
+    Value clr = b.div(lr, b.add(one, b.mul(b.sub(step, one), lr_decay)));
+    Value denom = b.add(b.sqrt(sum), bc(eps));
+    param = b.sub(param, b.div(b.mul(bc(clr), grad), denom));
+    np.push_back(b.convert(param, t));
+    ng.push_back(b.convert(grad_out, grads[k].dtype()));
+    ns.push_back(b.convert(sum, sums[k].dtype()));
+  }
+  // Results in argument order: params, grads, state_sums (and the unchanged state_steps).
+  std::vector<Value> res = np, old = params;
+  res.insert(res.end(), ng.begin(), ng.end());
+  old.insert(old.end(), grads.begin(), grads.end());
+  res.insert(res.end(), ns.begin(), ns.end());
+  old.insert(old.end(), sums.begin(), sums.end());
+  if (ctx.has(10)) {  // found_inf: nothing changes
+    Value f = b.reshape(ctx.tensor(10), {});
+    Value skip = b.compare(f, b.zerosLike(f), Cmp::NE);
+    for (size_t k = 0; k < res.size(); ++k) res[k] = b.select(skip, old[k], res[k]);
+  }
+  if (writes_steps) res.insert(res.end(), steps.begin(), steps.end());
+  return res;
+}
+
 bool floatLists(const Context& ctx) {
   if (!realDTypes(ctx)) return false;
   for (const Value& v : ctx.arg(0).tensors)
@@ -331,6 +386,9 @@ void populateForeach(Registry& r) {
           .accepts(floatLists);
   }
   for (const char* ov : {"", ".tensor_lr"}) r.add(std::string("aten::_fused_sgd_") + ov, fusedSgd).accepts(floatLists);
+  r.add("aten::_fused_adagrad_", [](Context& ctx) { return fusedAdagrad(ctx, true); }).accepts(floatLists);
+  r.add("aten::_fused_adagrad_.tensor_lr", [](Context& ctx) { return fusedAdagrad(ctx, false); })
+      .accepts(floatLists);
 }
 
 }  // namespace torch_tpu::lowering

@@ -331,7 +331,7 @@ float hostRound(float v, DType t) {
 }
 
 // fractional_max_pool{N}d(self, kernel_size, output_size, random_samples) -> (out, indices)
-// random_samples [N, C, nsp] (N = 1 for unbatched input): sample j of a plane draws the intervals of spatial dim
+// random_samples [N, C, nsp] (N = 1 for unbatched input; rows past N are ignored): sample j of a plane draws the intervals of spatial dim
 // nsp-1-j for 2-d (W from sample 0, H from sample 1) and of dim j for 3-d (T, H, W), as PyTorch's kernels read
 // them. The interval starts are computed in the input's dtype (c10 rounding after each operation for bf16/f16):
 // seq[o] = int((o + u) * alpha) - int(u * alpha), alpha = (in - k) / (out - 1), seq[out - 1] = in - k.
@@ -343,6 +343,10 @@ std::vector<Value> fractionalMaxRule(Context& ctx, int64_t nsp) {
   int64_t r = x.rank(), lead = r - nsp;
   int64_t planes = 1;
   for (int64_t d = 0; d < lead; ++d) planes *= x.shape()[size_t(d)];
+  // PyTorch's kernels read the first N rows of random_samples: more rows than batches are allowed (and ignored).
+  int64_t n_batch = lead == 2 ? x.shape()[0] : 1, n_plane = x.shape()[size_t(lead - 1)];
+  if (u.rank() == 3 && u.shape()[0] > n_batch && u.shape()[1] == n_plane && u.shape()[2] == nsp)
+    u = b.sliceInDim(u, 0, n_batch, 1, 0);
   if (u.type.numel() != planes * nsp) ctx.fail("random_samples must hold one sample per plane and pooled dim");
   DType t = x.dtype();
   DType c = t == DType::F64 ? DType::F64 : DType::F32;
