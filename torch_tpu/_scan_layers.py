@@ -7,7 +7,8 @@ layer, lowered and compiled by XLA once whatever the depth; its backward is a se
 differentiable ``torch.stack``, so gradients reach each layer's own parameters and an optimizer over the model is
 unchanged. (The same idea as torch_xla's ``scan_layers`` and JAX's ``nn.scan``.)
 
-Requirements, checked: at least one layer; every layer of the same class with the same parameter and buffer names,
+Requirements, checked in eager calls (a compiled call leaves them to ``torch.stack`` and Dynamo's guards, so that
+Dynamo does not trace the checks layer by layer): at least one layer; every layer of the same class with the same parameter and buffer names,
 shapes, dtypes and devices; each layer maps its first argument (a tensor or a pytree of tensors) to a value of the
 same structure, shapes and dtypes. Further positional and keyword arguments (an attention mask, position ids) are
 passed unchanged to every layer. Layers must not keep Python state between calls, as scan traces one of them.
@@ -22,29 +23,33 @@ import torch
 __all__ = ["scan_layers"]
 
 
-def _state(layer: torch.nn.Module) -> dict[str, torch.Tensor]:
-    d = dict(layer.named_parameters())
-    d.update(dict(layer.named_buffers()))
-    return d
+def _names(layer: torch.nn.Module) -> list[str]:
+    return [n for n, _ in layer.named_parameters()] + [n for n, _ in layer.named_buffers()]
 
 
-def _check_same(layers: list[torch.nn.Module]) -> list[str]:
+def _get(layer: torch.nn.Module, name: str) -> torch.Tensor:
+    # a chain of attribute reads: cheap for Dynamo to trace (one module traversal per layer is not)
+    obj = layer
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _check_same(layers: list[torch.nn.Module], names: list[str]) -> None:
     first = layers[0]
-    ref = _state(first)
     for i, layer in enumerate(layers[1:], 1):
         if type(layer) is not type(first):
             raise ValueError(f"scan_layers: layer {i} is a {type(layer).__name__}, layer 0 a {type(first).__name__}; "
                              "all layers must be of one class")
-        st = _state(layer)
-        if st.keys() != ref.keys():
-            missing = sorted(set(ref) ^ set(st))
+        other = _names(layer)
+        if sorted(other) != sorted(names):
+            missing = sorted(set(names) ^ set(other))
             raise ValueError(f"scan_layers: layer {i} has other parameters or buffers than layer 0: {missing}")
-        for name, t in st.items():
-            r = ref[name]
+        for name in names:
+            t, r = _get(layer, name), _get(first, name)
             if t.shape != r.shape or t.dtype != r.dtype or t.device != r.device:
                 raise ValueError(f"scan_layers: {name} of layer {i} is {tuple(t.shape)} {t.dtype} on {t.device}, "
                                  f"of layer 0 {tuple(r.shape)} {r.dtype} on {r.device}")
-    return list(ref)
 
 
 def scan_layers(layers: Iterable[torch.nn.Module], x: Any, *args: Any, **kwargs: Any) -> Any:
@@ -57,10 +62,13 @@ def scan_layers(layers: Iterable[torch.nn.Module], x: Any, *args: Any, **kwargs:
         raise ValueError("scan_layers: no layers")
     if len(layers) == 1:
         return layers[0](x, *args, **kwargs)
-    names = _check_same(layers)
-    states = [_state(layer) for layer in layers]
-    stacked = {n: torch.stack([s[n] for s in states]) for n in names}
     template = layers[0]
+    names = _names(template)
+    if not torch.compiler.is_compiling():
+        # (Dynamo would trace these checks layer by layer: a compiled call relies on the stack to reject other
+        # shapes, and on Dynamo's guards for the layers' tensors)
+        _check_same(layers, names)
+    stacked = {n: torch.stack([_get(layer, n) for layer in layers]) for n in names}
 
     leaves = [t for t in torch.utils._pytree.tree_leaves(x) if isinstance(t, torch.Tensor)]
     if not leaves:

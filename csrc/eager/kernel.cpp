@@ -80,6 +80,10 @@ struct OpInfo {
   // its number of elements differs from the result's, and otherwise fill it in its own shape, in logical order
   // (torch.arange(4, out=x.narrow(1, 1, 2)) fills a 2x2 view); their meta kernels resize it to the 1-d result.
   bool keeps_out_shape = false;
+  // An in-place op (add_, atan2_, ...): its written tensor is never resized; a broadcast shape other than its own is
+  // PyTorch's "output with shape ... doesn't match the broadcast shape" error (some of PyTorch's Python meta kernels
+  // resize it with a warning instead, as for out=).
+  bool in_place = false;
 };
 
 std::string fullName(const c10::OperatorName& n) {
@@ -138,6 +142,13 @@ const OpInfo& buildInfo(const c10::OperatorHandle& op) {
     if (info->name.rfind(f, 0) == 0 && schema.is_mutable() && info->mutated_args.size() == 1 &&
         args[info->mutated_args[0]].is_out())
       info->keeps_out_shape = true;
+  {
+    const std::string& base = schema.name();
+    bool any_out = false;
+    for (int i : info->mutated_args) any_out = any_out || args[i].is_out();
+    info->in_place = !any_out && !base.empty() && base.back() == '_' && base.find("resize") == std::string::npos &&
+                     base != "aten::set_";
+  }
   const OpInfo& out = *info;
   g_infos.emplace(&schema, std::move(info));
   return out;
@@ -542,6 +553,8 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
     const at::Tensor& real = sig.tensors[w.second].t;
     if (real.sizes() != c10::IntArrayRef(out_types[w.first].shape)) {
       if (info.keeps_out_shape && real.numel() == c10::multiply_integers(out_types[w.first].shape)) continue;
+      TORCH_CHECK(!info.in_place, "output with shape ", real.sizes(), " doesn't match the broadcast shape ",
+                  c10::IntArrayRef(out_types[w.first].shape));
       needs_resize = true;
       real.resize_(out_types[w.first].shape);
     }

@@ -86,6 +86,9 @@ CHECK_CASES = {
     "exp_out_cannot_cast": lambda d: torch.exp(torch.tensor([1.5], device=d),
                                                out=torch.empty(1, dtype=torch.int32, device=d)),
     "index_size0_dim": lambda d: torch.empty(2, 0, device=d)[:, [0, 1]],
+    # in-place ops never resize self: a broadcast shape other than self's is an error (not a silent resize)
+    **{f"inplace_broadcast_{op}": (lambda op: lambda d: getattr(torch.zeros(1, 3, device=d), op)(
+        torch.ones(2, 3, device=d)))(op) for op in ("add_", "atan2_", "eq_", "fmod_", "lt_", "remainder_", "mul_")},
     "uint8_mask_index": lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([1, 0, 1], dtype=torch.uint8,
                                                                                  device=d)],
 }
