@@ -238,3 +238,18 @@ def test_compiled_losses():
     # positions after a -1 too (its CPU kernel stops at the -1; eager mode on tpu matches the kernel).
     _compiled(lambda a, t: F.multilabel_margin_loss(a, t), x, torch.tensor([[1, 2, 4, 0, 3]] * 4))
     # No CTC case: PyTorch tags aten::_ctc_loss dynamic_output_shape, so Dynamo cannot capture it in any graph.
+
+
+@pytest.mark.parametrize("p", [0.99, 0.5, 0.01, 1.5, 3.0])
+def test_cdist_backward_where_a_coordinate_difference_is_zero(p):
+    # |d|^(p-1) is infinite at d == 0 for p < 1: that element's gradient term is 0, as on CPU (no NaN)
+    x = torch.tensor([[0.3, -1.2], [2.0, 0.5]])
+    y = torch.stack([x[0] + torch.tensor([1.0, 0.0]), torch.tensor([0.1, 0.5])])
+    grads = {}
+    for dev in ("cpu", "tpu"):
+        a, b = x.detach().to(dev).requires_grad_(True), y.detach().to(dev).requires_grad_(True)
+        torch.cdist(a, b, p=p).backward(torch.ones(2, 2, device=dev))
+        grads[dev] = (a.grad.cpu(), b.grad.cpu())
+    for g, w in zip(grads["tpu"], grads["cpu"]):
+        assert not g.isnan().any()
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)

@@ -635,7 +635,10 @@ void populateReduction(Registry& r) {
       term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, d), db));
     } else {
       Value num = b.mul(signOp(b, d), b.pow(b.abs(d), cst(b, p - 1, d)));
-      term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, num), b.pow(db, cst(b, p - 1, d))));
+      Value none = b.compare(db, zero, Cmp::EQ);
+      // p < 1: |d|^(p-1) is infinite where d is 0, and that element's term is 0 (as on CPU), not 0 * inf
+      if (p < 1) none = b.orOp(b.broadcastTo(none, d.shape()), b.compare(d, zero, Cmp::EQ));
+      term = b.select(none, zero, b.div(b.mul(gb, num), b.pow(db, cst(b, p - 1, d))));
     }
     Value res = b.reduce(term, {r - 1}, ReduceKind::Sum);  // [..., P, M]
     return {b.convert(b.reshape(res, ot.shape), ot.dtype)};
