@@ -355,19 +355,7 @@ def _as_accurate_as_cpu(compare, expected, reference32, dtype):
     implementation: where an exact result is small beside the terms summed, both the device's and CPU's results miss
     it by more than the elementwise tolerance, and neither is more right than the other. A wrong result (a tensor
     off by more than rounding) still fails: its relative error is far above CPU's."""
-    if dtype not in (torch.bfloat16, torch.float16):
-        return compare
-
-    def check(out):
-        err = compare(out)
-        if err is None or "not close" not in err:
-            return err
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ref = reference32()
-        except Exception:  # noqa: BLE001
-            return err
+    def judge(out, ref, err):
         if len(ref) != len(out) or len(expected) != len(out):
             return err
         dev = cpu = 0.0
@@ -378,7 +366,7 @@ def _as_accurate_as_cpu(compare, expected, reference32, dtype):
         if dev > HALF_ERROR_RATIO * cpu:
             return f"{err} (relative error against float32 {dev:.3g}, CPU's {cpu:.3g})"
         return None
-    return check
+    return H._on_half_miss(compare, reference32, dtype, judge)
 
 
 def rate(results: List[CaseResult], kind: str, dtype: Optional[str] = None):

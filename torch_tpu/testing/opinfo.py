@@ -694,9 +694,9 @@ def _rounded_like(x, like):
          for a, r in zip(leaves, ref)], spec)
 
 
-def _with_float32_reference(compare, reference, dtype):
-    """For bf16/f16 cases: a result that misses CPU's (its half kernels round intermediates their own way) passes
-    if it matches CPU's float32 computation rounded to the result dtypes, a reference at least as accurate."""
+def _on_half_miss(compare, reference, dtype, judge):
+    """For bf16/f16 cases: `compare`, and where it finds values not close, `judge(out, ref, err)` decides (the
+    error to report, or None) given `reference()` computed with warnings silenced (`err` when it cannot be)."""
     if dtype not in (torch.bfloat16, torch.float16):
         return compare
 
@@ -710,8 +710,15 @@ def _with_float32_reference(compare, reference, dtype):
                 ref = reference()
         except Exception:  # noqa: BLE001
             return err
-        return None if _compare(out, ref, dtype) is None else err
+        return judge(out, ref, err)
     return check
+
+
+def _with_float32_reference(compare, reference, dtype):
+    """For bf16/f16 cases: a result that misses CPU's (its half kernels round intermediates their own way) passes
+    if it matches CPU's float32 computation rounded to the result dtypes, a reference at least as accurate."""
+    return _on_half_miss(compare, reference, dtype,
+                         lambda out, ref, err: None if _compare(out, ref, dtype) is None else err)
 
 
 def _device_case(run: Callable, compare: Callable[[object], Optional[str]]) -> Tuple[str, str]:

@@ -136,6 +136,23 @@ Value num(Context& ctx, size_t i, DType c) {
   return scalarArg(ctx, i, c);
 }
 
+// The fused optimizers' grad_scale (stack argument `arg`, a 0-d tensor): the gradient divided by it, in dtype c.
+Value unscaled(Context& ctx, int arg, Value grad, DType c) {
+  if (!ctx.has(arg)) return grad;
+  Builder& b = ctx.b;
+  return b.div(grad, b.broadcastTo(b.convert(b.reshape(ctx.tensor(arg), {}), c), grad.shape()));
+}
+
+// The fused optimizers' found_inf (stack argument `arg`): where it is nonzero nothing changes, every result keeps its
+// old value (the grads keep their unscaled values, as PyTorch's kernels skip everything).
+void unchangedOnFoundInf(Context& ctx, int arg, std::vector<Value>& res, const std::vector<Value>& old) {
+  if (!ctx.has(arg)) return;
+  Builder& b = ctx.b;
+  Value f = b.reshape(ctx.tensor(arg), {});
+  Value skip = b.compare(f, b.zerosLike(f), Cmp::NE);
+  for (size_t k = 0; k < res.size(); ++k) res[k] = b.select(skip, old[k], res[k]);
+}
+
 // _fused_adam_/_fused_adamw_(self[], grads[], exp_avgs[], exp_avg_sqs[], max_exp_avg_sqs[], state_steps[], *,
 //   lr, beta1, beta2, weight_decay, eps, bool amsgrad, bool maximize, Tensor? grad_scale, Tensor? found_inf)
 std::vector<Value> fusedAdam(Context& ctx, bool adamw) {
@@ -159,10 +176,7 @@ std::vector<Value> fusedAdam(Context& ctx, bool adamw) {
     Value lr = sc[c][0], beta1 = sc[c][1], beta2 = sc[c][2], wd = sc[c][3], eps = sc[c][4];
     Value one = b.constant(1, c);
     Value param = b.convert(params[k], c);
-    Value grad = b.convert(grads[k], c);
-    if (ctx.has(13)) {
-      grad = b.div(grad, bc(b.convert(b.reshape(ctx.tensor(13), {}), c)));
-    }
+    Value grad = unscaled(ctx, 13, b.convert(grads[k], c), c);
     Value grad_out = grad;  // the unscaled gradient is written back
     if (maximize) grad = b.neg(grad);
     if (adamw) param = b.sub(param, b.mul(param, bc(b.mul(lr, wd))));
@@ -200,13 +214,7 @@ std::vector<Value> fusedAdam(Context& ctx, bool adamw) {
   append(ns, sqs);
   if (amsgrad) append(nm, maxs);
   else append(maxs, maxs);  // max_exp_avg_sqs unchanged
-  // found_inf: nothing changes (the grads keep their unscaled values, as PyTorch's kernels skip everything).
-  if (ctx.has(14)) {
-    Builder& bb = ctx.b;
-    Value f = bb.reshape(ctx.tensor(14), {});
-    Value skip = bb.compare(f, bb.zerosLike(f), Cmp::NE);
-    for (size_t k = 0; k < res.size(); ++k) res[k] = bb.select(skip, old[k], res[k]);
-  }
+  unchangedOnFoundInf(ctx, 14, res, old);
   return res;
 }
 
@@ -230,8 +238,7 @@ std::vector<Value> fusedSgd(Context& ctx) {
     auto bc = [&](Value v) { return b.broadcastTo(v, shape); };
     Value wd = sc[c][0], momentum = sc[c][1], lr = sc[c][2], dampening = sc[c][3];
     Value param = b.convert(params[k], c);
-    Value grad = b.convert(grads[k], c);
-    if (ctx.has(10)) grad = b.div(grad, bc(b.convert(b.reshape(ctx.tensor(10), {}), c)));
+    Value grad = unscaled(ctx, 10, b.convert(grads[k], c), c);
     Value grad_out = grad;
     if (maximize) grad = b.neg(grad);
     grad = b.add(grad, b.mul(param, bc(wd)));
@@ -250,16 +257,12 @@ std::vector<Value> fusedSgd(Context& ctx) {
     np.push_back(b.convert(param, t));
     ng.push_back(b.convert(grad_out, grads[k].dtype()));
   }
-  std::vector<Value> res = np;
+  std::vector<Value> res = np, old = params;
   res.insert(res.end(), ng.begin(), ng.end());
+  old.insert(old.end(), grads.begin(), grads.end());
   res.insert(res.end(), nb.begin(), nb.end());
-  if (ctx.has(11)) {
-    Value f = b.reshape(ctx.tensor(11), {});
-    Value skip = b.compare(f, b.zerosLike(f), Cmp::NE);
-    for (size_t k = 0; k < n; ++k) res[k] = b.select(skip, params[k], res[k]);
-    for (size_t k = 0; k < n; ++k) res[n + k] = b.select(skip, grads[k], res[n + k]);
-    for (size_t k = 0; k < nb.size(); ++k) res[2 * n + k] = b.select(skip, bufs[k], res[2 * n + k]);
-  }
+  old.insert(old.end(), bufs.begin(), bufs.begin() + static_cast<std::ptrdiff_t>(nb.size()));
+  unchangedOnFoundInf(ctx, 11, res, old);
   return res;
 }
 
@@ -288,8 +291,7 @@ std::vector<Value> fusedAdagrad(Context& ctx, bool writes_steps) {
     Value lr = sc[c][0], lr_decay = sc[c][1], wd = sc[c][2], eps = sc[c][3];
     Value one = b.constant(1, c);
     Value param = b.convert(params[k], c);
-    Value grad = b.convert(grads[k], c);
-    if (ctx.has(9)) grad = b.div(grad, bc(b.convert(b.reshape(ctx.tensor(9), {}), c)));
+    Value grad = unscaled(ctx, 9, b.convert(grads[k], c), c);
     Value grad_out = grad;  // the unscaled gradient is written back
     if (maximize) grad = b.neg(grad);
     grad = b.add(grad, b.mul(param, bc(wd)));
@@ -308,11 +310,7 @@ std::vector<Value> fusedAdagrad(Context& ctx, bool writes_steps) {
   old.insert(old.end(), grads.begin(), grads.end());
   res.insert(res.end(), ns.begin(), ns.end());
   old.insert(old.end(), sums.begin(), sums.end());
-  if (ctx.has(10)) {  // found_inf: nothing changes
-    Value f = b.reshape(ctx.tensor(10), {});
-    Value skip = b.compare(f, b.zerosLike(f), Cmp::NE);
-    for (size_t k = 0; k < res.size(); ++k) res[k] = b.select(skip, old[k], res[k]);
-  }
+  unchangedOnFoundInf(ctx, 10, res, old);
   if (writes_steps) res.insert(res.end(), steps.begin(), steps.end());
   return res;
 }
