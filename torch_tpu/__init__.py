@@ -205,6 +205,7 @@ _accelerate._install()
 
 # ---- identical layers as one compiled loop ----
 from ._scan_layers import scan_layers  # noqa: E402
+from ._whole_step import compile_whole_step  # noqa: E402  (torch.compile of forward+backward+step as one graph)
 
 # ---- public helpers ----
 
@@ -386,6 +387,7 @@ __all__ = [
     "plugin_info",
     "reset_fallback_counts",
     "scan_layers",
+    "compile_whole_step",
 ]
 
 

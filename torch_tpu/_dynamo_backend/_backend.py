@@ -11,6 +11,7 @@ from .. import _C
 from ._runner import _GraphRunner
 from ._collectives import _collectives_in_program_default
 from . import _decomp
+from ._optim import functionalize_fused_optimizers
 from ._partition import _compile_aten_graph
 
 
@@ -69,8 +70,9 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options
     from .._jax import kernel_op_decompositions
 
     kernel_ops = kernel_op_decompositions()
-    if kernel_ops:
-        decompositions = {**_decomp._decomp_cache, **kernel_ops}
+    late = _decomp.late_decompositions()
+    if kernel_ops or late:
+        decompositions = {**_decomp._decomp_cache, **late, **kernel_ops}
     backend = aot_autograd(
         fw_compiler=compiler("forward"),
         bw_compiler=compiler("backward"),
@@ -79,6 +81,7 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options
         partition_fn=min_cut_rematerialization_partition,
         keep_inference_input_mutations=True,
     )
+    functionalize_fused_optimizers(gm)
     compiled = backend(gm, example_inputs)
     call = _graph_call(compiled, inference, gm, example_inputs) if opts.get("graph_call", True) else None
     return call if call is not None else compiled

@@ -15,6 +15,22 @@ from ._args import _getattr_path, _is_symbolic, _op_name
 from ._regions import _copy_graph_before
 
 
+def _fma(a: Any, b: Any, c: Any) -> torch.Tensor:
+    return a * b + c
+
+
+def late_decompositions() -> Dict[Any, Callable]:
+    r"""Decompositions of ops registered after the first graph: Inductor's ``prims.fma`` (which Dynamo emits for
+    ``addcmul_`` with a value, ``lerp`` and ``addcdiv_``: the single-tensor optimizers), once
+    ``torch._inductor.inductor_prims`` is imported, as its reference ``a * b + c`` (operands broadcast, ``b`` may be a
+    number)."""
+    import sys
+
+    if "torch._inductor.inductor_prims" not in sys.modules:
+        return {}
+    return {torch.ops.prims.fma.default: _fma}
+
+
 def _decompositions() -> Dict[Any, Callable]:
     from torch._decomp import core_aten_decompositions
 

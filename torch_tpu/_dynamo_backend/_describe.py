@@ -145,10 +145,21 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
             idx = [nv]
             env[n] = nv
         else:
+            # Several returns, some of them lists (the functional fused optimizers return a tuple of lists): the
+            # node's values are the tensors in order; env keeps the nesting for getitem.
             vals = list(val) if isinstance(val, (list, tuple)) else [val]
-            metas = [_meta(x) for x in vals]
-            idx = list(range(nv, nv + len(vals)))
-            env[n] = idx
+            flat: List[Any] = []
+            nested = []
+            for x in vals:
+                if isinstance(x, (list, tuple)):
+                    nested.append(list(range(nv + len(flat), nv + len(flat) + len(x))))
+                    flat.extend(x)
+                else:
+                    nested.append(nv + len(flat))
+                    flat.append(x)
+            metas = [_meta(x) for x in flat]
+            idx = list(range(nv, nv + len(flat)))
+            env[n] = nested
         nv += len(idx)
         nodes.append((name, args, metas, idx))
         d.node_of_desc.append(n)
