@@ -62,6 +62,7 @@ FILES = OrderedDict(
         ("test_foreach", "_foreach_* ops"),
         ("test_autograd", "autograd (device-generic part: TestAutogradDeviceType)"),
         ("test_nn", "nn (device-generic part: TestNNDeviceType)"),
+        ("test_dlpack", "DLPack export and import"),
     ]
 )
 

@@ -149,6 +149,10 @@ from ._rnn import _install as _install_rnn_meta  # noqa: E402
 
 _install_rnn_meta()
 
+from ._dlpack import _install as _install_dlpack  # noqa: E402
+
+_install_dlpack()  # DLPack round trips of tpu tensors alias their storage
+
 # ---- 5. dynamo's device interface for "tpu" (registered when dynamo's registry is imported) ----
 from . import api  # noqa: E402
 

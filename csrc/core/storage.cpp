@@ -140,7 +140,9 @@ void TpuStorage::flushPending(TpuStorage* s) {
 TpuStorage* storageOf(const c10::Storage& s) {
   auto* ctx = static_cast<TpuStorage*>(s.data_ptr().get_context());
   TORCH_CHECK(ctx != nullptr && s.data_ptr().get_deleter() == &deleteStorage,
-              "internal error: storage is not a tpu storage");
+              "tpu: this tensor's storage was not allocated by torch_tpu (a tensor made on device tpu from a raw "
+              "pointer: torch.from_blob, or a DLPack capsule another producer exported for an extension device); "
+              "create tpu tensors with torch_tpu, or import DLPack capsules through torch.from_dlpack");
   return ctx;
 }
 

@@ -9,5 +9,6 @@ void bindCompile(pybind11::module_& m);      // csrc/python/compile_bindings.cpp
 void bindForeign(pybind11::module_& m);      // csrc/python/foreign_bindings.cpp
 void bindDistributed(pybind11::module_& m);  // csrc/python/dist_bindings.cpp
 void bindSettings(pybind11::module_& m);     // csrc/python/settings_bindings.cpp
+void bindDLPack(pybind11::module_& m);       // csrc/python/dlpack_bindings.cpp
 
 }  // namespace torch_tpu

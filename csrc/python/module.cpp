@@ -143,6 +143,7 @@ PYBIND11_MODULE(_C, m) {
   bindForeign(m);
   bindDistributed(m);
   bindSettings(m);
+  bindDLPack(m);
 
   m.def(
       "_set_plugin",
