@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -42,8 +43,8 @@ def make_opt(name: str, variant: str, params):
     return cls(params, lr=1e-4, **kw)
 
 
-def run(mode: str, cfg: DecoderConfig, batch: int, seq: int, opt_name: str, variant: str, warmup: int, iters: int):
-    torch_tpu.compile_whole_step(mode == "whole step")
+def build(mode: str, cfg: DecoderConfig, batch: int, seq: int, opt_name: str, variant: str):
+    """The mode's step function and its inputs (the model built from seed 0)."""
     m = seeded(0, Qwen3Decoder, cfg).to("tpu")
     ids = seeded(1, torch.randint, 0, cfg.vocab, (batch, seq + 1)).to("tpu")
     inp, tgt = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
@@ -56,9 +57,6 @@ def run(mode: str, cfg: DecoderConfig, batch: int, seq: int, opt_name: str, vari
     if mode in ("compiled loss", "compiled loss + step"):
         lf = torch.compile(loss_fn, backend="tpu", dynamic=False)
     if mode == "compiled loss + step":
-        from torch_tpu._internal.optim.patch import patch_optimizer_graph_breaks
-
-        patch_optimizer_graph_breaks()
         opt_step = torch.compile(opt.step, backend="tpu", dynamic=False)
 
     def step(model, x, y):
@@ -70,24 +68,16 @@ def run(mode: str, cfg: DecoderConfig, batch: int, seq: int, opt_name: str, vari
 
     if mode == "whole step":
         step = torch.compile(step, backend="tpu", dynamic=False)
-    losses = []
-    for _ in range(warmup):
-        losses.append(step(m, inp, tgt))
+    return lambda: step(m, inp, tgt)
+
+
+def timed(step, iters: int):
     torch.tpu.synchronize()
     launches0 = torch_tpu.launch_count()
     t0 = time.perf_counter()
-    for _ in range(iters):
-        losses.append(step(m, inp, tgt))
+    losses = [step() for _ in range(iters)]
     torch.tpu.synchronize()
-    dt = (time.perf_counter() - t0) / iters
-    per_step = (torch_tpu.launch_count() - launches0) / iters
-    if mode == "compiled loss + step":
-        from torch_tpu._internal.optim.patch import unpatch_optimizer_graph_breaks
-
-        unpatch_optimizer_graph_breaks()
-    torch_tpu.compile_whole_step(False)
-    torch._dynamo.reset()
-    return dt, per_step, torch.stack([x.cpu() for x in losses])
+    return (time.perf_counter() - t0) / iters, (torch_tpu.launch_count() - launches0) / iters, losses
 
 
 def main() -> None:
@@ -96,6 +86,7 @@ def main() -> None:
     ap.add_argument("--variant", default="foreach", choices=["foreach", "fused", "single"])
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5, help="rounds of --iters steps per mode, in turns; the median round")
     ap.add_argument("--small", action="store_true", help="a 2-layer hidden-128 model, batch 2, sequence 64")
     ap.add_argument("--modes", default=",".join(MODES))
     args = ap.parse_args()
@@ -103,12 +94,27 @@ def main() -> None:
     modes = args.modes.split(",")
     print(f"# {args.opt} ({args.variant}), hidden {cfg.hidden}, layers {cfg.layers}, batch {batch}, seq {seq}; "
           f"cpus {os.cpu_count()}, load average {os.getloadavg()}")
-    res = {}
+    # Every mode's graphs are traced with the whole-step patches in place (the other modes' graphs hold no backward
+    # and no optimizer: the patches do not change them); the modes are timed in turns, so load drift hits all alike.
+    torch_tpu.compile_whole_step()
+    steps = {md: build(md, cfg, batch, seq, args.opt, args.variant) for md in modes}
+    losses = {md: [] for md in modes}
     for md in modes:
         t0 = time.perf_counter()
-        res[md] = run(md, cfg, batch, seq, args.opt, args.variant, args.warmup, args.iters)
-        print(f"# {md}: {res[md][0] * 1e3:.1f} ms per step, {res[md][1]:.1f} launches per step "
-              f"(measured in {time.perf_counter() - t0:.1f}s)", flush=True)
+        losses[md] += [steps[md]() for _ in range(args.warmup)]
+        torch.tpu.synchronize()
+        print(f"# {md}: warm-up {args.warmup} steps in {time.perf_counter() - t0:.1f}s", flush=True)
+    times = {md: [] for md in modes}
+    launches = {md: 0.0 for md in modes}
+    for r in range(args.repeats):
+        for md in modes:
+            dt, per_step, ls = timed(steps[md], args.iters)
+            times[md].append(dt)
+            launches[md] = per_step
+            losses[md] += ls
+        print(f"# round {r}: " + ", ".join(f"{md} {times[md][-1] * 1e3:.0f} ms" for md in modes), flush=True)
+    res = {md: (statistics.median(times[md]), launches[md], torch.stack([x.cpu() for x in losses[md]]))
+           for md in modes}
     ref = res[modes[0]][2]
     for md in modes[1:]:
         diff = (res[md][2] - ref).abs().max().item()
@@ -117,7 +123,7 @@ def main() -> None:
             raise SystemExit(f"{md}: losses differ from {modes[0]}")
     base = res.get("whole step")
     print()
-    print("| mode | ms per step | launches per step | time / whole step |")
+    print("| mode | ms per step (median round) | launches per step | time / whole step |")
     print("|---|---|---|---|")
     for md in modes:
         r = f"{res[md][0] / base[0]:.2f}x" if base else "-"
