@@ -275,7 +275,7 @@ void ProgramBuilder::check(const std::string& op, Value ok, const std::string& m
 }
 
 std::string ProgramBuilder::finish(const std::vector<Value>& results, std::vector<Program::Result> result_types,
-                                   Program& prog, int num_replicas) {
+                                   Program& prog, int num_replicas, shlo::Builder::MainLayout* layout) {
   std::vector<Value> outs;
   outs.reserve(written_.size() + results.size() + 1);
   for (int slot : written_) {
@@ -299,7 +299,7 @@ std::string ProgramBuilder::finish(const std::vector<Value>& results, std::vecto
   prog.any_donation = std::find(donated_.begin(), donated_.end(), true) != donated_.end();
   prog.written_slots = written_;
   prog.results = std::move(result_types);
-  return num_replicas > 1 ? shlo::finishReplicated(b, outs, num_replicas) : b.finish(outs);
+  return b.finish(outs, layout, num_replicas);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -171,8 +171,9 @@ class ProgramBuilder {
   // given in `result_types`), then the flag of the checks if any. Returns the program text; `prog` receives params
   // and output bookkeeping.
   // `num_replicas` > 1: a program over that many devices (replicas), for collectives inside it.
+  // `layout`, when given, receives where @main's parts lie in the text (shlo::Builder::MainLayout).
   std::string finish(const std::vector<shlo::Value>& results, std::vector<Program::Result> result_types,
-                     Program& prog, int num_replicas = 1);
+                     Program& prog, int num_replicas = 1, shlo::Builder::MainLayout* layout = nullptr);
 
   int numParams() const { return static_cast<int>(params_.size()); }
 

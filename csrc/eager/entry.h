@@ -19,6 +19,7 @@ struct EagerProgram {
   std::string fallback_reason;
   core::Program prog;             // prog.exe: compiled on first launch (fused mode records without compiling)
   std::string text;               // the program (StableHLO)
+  shlo::Builder::MainLayout layout;  // where @main's parts lie in `text` (for function())
   // Results are "flat": one per returned tensor (Tensor[] returns expanded), or, for ops returning nothing, one per
   // tensor of the mutated arguments (then all written). Fresh results are the defined ones not written.
   int num_flat = 0;

@@ -659,7 +659,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
     fresh_types.push_back(std::move(r));
     prog->fresh_flat.push_back(static_cast<int>(k));
   }
-  prog->text = pb.finish(fresh, std::move(fresh_types), prog->prog);
+  prog->text = pb.finish(fresh, std::move(fresh_types), prog->prog, 1, &prog->layout);
   g_stats.lower_ns += nsSince(t_start);
   try {
     prog->executable();
@@ -692,48 +692,24 @@ const runtime::ExecutablePtr& EagerProgram::executable() {
 
 const EagerProgram::Function& EagerProgram::function() {
   std::call_once(fn_once_, [this] {
-    // The builder's module is "module ... {\n  func.func public @main(ARGS) -> (RESULTS) {\n BODY  }\n}\n".
-    const std::string head = "  func.func public @main(";
-    size_t f = text.find(head);
-    size_t arrow = text.find(") -> (", f);
-    size_t open = text.find(") {\n", arrow);
-    // @main's closing brace (its body is indented deeper), then the module's: functions between them are what
-    // @main calls (a foreign kernel's module, tpu::stablehlo_call).
-    size_t main_end = open == std::string::npos ? std::string::npos : text.find("\n  }\n", open);
-    size_t module_end = text.rfind("\n}");
-    TORCH_INTERNAL_ASSERT(f != std::string::npos && arrow != std::string::npos && open != std::string::npos &&
-                              main_end != std::string::npos && module_end != std::string::npos &&
-                              module_end >= main_end + 4,
-                          "tpu: unexpected program text for ", op);
-    const size_t end = main_end + 1;
+    // @main becomes the private function @e<id>: its parameters and results from the builder's layout (no donation
+    // attributes in a private function), its body and the top-level functions it calls cut from the text.
+    const shlo::Builder::MainLayout& L = layout;
+    TORCH_INTERNAL_ASSERT(L.body_end > L.body_begin && L.body_end <= L.top_begin && L.top_end <= text.size(),
+                          "tpu: program of ", op, " has no @main layout");
     Function fn;
-    // Arguments: "%arg0: TYPE {attrs}, %arg1: TYPE".
-    std::string args = text.substr(f + head.size(), arrow - f - head.size());
-    std::string clean_args;
-    size_t pos = 0;
-    while (pos < args.size()) {
-      size_t next = args.find(", %arg", pos);
-      std::string a = args.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
-      size_t colon = a.find(": ");
-      size_t attr = a.find(" {", colon);
-      std::string type = a.substr(colon + 2, attr == std::string::npos ? std::string::npos : attr - colon - 2);
-      if (!clean_args.empty()) clean_args += ", ";
-      clean_args += a.substr(0, colon + 2) + type;  // no donation attributes in a private function
-      fn.arg_types.push_back(std::move(type));
-      if (next == std::string::npos) break;
-      pos = next + 2;
+    fn.arg_types = L.arg_types;
+    fn.result_types = L.result_types;
+    std::string head = "  func.func private @e" + std::to_string(id) + "(";
+    for (size_t i = 0; i < L.arg_types.size(); ++i) {
+      if (i) head += ", ";
+      head += "%arg" + std::to_string(i) + ": " + L.arg_types[i];
     }
-    std::string results = text.substr(arrow + 6, open - arrow - 6);
-    pos = 0;
-    while (pos < results.size()) {
-      size_t next = results.find(", ", pos);
-      fn.result_types.push_back(results.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
-      if (next == std::string::npos) break;
-      pos = next + 2;
-    }
-    fn.text = "  func.func private @e" + std::to_string(id) + "(" + clean_args + ") -> (" + results + ") {\n" +
-              text.substr(open + 3, end - open - 3) + "  }\n";
-    fn.top = text.substr(main_end + 5, module_end + 1 - std::min(module_end + 1, main_end + 5));
+    head += ") -> (";
+    for (size_t i = 0; i < L.result_types.size(); ++i) head += (i ? ", " : "") + L.result_types[i];
+    head += ") {\n";
+    fn.text = head + text.substr(L.body_begin, L.body_end - L.body_begin) + "  }\n";
+    fn.top = text.substr(L.top_begin, L.top_end - L.top_begin);
     fn_ = std::move(fn);
   });
   return fn_;

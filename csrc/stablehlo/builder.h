@@ -79,6 +79,18 @@ class Builder {
   Value parameter(const TensorType& t, int donate_to_output = -1);
   // Finishes the module; `results` become @main's results in order. The Builder may not be used afterwards.
   std::string finish(const std::vector<Value>& results);
+  // Where a finished module's @main lies in its text, and @main's signature: what a caller needs to call the program
+  // as a private function of another module (fused eager) without parsing the text.
+  struct MainLayout {
+    std::vector<std::string> arg_types;     // per parameter, its MLIR type (no attributes)
+    std::vector<std::string> result_types;  // per result
+    size_t body_begin = 0, body_end = 0;    // @main's operations and its return, whole lines
+    size_t top_begin = 0, top_end = 0;      // the top-level functions @main calls (foreign kernels)
+  };
+  // finish(results) for a program over `num_replicas` x `num_partitions` devices (its module attributes);
+  // `layout`, when given, receives where @main's parts are.
+  std::string finish(const std::vector<Value>& results, MainLayout* layout, int num_replicas = 1,
+                     int num_partitions = 1);
 
   // ---- constants ----
   Value constant(double v, DType t);                   // 0-d; for integer/pred dtypes v is converted (pred: v != 0)

@@ -141,14 +141,7 @@ Value collectivePermute(Builder& b, Value x, const std::vector<std::pair<int64_t
 }
 
 std::string finishReplicated(Builder& b, const std::vector<Value>& results, int num_replicas, int num_partitions) {
-  std::string text = b.finish(results);
-  static const std::string kAttrs = "mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32";
-  size_t pos = text.find(kAttrs);
-  if (pos == std::string::npos || pos > 200) fail("finishReplicated", "unexpected module header");
-  text.replace(pos, kAttrs.size(),
-               "mhlo.num_partitions = " + std::to_string(num_partitions) +
-                   " : i32, mhlo.num_replicas = " + std::to_string(num_replicas) + " : i32");
-  return text;
+  return b.finish(results, nullptr, num_replicas, num_partitions);
 }
 
 }  // namespace torch_tpu::shlo

@@ -362,20 +362,31 @@ std::string Builder::ref(const Value& v) const {
   return s;
 }
 
-std::string Builder::finish(const std::vector<Value>& results) {
+std::string Builder::finish(const std::vector<Value>& results) { return finish(results, nullptr); }
+
+std::string Builder::finish(const std::vector<Value>& results, MainLayout* layout, int num_replicas,
+                            int num_partitions) {
   Impl& I = *impl_;
   for (const Value& r : results) I.check("finish", r);
+  if (num_replicas < 1 || num_partitions < 1) fail("finish", "replica and partition counts must be positive");
   I.finished = true;
   std::string s;
   s.reserve(I.body.size() + 256 + 48 * (I.params.size() + results.size()));
-  s += "module @m attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
-       "  func.func public @main(";
+  s += "module @m attributes {mhlo.num_partitions = ";
+  appendInt(s, num_partitions);
+  s += " : i32, mhlo.num_replicas = ";
+  appendInt(s, num_replicas);
+  s += " : i32} {\n  func.func public @main(";
+  std::string type;
   for (size_t i = 0; i < I.params.size(); ++i) {
     if (i) s += ", ";
     s += "%arg";
     appendInt(s, static_cast<int64_t>(i));
     s += ": ";
-    appendType(s, I.params[i]);
+    type.clear();
+    appendType(type, I.params[i]);
+    s += type;
+    if (layout) layout->arg_types.push_back(type);
     if (I.donate[i] >= 0) {
       s += " {";
       s += Attrs().i32("tf.aliasing_output", I.donate[i]).str();
@@ -385,9 +396,13 @@ std::string Builder::finish(const std::vector<Value>& results) {
   s += ") -> (";
   for (size_t i = 0; i < results.size(); ++i) {
     if (i) s += ", ";
-    appendType(s, results[i].type);
+    type.clear();
+    appendType(type, results[i].type);
+    s += type;
+    if (layout) layout->result_types.push_back(type);
   }
   s += ") {\n";
+  if (layout) layout->body_begin = s.size();
   s += I.body;
   s += "    return";
   for (size_t i = 0; i < results.size(); ++i) {
@@ -401,8 +416,12 @@ std::string Builder::finish(const std::vector<Value>& results) {
       appendType(s, results[i].type);
     }
   }
-  s += "\n  }\n";
+  s += "\n";
+  if (layout) layout->body_end = s.size();
+  s += "  }\n";
+  if (layout) layout->top_begin = s.size();
   s += I.toplevel;
+  if (layout) layout->top_end = s.size();
   s += "}\n";
   std::string().swap(I.body);
   return s;
