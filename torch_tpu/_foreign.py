@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections import OrderedDict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -54,6 +55,18 @@ class Program:
         self.custom_calls = custom_calls
 
 
+_limit: Optional[int] = None
+
+
+def _cache_limit() -> int:
+    global _limit
+    if _limit is None:
+        from . import _settings
+
+        _limit = int(_settings.get("TORCH_TPU_FOREIGN_PROGRAM_CACHE_SIZE"))
+    return _limit
+
+
 class ForeignKernel:
     r"""A kernel name for ``tpu::stablehlo_call`` and its programs, one per input signature.
 
@@ -66,9 +79,10 @@ class ForeignKernel:
     def __init__(self, name: str, display_name: Optional[str] = None) -> None:
         self.name = name
         self.display_name = display_name or name
-        self._programs: Dict[Signature, Program] = {}
+        self._programs: "OrderedDict[Signature, Program]" = OrderedDict()
+        self._made: set = set()  # signatures whose program make_program made (evictable: it can make them again)
         self._lock = threading.RLock()
-        self.stats = {"programs": 0, "hits": 0}
+        self.stats = {"programs": 0, "hits": 0, "evictions": 0}
 
     # ---- programs ----
     def add_program(self, text: str, sig: Optional[Signature] = None, validate: bool = True) -> Program:
@@ -103,14 +117,27 @@ class ForeignKernel:
         raise RuntimeError(msg)
 
     def program(self, sig: Signature) -> Program:
-        r"""The program for `sig`, made on first use (raises if the kernel cannot make it)."""
+        r"""The program for `sig`, made on first use (raises if the kernel cannot make it). Programs made here are a
+        least-recently-used cache of ``TORCH_TPU_FOREIGN_PROGRAM_CACHE_SIZE`` per kernel (made again after eviction);
+        those registered with :meth:`add_program` directly stay."""
         with self._lock:
             p = self._programs.get(sig)
             if p is not None:
                 self.stats["hits"] += 1
+                self._programs.move_to_end(sig)
                 return p
             p = self.make_program(sig)
             self._programs[sig] = p
+            self._made.add(sig)
+            limit = _cache_limit()
+            if limit > 0 and len(self._made) > limit:
+                for old in list(self._programs):
+                    if old in self._made and old != sig:
+                        dropped = self._programs.pop(old)
+                        self._made.discard(old)
+                        _C._foreign_unregister(self.name, dropped.text, "main")
+                        self.stats["evictions"] += 1
+                        break
             return p
 
     def make_program(self, sig: Signature) -> Program:

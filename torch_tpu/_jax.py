@@ -320,13 +320,14 @@ class JaxKernelFunction:
         return self._variant(statics).name
 
     def cache_info(self) -> Dict[str, int]:
-        r"""Exports made (one per kernel variant and signature, forward and backward) and cache hits."""
+        r"""Exports made (one per kernel variant and signature, forward and backward), cache hits, and programs
+        dropped beyond ``TORCH_TPU_FOREIGN_PROGRAM_CACHE_SIZE``."""
         ks: List[ForeignKernel] = []
         for k in self._variants.values():
             ks.append(k)
             ks.extend(k._vjps.values())
         return {"exports": sum(k.stats["programs"] for k in ks), "hits": sum(k.stats["hits"] for k in ks),
-                "kernels": len(ks)}
+                "evictions": sum(k.stats["evictions"] for k in ks), "kernels": len(ks)}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs:

@@ -35,6 +35,15 @@ std::shared_ptr<const shlo::ForeignModule> registerForeignProgram(const std::str
   return m;
 }
 
+bool unregisterForeignProgram(const std::string& kernel, const std::vector<shlo::TensorType>& inputs) {
+  Programs& p = programs();
+  std::lock_guard<std::mutex> g(p.mu);
+  auto k = p.by_kernel.find(kernel);
+  if (k == p.by_kernel.end() || k->second.erase(typesKey(inputs)) == 0) return false;
+  if (k->second.empty()) p.by_kernel.erase(k);
+  return true;
+}
+
 std::shared_ptr<const shlo::ForeignModule> findForeignProgram(const std::string& kernel,
                                                               const std::vector<shlo::TensorType>& inputs) {
   Programs& p = programs();

@@ -20,6 +20,8 @@ namespace torch_tpu::lowering {
 // earlier program of the same kernel and signature. Throws shlo::BuildError for text that cannot be embedded.
 std::shared_ptr<const shlo::ForeignModule> registerForeignProgram(const std::string& kernel, const std::string& text,
                                                                   const std::string& entry = "main");
+// Drops the program of `kernel` registered from `text`'s input types (a program cache's eviction); false when none.
+bool unregisterForeignProgram(const std::string& kernel, const std::vector<shlo::TensorType>& inputs);
 // The program of `kernel` taking `inputs`, or null.
 std::shared_ptr<const shlo::ForeignModule> findForeignProgram(const std::string& kernel,
                                                               const std::vector<shlo::TensorType>& inputs);

@@ -59,6 +59,12 @@ void bindForeign(py::module_& m) {
     return py::str(err);
   });
   m.def("_foreign_program_count", []() { return lowering::foreignProgramCount(); });
+  // Drops the program of `kernel` registered with `text` (its input types select it): a cache's eviction. Returns
+  // whether one was registered.
+  m.def("_foreign_unregister", [](const std::string& kernel, const std::string& text, const std::string& entry) {
+    auto fm = shlo::ForeignModule::parse(text, entry);
+    return lowering::unregisterForeignProgram(kernel, fm->inputs());
+  }, py::arg("kernel"), py::arg("text"), py::arg("entry") = "main");
   // Registers the lowering kernel for ops with a rule defined since the last call; returns every registered name.
   m.def("_register_lowering_kernels", []() { return registerLoweringKernels(); });
 }

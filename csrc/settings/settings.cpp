@@ -46,6 +46,10 @@ const std::vector<Spec>& buildTable() {
       {"TORCH_TPU_GRAPH_PROGRAM_CACHE_SIZE", Kind::Integer, "64", nullptr, nullptr, 0, kMax, "C++ (compile)",
        "Programs kept per compiled graph, one per input signature (layouts, storage sharing, device, torch settings); "
        "least recently used out, 0: unbounded."},
+      {"TORCH_TPU_FOREIGN_PROGRAM_CACHE_SIZE", Kind::Integer, "256", nullptr, nullptr, 0, kMax,
+       "Python (torch_tpu._foreign)",
+       "Programs a JAX/Pallas kernel keeps made for its input signatures (exported on demand, again after eviction); "
+       "least recently used out, 0: unbounded. Programs registered explicitly (add_program) are kept."},
       {"TORCH_TPU_DONATE_MIN_BYTES", Kind::Bytes, "1M", "1M (1 MiB)", nullptr, 0, 0, "C++ (core)",
        "Smallest buffer donated to a program that overwrites it (smaller ones are copied: cheaper than waiting)."},
       {"TORCH_TPU_PACK_WEIGHTS", Kind::Switch, "auto", "auto: on for the CPU plugin", nullptr, 0, 0, "C++ (core)",

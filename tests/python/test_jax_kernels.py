@@ -223,6 +223,31 @@ def test_export_cache_and_eager_program_cache():
     assert after["hits"] - before["hits"] == 3
 
 
+def test_program_cache_is_bounded(monkeypatch):
+    # TORCH_TPU_FOREIGN_PROGRAM_CACHE_SIZE programs per kernel: the least recently used is dropped (here and in the
+    # lowering's registry) and exported again when its signature comes back.
+    import torch_tpu._foreign as foreign
+
+    monkeypatch.setattr(foreign, "_limit", 2)
+
+    @torch_tpu.jax_op
+    def scaled(x):
+        return x * 3.0 + 1.0
+
+    count0 = torch_tpu._C._foreign_program_count()
+    for n in (1, 2, 3, 4, 1):
+        x = torch.arange(float(n))
+        _close(scaled(x.to("tpu")), x * 3.0 + 1.0)
+        assert torch_tpu._C._foreign_program_count() - count0 <= 2
+    info = scaled.cache_info()
+    assert info["exports"] == 5 and info["evictions"] == 3
+    # the kept ones are the two most recent: (4,) hits, (2,) is exported again
+    _close(scaled(torch.arange(4.0).to("tpu")), torch.arange(4.0) * 3.0 + 1.0)
+    assert scaled.cache_info()["exports"] == 5
+    _close(scaled(torch.arange(2.0).to("tpu")), torch.arange(2.0) * 3.0 + 1.0)
+    assert scaled.cache_info()["exports"] == 6
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Pallas kernels, eager and compiled
 
