@@ -801,7 +801,10 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
     Call& c = scope.get();
     c.sig.recording = recording;
     scan(info, schema, *stack, base, c);
-    if (C10_UNLIKELY(c.sig.overlap_hazard || (c.sig.write_alias && info.op.variant == core::Variant::Out))) {
+    // A written tensor that overlaps itself or another argument: PyTorch's kernels reject some of these (partial
+    // overlaps; for out= forms and index ops such as index_fill_(self, index=self), any overlap). The CPU kernel
+    // decides on host twins that alias alike, once per aliasing layout (overlap.cpp).
+    if (C10_UNLIKELY(c.sig.overlap_hazard || c.sig.write_alias)) {
       if (flk) flk.unlock();
       checkWriteOverlap(op, *stack, base);
       if (recording) flk = std::unique_lock<std::recursive_mutex>(fused::mutex());

@@ -109,3 +109,19 @@ def test_valid_neighbours():
                lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([True, False, True], device=d)]):
         e, w = _same_as_cpu(fn, compare_values=False)
         assert e is None
+
+
+def test_index_ops_reject_index_aliasing_self():
+    # PyTorch's index_fill_/index_add_/index_copy_ reject an index that is the written tensor itself (any overlap,
+    # not only partial); aliasing that CPU accepts (x.mul_(x)) still runs.
+    for dev in ("cpu", "tpu"):
+        ind = torch.tensor([2, 1, 0], device=dev)
+        for f in (lambda: ind.index_fill_(0, ind, 0), lambda: ind.index_add_(0, ind, ind.clone()),
+                  lambda: ind.index_add_(0, ind.clone(), ind), lambda: ind.index_copy_(0, ind, ind.clone())):
+            with pytest.raises(RuntimeError, match="unsupported operation"):
+                f()
+        assert ind.tolist() == [2, 1, 0]
+    x = torch.full((3,), 3.0, device="tpu")
+    x.mul_(x)
+    x.add_(x)
+    assert x.tolist() == [18.0, 18.0, 18.0]
