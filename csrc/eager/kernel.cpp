@@ -431,6 +431,30 @@ void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const OpInfo& info, const
   }
 }
 
+// A complex Python number given to an op whose tensors are all real: PyTorch's meta kernels accept it (and the
+// program would keep the real part), while CPU kernels such as index_fill_ and fill_ raise ("Converting complex
+// Scalar to non-complex type is not supported"). The CPU kernel judges the call on zero-filled host twins, on a miss
+// (complex numbers are part of the cache key, and an error is never cached); an error naming complex numbers is the
+// call's error.
+void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base) {
+  const auto& args = op.schema().arguments();
+  bool complex_scalar = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = stack[base + i];
+    if (v.isComplexDouble()) complex_scalar = true;
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex()) return;
+  }
+  if (!complex_scalar) return;
+  AliasTwins twin(c10::kCPU);
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < args.size(); ++i) cpu.push_back(twin(stack[base + i]));
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const c10::Error& e) {
+    if (e.msg().find("omplex") != std::string::npos) throw;
+  }
+}
+
 std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
                                       const torch::jit::Stack& stack, size_t base, const Call& c,
                                       bool& needs_resize) {
@@ -465,6 +489,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
     return prog;
   }
   judgeOutDtypeOnCpu(op, info, stack, base);
+  judgeComplexScalarOnCpu(op, stack, base);
   std::vector<TensorType> out_types;  // per flat result
   std::vector<std::vector<int64_t>> out_strides;  // per flat result: the meta result's strides when not contiguous
   std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument

@@ -89,6 +89,10 @@ CHECK_CASES = {
     # in-place ops never resize self: a broadcast shape other than self's is an error (not a silent resize)
     **{f"inplace_broadcast_{op}": (lambda op: lambda d: getattr(torch.zeros(1, 3, device=d), op)(
         torch.ones(2, 3, device=d)))(op) for op in ("add_", "atan2_", "eq_", "fmod_", "lt_", "remainder_", "mul_")},
+    "index_fill_complex_scalar": lambda d: torch.tensor([[1, 2], [4, 5]], device=d).index_fill_(
+        1, torch.tensor([0], device=d), 1 + 1j),
+    "index_fill_complex_scalar_float": lambda d: torch.ones(2, 2, device=d).index_fill_(
+        0, torch.tensor([1], device=d), 2j),
     "uint8_mask_index": lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([1, 0, 1], dtype=torch.uint8,
                                                                                  device=d)],
 }
@@ -106,7 +110,10 @@ def test_valid_neighbours():
                lambda d: torch.repeat_interleave(torch.tensor([1, 2], device=d), torch.tensor([2, 0], device=d)),
                lambda d: torch.sin(torch.tensor([1, 2], device=d), out=torch.empty(2, device=d)),
                lambda d: torch.empty(2, 3, device=d)[:, [0, 1]].shape,
-               lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([True, False, True], device=d)]):
+               lambda d: torch.tensor([1, 2, 3], device=d)[torch.tensor([True, False, True], device=d)],
+               lambda d: torch.ones(2, 2, dtype=torch.complex64, device=d).index_fill_(
+                   0, torch.tensor([1], device=d), 2j),
+               lambda d: torch.ones(2, 2, device=d).index_fill_(0, torch.tensor([1], device=d), 2.5)):
         e, w = _same_as_cpu(fn, compare_values=False)
         assert e is None
 
