@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <mutex>
 #include <unordered_map>
@@ -397,6 +398,22 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
 // ---------------------------------------------------------------------------------------------------------------
 // Building a program on a cache miss.
 
+// Runs the CPU kernel on zero-filled host twins of the call's arguments (aliasing as they do) and rethrows its error
+// when the message contains one of `markers`: the call's own error. Other errors the zero-filled values may provoke
+// are not the call's and are ignored.
+void rethrowCpuTwinError(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base,
+                         std::initializer_list<const char*> markers) {
+  AliasTwins twin(c10::kCPU);
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < op.schema().arguments().size(); ++i) cpu.push_back(twin(stack[base + i]));
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
+  } catch (const c10::Error& e) {
+    for (const char* m : markers)
+      if (e.msg().find(m) != std::string::npos) throw;
+  }
+}
+
 // out= into a tensor of another dtype than every input tensor's: PyTorch's meta kernels (its Python references)
 // accept any safe cast into `out`, while many CPU kernels require the result dtype exactly ("Found dtype Long but
 // expected Int" for neg, round, bitwise_not; nan_to_num's "dtype of out"). The CPU kernel judges such a call on
@@ -421,14 +438,7 @@ void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const OpInfo& info, const
       differs = true;
   }
   if (!differs) return;
-  AliasTwins twin(c10::kCPU);
-  torch::jit::Stack cpu;
-  for (size_t i = 0; i < args.size(); ++i) cpu.push_back(twin(stack[base + i]));
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-  } catch (const c10::Error& e) {
-    if (e.msg().find("dtype") != std::string::npos || e.msg().find("can't be cast") != std::string::npos) throw;
-  }
+  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast"});
 }
 
 // A complex Python number given to an op whose tensors are all real: PyTorch's meta kernels accept it (and the
@@ -445,14 +455,7 @@ void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::St
     if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex()) return;
   }
   if (!complex_scalar) return;
-  AliasTwins twin(c10::kCPU);
-  torch::jit::Stack cpu;
-  for (size_t i = 0; i < args.size(); ++i) cpu.push_back(twin(stack[base + i]));
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-  } catch (const c10::Error& e) {
-    if (e.msg().find("omplex") != std::string::npos) throw;
-  }
+  rethrowCpuTwinError(op, stack, base, {"omplex"});
 }
 
 std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
