@@ -47,6 +47,12 @@ def _set(owner: Any, name: str, value: Any) -> None:
     setattr(owner, name, value)
 
 
+def _restore_all() -> None:
+    while _restore:
+        owner, name, value = _restore.pop()
+        setattr(owner, name, value)
+
+
 def _undisabled(fn: Any) -> Any:
     """The function ``torch._dynamo.disable`` wrapped, or None when ``fn`` is not such a wrapper."""
     if getattr(fn, "_torchdynamo_disable", False):
@@ -84,9 +90,7 @@ def compile_whole_step(enable: bool = True) -> None:
     if not enable:
         from ._internal.optim.patch import unpatch_optimizer_graph_breaks
 
-        while _restore:
-            owner, name, value = _restore.pop()
-            setattr(owner, name, value)
+        _restore_all()
         unpatch_optimizer_graph_breaks()
         _enabled = False
         return
@@ -118,9 +122,7 @@ def compile_whole_step(enable: bool = True) -> None:
              _pending_grad_guard(ov.OptimizerVariable.graph_break_if_pending_mutation))
         patch_optimizer_graph_breaks()
     except BaseException:
-        while _restore:
-            owner, name, value = _restore.pop()
-            setattr(owner, name, value)
+        _restore_all()
         raise
     _enabled = True
 

@@ -1,7 +1,7 @@
 """Fused optimizer calls in a Dynamo graph, made functional before AOTAutograd sees them.
 
 A training step compiled whole (forward, ``loss.backward()``, ``opt.step()``: see
-``torch_tpu._internal.optim.patch``) with a fused optimizer puts ``torch._fused_adam_`` (``_fused_adamw_``,
+``torch_tpu._whole_step``) with a fused optimizer puts ``torch._fused_adam_`` (``_fused_adamw_``,
 ``_fused_sgd_``, ``_fused_adagrad_``) in the Dynamo graph. PyTorch's functionalization kernel of these in-place ops
 treats an empty mutable list (``max_exp_avg_sqs`` without amsgrad, ``momentum_buffer_list`` without momentum) as "not
 functional" and then refuses the call ("mutating a non-functional tensor with a functional tensor"), on every
