@@ -233,6 +233,21 @@ at::Tensor tpu_index_put(const at::Tensor& self, const c10::List<std::optional<a
 
 at::Tensor& tpu_index_put_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                        const at::Tensor& values, bool accumulate) {
+  if (self.numel() > 0 && at::has_internal_overlap(self) == at::MemOverlap::Yes) {
+    // An expanded self: PyTorch writes through the aliasing (deprecated, with a warning). The elements written share
+    // memory, so the write is done on the host on the storage range self spans, by the CPU kernel itself.
+    int64_t extent = 1;
+    for (int64_t d = 0; d < self.dim(); ++d) extent += (self.size(d) - 1) * self.stride(d);
+    at::Tensor span = self.as_strided({extent}, {1}, self.storage_offset());
+    at::Tensor host = span.cpu();
+    at::Tensor host_self = host.as_strided(self.sizes(), self.strides(), 0);
+    c10::List<std::optional<at::Tensor>> host_indices;
+    for (const std::optional<at::Tensor>& i : indices)
+      host_indices.push_back(i.has_value() && i->defined() ? std::optional<at::Tensor>(i->cpu()) : i);
+    host_self.index_put_(host_indices, values.cpu(), accumulate);
+    span.copy_(host);
+    return self;
+  }
   at::Tensor r = tpu_index_put(self, indices, values, accumulate);
   self.copy_(r);
   return self;

@@ -1,5 +1,6 @@
 #include "eager/fallback.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
@@ -10,6 +11,7 @@
 #include <mutex>
 
 #include "core/client.h"
+#include "eager/overlap.h"
 #include "lowering/lowering.h"
 #include "settings/settings.h"
 
@@ -109,7 +111,31 @@ void resetFallbackCounts() {
 }
 
 namespace {
-void boxedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) { cpuFallback(op, stack); }
+// A written tensor that overlaps itself or shares memory with another argument: the CPU kernel's overlap error is
+// found on host twins that alias as the tpu tensors do (the fallback's copies to the host lose that aliasing, and
+// the kernel would raise another error first, or compute on separate copies).
+bool writesThroughAlias(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base) {
+  const auto& args = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::AliasInfo* ai = args[i].alias_info();
+    if (!ai || !ai->isWrite() || !stack[base + i].isTensor()) continue;
+    const at::Tensor& w = stack[base + i].toTensor();
+    if (!w.defined()) continue;
+    if (!w.is_non_overlapping_and_dense() && at::has_internal_overlap(w) == at::MemOverlap::Yes) return true;
+    for (size_t j = 0; j < args.size(); ++j) {
+      if (j == i || !stack[base + j].isTensor()) continue;
+      const at::Tensor& o = stack[base + j].toTensor();
+      if (o.defined() && o.has_storage() && w.has_storage() && o.storage().is_alias_of(w.storage())) return true;
+    }
+  }
+  return false;
+}
+
+void boxedFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - op.schema().arguments().size();
+  if (C10_UNLIKELY(writesThroughAlias(op, *stack, base))) checkWriteOverlap(op, *stack, base);
+  cpuFallback(op, stack);
+}
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&boxedFallback>()); }

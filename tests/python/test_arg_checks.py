@@ -132,3 +132,46 @@ def test_index_ops_reject_index_aliasing_self():
     x.mul_(x)
     x.add_(x)
     assert x.tolist() == [18.0, 18.0, 18.0]
+
+
+def test_index_put_into_expanded_tensor_writes_through_aliasing():
+    # PyTorch's index_put_ into an expanded tensor warns (deprecated) and writes through the shared memory.
+    def f(d):
+        x = torch.arange(3.0, device=d).reshape(1, 3).expand(2, 3)
+        x.index_put_((torch.tensor([0, 1], device=d),), torch.tensor([[7.0, 8, 9], [4, 5, 6]], device=d))
+        x.index_put_((torch.tensor([1], device=d), torch.tensor([2], device=d)), torch.tensor(100.0, device=d),
+                     accumulate=True)
+        return x.contiguous()
+
+    e, w = _same_as_cpu(f)
+    assert e is None and any("expanded tensors" in m for m in w)
+
+
+def test_overlap_error_comes_before_the_dtype_error_on_fallback_ops():
+    # A CPU-fallback op writing through a partial overlap: CPU's overlap check comes before its dtype dispatch.
+    def f(d):
+        x = torch.arange(4.0, device=d)
+        x[:-1] <<= x[1:]
+        return x
+
+    e, _ = _same_as_cpu(f)
+    assert "unsupported operation" in str(e)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.int8])
+def test_shift_operators_run_on_the_device(dtype):
+    import torch_tpu
+
+    torch_tpu.reset_fallback_counts()
+    out = {}
+    for d in ("cpu", TPU):
+        y = torch.tensor([1, 2, 3, -4], device=d).to(dtype)
+        s = torch.tensor([1, 2, 0, 1], device=d).to(dtype)
+        a = y.clone()
+        a <<= s
+        b = y.clone()
+        b >>= 1
+        out[d] = [t.cpu() for t in (y << 2, y >> 1, y << s, y >> s, a, b)]
+    for r, c in zip(out[TPU], out["cpu"]):
+        torch.testing.assert_close(r, c)
+    assert not [k for k in torch_tpu.fallback_counts() if "shift" in k], torch_tpu.fallback_counts()
