@@ -323,6 +323,10 @@ def cache_stats() -> Dict[str, Any]:
     programs (``donated``: storages a trace overwrites are updated in place when nothing else holds their buffer;
     ``TORCH_TPU_FUSED_DONATE=0`` turns it off) and ops run as in strict mode instead of being recorded while the
     repeating trace they belong to could only run op by op (``bypassed``; ``TORCH_TPU_FUSED_BYPASS=0`` turns it off).
+    ``map_pressure``: the process's memory mappings, counted every few new executables (the CPU plugin maps each
+    loaded executable's code; Linux refuses mappings beyond ``vm.max_map_count``): ``checks``, ``last_mappings``,
+    ``max_mappings``, and ``trims``, the times the program caches dropped their least recently used half because
+    the mappings passed three quarters of the limit.
     """
     return dict(_C._cache_stats())
 

@@ -23,6 +23,7 @@
 
 #include "core/client.h"
 #include "core/lru.h"
+#include "core/pressure.h"
 #include "settings/settings.h"
 
 namespace torch_tpu::core {
@@ -479,6 +480,7 @@ ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
     }
   }
   std::string dir = caches.disk ? cacheDir() : std::string();
+  if (!dir.empty() || caches.compile) relieveMapPressure();  // a load or a compile maps new code
   if (!dir.empty()) (void)cacheMaxBytes();  // read (an invalid value raises) here, not first on the writer thread
   auto t0 = std::chrono::steady_clock::now();
   if (!dir.empty()) {
@@ -514,6 +516,16 @@ ExecutableLookup lookup(const std::string& key, ExecutableCaches caches,
 
 std::mutex g_multi_mu;  // one lookup of a program over several devices at a time (its ranks ask together)
 
+}  // namespace
+
+namespace {
+const bool g_exes_trimmer = [] {
+  registerExecutableHolder([] {
+    std::unique_lock<std::mutex> g(g_exe_mu, std::try_to_lock);
+    if (g.owns_lock()) g_exes.trimOldestHalf();
+  });
+  return true;
+}();
 }  // namespace
 
 ExecutableLookup executableFor(const std::string& text, ExecutableCaches caches) {

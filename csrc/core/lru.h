@@ -5,11 +5,13 @@
 // entry with the oldest tick (an O(n) scan, paid only when a full cache takes a new entry, i.e. next to a compile).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace torch_tpu::core {
 
@@ -43,6 +45,24 @@ class LruMap {
       }
     }
     return it->second.value;
+  }
+  // Evicts the least recently used half (map pressure, core/pressure.h).
+  void trimOldestHalf() {
+    if (map_.size() < 2) return;
+    std::vector<uint64_t> ticks;
+    ticks.reserve(map_.size());
+    for (auto& e : map_) ticks.push_back(e.second.tick);
+    auto mid = ticks.begin() + static_cast<std::ptrdiff_t>(ticks.size() / 2);
+    std::nth_element(ticks.begin(), mid, ticks.end());
+    const uint64_t cut = *mid;  // entries older than the median tick go (ticks are distinct)
+    for (auto e = map_.begin(); e != map_.end();) {
+      if (e->second.tick < cut) {
+        e = map_.erase(e);
+        ++evictions_;
+      } else {
+        ++e;
+      }
+    }
   }
   bool erase(const std::string& key) { return map_.erase(key) > 0; }
   size_t size() const { return map_.size(); }

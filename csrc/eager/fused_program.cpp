@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "core/executables.h"
+#include "core/pressure.h"
 #include "eager/fused_internal.h"
 
 namespace torch_tpu::fused {
@@ -13,6 +14,15 @@ using namespace detail;
 namespace detail {
 
 core::LruMap<std::shared_ptr<FusedProgram>> g_programs;
+namespace {
+const bool g_programs_trimmer = [] {
+  core::registerExecutableHolder([] {
+    std::unique_lock<std::recursive_mutex> g(g_mu, std::try_to_lock);
+    if (g.owns_lock()) g_programs.trimOldestHalf();
+  });
+  return true;
+}();
+}  // namespace
 std::unordered_set<uint64_t> g_seen;
 std::unordered_set<uint64_t> g_compiling;
 

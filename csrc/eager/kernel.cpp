@@ -34,6 +34,7 @@
 #include "core/lru.h"
 #include "core/ops.h"
 #include "core/packed.h"
+#include "core/pressure.h"
 #include "core/program.h"
 #include "core/scalars.h"
 #include "eager/copy.h"
@@ -177,6 +178,13 @@ CacheStats g_stats;
 
 std::mutex g_cache_mu;
 core::LruMap<std::shared_ptr<EagerProgram>> g_cache;  // call signature -> program
+const bool g_cache_trimmer = [] {
+  core::registerExecutableHolder([] {
+    std::unique_lock<std::mutex> g(g_cache_mu, std::try_to_lock);
+    if (g.owns_lock()) g_cache.trimOldestHalf();
+  });
+  return true;
+}();
 std::atomic<uint64_t> g_next_id{1};
 
 int64_t nsSince(std::chrono::steady_clock::time_point t0) {

@@ -13,6 +13,7 @@
 #include "core/executables.h"
 #include "core/launch.h"
 #include "core/lru.h"
+#include "core/pressure.h"
 #include "core/memory.h"
 #include "core/packed.h"
 #include "core/rng.h"
@@ -301,8 +302,16 @@ PYBIND11_MODULE(_C, m) {
     fu["evictions"] = f.evictions;
     fu["compile_seconds"] = f.compile_seconds;
     r["fused"] = fu;
+    core::MapPressureStats mp = core::mapPressureStats();
+    py::dict maps;
+    maps["checks"] = mp.checks;
+    maps["trims"] = mp.trims;
+    maps["last_mappings"] = mp.last_mappings;
+    maps["max_mappings"] = mp.max_mappings;
+    r["map_pressure"] = maps;
     return r;
   });
+  m.def("_set_map_limit_for_testing", &core::setMapLimitForTesting);
   // What process exit does (tests): afterwards every tpu use raises.
   m.def("_shutdown", []() {
     py::gil_scoped_release nogil;
