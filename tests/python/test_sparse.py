@@ -1,0 +1,137 @@
+"""Sparse COO tensors on tpu, against the same calls on CPU: construction, coalesce, conversion to and from dense,
+sparse @ dense (mm, addmm, torch.sparse.mm, with autograd into the dense operand), add, mul, div, neg and sums
+(eager/sparse.cpp). Compressed layouts raise a clear NotImplementedError.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+warnings.filterwarnings("ignore", message="Sparse invariant checks")
+
+I = [[0, 1, 1, 0], [2, 0, 2, 2]]  # uncoalesced: (0, 2) twice
+V = [3.0, 4.0, 5.0, 1.0]
+
+
+def _coo(dev, dtype=torch.float32):
+    return torch.sparse_coo_tensor(torch.tensor(I, device=dev), torch.tensor(V, dtype=dtype, device=dev), (2, 3))
+
+
+CASES = {
+    "layout": lambda d: _coo(d).layout,
+    "to_dense": lambda d: _coo(d).to_dense(),
+    "to_dense_int": lambda d: _coo(d, torch.int64).to_dense(),
+    "coalesce_indices": lambda d: _coo(d).coalesce().indices(),
+    "coalesce_values": lambda d: _coo(d).coalesce().values(),
+    "is_coalesced": lambda d: (_coo(d).is_coalesced(), _coo(d).coalesce().is_coalesced()),
+    "nnz_dims": lambda d: (_coo(d)._nnz(), _coo(d).sparse_dim(), _coo(d).dense_dim(), _coo(d).coalesce()._nnz()),
+    "sparse_mm": lambda d: torch.sparse.mm(_coo(d), torch.arange(6.0, device=d).reshape(3, 2)),
+    "matmul": lambda d: _coo(d) @ torch.arange(6.0, device=d).reshape(3, 2),
+    "mm": lambda d: torch.mm(_coo(d), torch.arange(6.0, device=d).reshape(3, 2)),
+    "addmm": lambda d: torch.addmm(torch.ones(2, 2, device=d), _coo(d), torch.arange(6.0, device=d).reshape(3, 2),
+                                   beta=0.5, alpha=2),
+    "add_sparse_sparse": lambda d: (_coo(d) + _coo(d) * 2).to_dense(),
+    "add_dense_sparse": lambda d: torch.ones(2, 3, device=d) + _coo(d),
+    "add_inplace_dense": lambda d: torch.ones(2, 3, device=d).add_(_coo(d), alpha=3),
+    "mul_scalar": lambda d: (_coo(d) * 2).to_dense(),
+    "mul_dense": lambda d: (_coo(d) * torch.full((2, 3), 2.0, device=d)).to_dense(),
+    "mul_sparse": lambda d: (_coo(d) * _coo(d)).to_dense(),
+    "div_scalar": lambda d: (_coo(d) / 4).to_dense(),
+    "neg": lambda d: (-_coo(d)).to_dense(),
+    "sum": lambda d: torch.sparse.sum(_coo(d)),
+    "sum_dim1": lambda d: torch.sparse.sum(_coo(d), dim=1).to_dense(),
+    "sum_dim0": lambda d: torch.sparse.sum(_coo(d), dim=0).to_dense(),
+    "sum_all_dims": lambda d: torch.sparse.sum(_coo(d), dim=(0, 1)),
+    "dense_to_sparse_indices": lambda d: torch.tensor([[0.0, 2, 0], [1, 0, 0]], device=d).to_sparse().indices(),
+    "dense_to_sparse_values": lambda d: torch.tensor([[0.0, 2, 0], [1, 0, 0]], device=d).to_sparse().values(),
+    "dense_to_sparse_dim1": lambda d: torch.tensor([[0.0, 2], [0, 0], [1, 0]], device=d).to_sparse(1).values(),
+    "hybrid_coalesce": lambda d: torch.sparse_coo_tensor(torch.tensor(I, device=d), torch.ones(4, 2, device=d),
+                                                         (2, 3, 2)).coalesce().to_dense(),
+    "empty": lambda d: torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long, device=d),
+                                               torch.zeros(0, device=d), (2, 3)).coalesce().to_dense(),
+    "empty_mm": lambda d: torch.sparse.mm(torch.sparse_coo_tensor(torch.zeros(2, 0, dtype=torch.long, device=d),
+                                                                  torch.zeros(0, device=d), (2, 3)),
+                                          torch.ones(3, 2, device=d)),
+    "zeros_layout": lambda d: torch.zeros(2, 3, layout=torch.sparse_coo, device=d).to_dense(),
+    "transpose": lambda d: _coo(d).t().coalesce().to_dense(),
+    "clone": lambda d: _coo(d).clone().to_dense(),
+}
+
+
+def _cpu(x):
+    if isinstance(x, torch.Tensor):
+        assert x.device.type in ("cpu", "tpu")
+        return x.cpu()
+    if isinstance(x, tuple):
+        return tuple(_cpu(e) for e in x)
+    return x
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sparse_matches_cpu(name):
+    want = CASES[name]("cpu")
+    got = CASES[name]("tpu")
+    if isinstance(got, torch.Tensor):
+        assert got.device.type == "tpu"
+        assert not got.is_sparse
+    got = _cpu(got)
+    if isinstance(want, torch.Tensor):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    else:
+        assert got == want
+
+
+def test_device_round_trip_keeps_the_entries():
+    s = torch.sparse_coo_tensor(torch.tensor(I), torch.tensor(V), (2, 3))
+    t = s.to("tpu")
+    assert t.is_sparse and t.device.type == "tpu" and t._values().device.type == "tpu"
+    back = t.cpu()
+    assert back.is_sparse and back.device.type == "cpu"
+    assert torch.equal(back.to_dense(), s.to_dense())
+
+
+def test_graph_convolution_training_matches_cpu():
+    # A GCN-style layer: normalized sparse adjacency times a Linear's output, trained three steps.
+    def run(dev):
+        torch.manual_seed(0)
+        n = 6
+        i = torch.tensor([[0, 1, 2, 3, 4, 5, 0, 2], [1, 2, 3, 4, 5, 0, 3, 5]])
+        adj = torch.sparse_coo_tensor(i, torch.ones(8), (n, n)).coalesce().to(dev)
+        deg = torch.sparse.sum(adj, dim=1).to_dense()
+        x = torch.randn(n, 4).to(dev)
+        lin = torch.nn.Linear(4, 3).to(dev)
+        opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+        losses = []
+        for _ in range(3):
+            h = torch.sparse.mm(adj, lin(x)) / deg.unsqueeze(1)
+            loss = h.pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, lin.weight.detach().cpu()
+
+    (lc, wc), (lt, wt) = run("cpu"), run("tpu")
+    assert lc == pytest.approx(lt, rel=1e-5)
+    torch.testing.assert_close(wt, wc, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_calls_raise_like_cpu():
+    for dev in ("cpu", "tpu"):
+        s = _coo(dev)
+        with pytest.raises(RuntimeError):
+            torch.sparse.mm(s, torch.ones(2, 2, device=dev))  # 2x3 @ 2x2
+        with pytest.raises(RuntimeError):
+            s + torch.sparse_coo_tensor(torch.tensor(I, device=dev), torch.tensor(V, device=dev), (3, 3))
+
+
+def test_compressed_layouts_raise_not_implemented():
+    x = torch.ones(2, 2, device="tpu")
+    for f in (x.to_sparse_csr, x.to_sparse_csc, lambda: x.to_sparse_bsr((1, 1)),
+              lambda: x.to_sparse(layout=torch.sparse_csr)):
+        with pytest.raises(NotImplementedError, match="COO"):
+            f()
