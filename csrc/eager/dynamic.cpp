@@ -233,6 +233,10 @@ at::Tensor tpu_index_put(const at::Tensor& self, const c10::List<std::optional<a
 
 at::Tensor& tpu_index_put_(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                        const at::Tensor& values, bool accumulate) {
+  // PyTorch's checks: neither the values nor an index may overlap self.
+  at::assert_no_overlap(self, values);
+  for (const std::optional<at::Tensor>& i : indices)
+    if (i.has_value() && i->defined()) at::assert_no_overlap(self, *i);
   if (self.numel() > 0 && at::has_internal_overlap(self) == at::MemOverlap::Yes) {
     // An expanded self: PyTorch writes through the aliasing (deprecated, with a warning). The elements written share
     // memory, so the write is done on the host on the storage range self spans, by the CPU kernel itself.

@@ -175,3 +175,15 @@ def test_shift_operators_run_on_the_device(dtype):
     for r, c in zip(out[TPU], out["cpu"]):
         torch.testing.assert_close(r, c)
     assert not [k for k in torch_tpu.fallback_counts() if "shift" in k], torch_tpu.fallback_counts()
+
+
+def test_index_put_rejects_values_or_indices_overlapping_self():
+    for f in (lambda y, i: y.index_put_((i,), y[0]), lambda y, i: y.index_put_((i,), y[3:6]),
+              lambda y, i: i.index_put_((i.clone(),), i), lambda y, i: i.index_put_((i,), i.clone())):
+        for dev in ("cpu", TPU):
+            y, i = torch.arange(6.0, device=dev), torch.tensor([2, 1, 0], device=dev)
+            with pytest.raises(RuntimeError, match="unsupported operation"):
+                f(y, i)
+    y = torch.arange(6.0, device=TPU)
+    y.index_put_((torch.tensor([2, 1, 0], device=TPU),), y[:3].clone())
+    assert y.tolist() == [2.0, 1.0, 0.0, 3.0, 4.0, 5.0]
