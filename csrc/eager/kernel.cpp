@@ -466,6 +466,26 @@ void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::St
   rethrowCpuTwinError(op, stack, base, {"omplex"});
 }
 
+// Convolutions (forward, and backward's grad_input and grad_weight) give channels_last results when their input or
+// weight is channels_last, as CPU's and CUDA's kernels do; PyTorch's meta kernel leaves them contiguous.
+c10::MemoryFormat convolutionMemoryFormat(const OpInfo& info, const torch::jit::Stack& stack, size_t base) {
+  int in = -1;
+  if (info.name == "aten::convolution" || info.name == "aten::_convolution" ||
+      info.name.rfind("aten::convolution.", 0) == 0 || info.name.rfind("aten::_convolution.", 0) == 0)
+    in = 0;
+  else if (info.name == "aten::convolution_backward" || info.name.rfind("aten::convolution_backward.", 0) == 0)
+    in = 1;
+  if (in < 0) return c10::MemoryFormat::Contiguous;
+  for (int k = in; k < in + 2; ++k) {
+    const c10::IValue& v = stack[base + k];
+    if (!v.isTensor() || !v.toTensor().defined()) continue;
+    const at::Tensor& t = v.toTensor();
+    const c10::MemoryFormat f = t.suggest_memory_format();
+    if (f == c10::MemoryFormat::ChannelsLast || f == c10::MemoryFormat::ChannelsLast3d) return f;
+  }
+  return c10::MemoryFormat::Contiguous;
+}
+
 std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
                                       const torch::jit::Stack& stack, size_t base, const Call& c,
                                       bool& needs_resize) {
@@ -504,12 +524,18 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   std::vector<TensorType> out_types;  // per flat result
   std::vector<std::vector<int64_t>> out_strides;  // per flat result: the meta result's strides when not contiguous
   std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument
+  const c10::MemoryFormat conv_format = convolutionMemoryFormat(info, stack, base);
   auto addType = [&](const at::Tensor& m) -> bool {
     // A fresh result keeps the layout PyTorch's meta kernel gives it (TensorIterator follows its inputs' memory
     // format: channels_last in, channels_last out), when that layout is dense: the program stores it in that order.
     const bool strided = m.defined() && m.dim() > 1 && m.storage_offset() == 0 && !m.is_contiguous() &&
                          m.is_non_overlapping_and_dense();
-    out_strides.push_back(strided ? m.strides().vec() : std::vector<int64_t>{});
+    if (m.defined() && conv_format == c10::MemoryFormat::ChannelsLast && m.dim() == 4)
+      out_strides.push_back(c10::get_channels_last_strides_2d(m.sizes()));
+    else if (m.defined() && conv_format == c10::MemoryFormat::ChannelsLast3d && m.dim() == 5)
+      out_strides.push_back(c10::get_channels_last_strides_3d(m.sizes()));
+    else
+      out_strides.push_back(strided ? m.strides().vec() : std::vector<int64_t>{});
     if (!m.defined()) {
       out_types.push_back(TensorType{});
       return true;

@@ -88,3 +88,31 @@ def test_channels_last_training_step_matches_cpu():
         m(inp).square().mean().backward()
     for p, q in zip(conv.parameters(), conv_t.parameters()):
         torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("x_cl,w_cl", [(True, False), (False, True), (True, True), (False, False)])
+@pytest.mark.parametrize("dims", [2, 3])
+def test_convolution_results_follow_channels_last_inputs(x_cl, w_cl, dims):
+    # CPU's and CUDA's convolutions give channels_last outputs, input gradients and weight gradients when the input or
+    # the weight is channels_last (PyTorch's meta kernel does not say so).
+    fmt = CL if dims == 2 else CL3
+    conv = F.conv2d if dims == 2 else F.conv3d
+    spatial = (5, 5) if dims == 2 else (4, 4, 4)
+    res = {}
+    for dev in ("cpu", "tpu"):
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn((2, 3) + spatial, generator=g).to(dev)
+        w = torch.randn((4, 3) + (3,) * dims, generator=g).to(dev)
+        b = torch.randn(4, generator=g).to(dev)
+        if x_cl:
+            x = x.contiguous(memory_format=fmt)
+        if w_cl:
+            w = w.contiguous(memory_format=fmt)
+        x.requires_grad_()
+        w.requires_grad_()
+        y = conv(x, w, b, padding=1)
+        gx, gw = torch.autograd.grad(y, (x, w), torch.ones_like(y))
+        res[dev] = (y, gx, gw)
+    for c, t in zip(res["cpu"], res["tpu"]):
+        assert t.stride() == c.stride()
+        torch.testing.assert_close(t.detach().cpu(), c.detach(), atol=1e-4, rtol=1e-4)
