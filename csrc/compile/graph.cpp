@@ -498,8 +498,13 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
       r = b.convert(r, toDType(m.dtype));
       if (r.shape() != m.sizes) r = b.reshape(r, m.sizes);
     }
+    core::Program::Result rt{m.defined ? m.dtype : toScalarType(r.dtype()), r.shape()};
+    if (m.defined && !m.cpu && m.strides.size() == m.sizes.size() && m.sizes.size() > 1) {
+      rt.strides = m.strides;  // stored in PyTorch's memory order, as eager stores it
+      r = b.transpose(r, core::memoryOrder(m.strides));
+    }
     fresh.push_back(r);
-    fresh_types.push_back({m.defined ? m.dtype : toScalarType(r.dtype()), r.shape()});
+    fresh_types.push_back(std::move(rt));
     gp->fresh_out.push_back(static_cast<int>(k));
     gp->fresh_cpu.push_back(m.cpu);
   }

@@ -35,6 +35,7 @@ struct TensorMeta {
   at::ScalarType dtype = at::kFloat;
   std::vector<int64_t> sizes;
   bool cpu = false;  // the value lives on the host in PyTorch's graph (returned to the CPU)
+  std::vector<int64_t> strides;  // graph outputs: PyTorch's strides when not contiguous (dense); empty: contiguous
 };
 
 struct ArgDesc {

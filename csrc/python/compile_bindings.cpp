@@ -38,6 +38,7 @@ TensorMeta meta(const py::handle& h) {
     m.dtype = toScalarTypeObj(t[1]);
     m.sizes = t[2].cast<std::vector<int64_t>>();
     m.cpu = t[3].cast<bool>();
+    if (t.size() > 4 && !t[4].is_none()) m.strides = t[4].cast<std::vector<int64_t>>();
   }
   return m;
 }

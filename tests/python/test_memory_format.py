@@ -116,3 +116,41 @@ def test_convolution_results_follow_channels_last_inputs(x_cl, w_cl, dims):
     for c, t in zip(res["cpu"], res["tpu"]):
         assert t.stride() == c.stride()
         torch.testing.assert_close(t.detach().cpu(), c.detach(), atol=1e-4, rtol=1e-4)
+
+
+def test_compiled_graph_outputs_have_eager_strides():
+    # A compiled graph's outputs have the strides PyTorch's graph metadata gives them (as backend="aot_eager" on CPU
+    # returns them): channels_last stays channels_last, a transposed result stays transposed, values as on CPU.
+    x = _nchw("cpu", (2, 3, 4, 4))
+    y = torch.randn(3, 5)
+
+    def pointwise(a):
+        return torch.relu(a) + 1
+
+    def transposed(a):
+        return a.t() * 2
+
+    for fn, inp in ((pointwise, x), (transposed, y)):
+        want = torch.compile(fn, backend="aot_eager")(inp)
+        got = torch.compile(fn, backend="tpu")(inp.to("tpu"))
+        assert got.stride() == want.stride()
+        torch.testing.assert_close(got.cpu(), want)
+
+
+def test_compiled_channels_last_convolution_matches_cpu():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU()).to(memory_format=CL)
+    mt = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU())
+    mt.load_state_dict(m.state_dict())
+    mt = mt.to("tpu", memory_format=CL)
+    x = _nchw("cpu", (2, 3, 6, 6)).requires_grad_()
+    xt = x.detach().to("tpu").requires_grad_()
+    want = torch.compile(m, backend="aot_eager")(x)
+    got = torch.compile(mt, backend="tpu")(xt)
+    assert got.stride() == want.stride()
+    torch.testing.assert_close(got.detach().cpu(), want.detach(), atol=1e-5, rtol=1e-5)
+    want.square().sum().backward()
+    got.square().sum().backward()
+    assert xt.grad.stride() == x.grad.stride()
+    assert mt[0].weight.grad.stride() == m[0].weight.grad.stride()
+    torch.testing.assert_close(xt.grad.cpu(), x.grad, atol=1e-4, rtol=1e-4)

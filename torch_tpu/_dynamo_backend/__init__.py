@@ -40,6 +40,8 @@ from __future__ import annotations
 import types
 from typing import Optional
 
+import torch
+
 # What tests, tools and the rest of the package use (the public helpers first).
 from ._stats import cache_dir, clear_cache, compile_stats, reset_compile_stats, set_cache_dir
 from ._args import UnsupportedGraph
@@ -68,8 +70,33 @@ def register(registry: Optional[types.ModuleType] = None) -> None:
 _REGISTRY = "torch._dynamo.backends.registry"
 
 
+def _conv_memory_format_like_eager() -> None:
+    r"""Fake tensors' convolutions (``torch._subclasses.fake_impls``) give the result memory format
+    ``torch._C._conv_determine_backend_memory_format`` names for the backend ``torch._C._select_conv_backend`` picks:
+    contiguous for a PrivateUse1 device. tpu's eager convolutions follow CPU and CUDA (channels_last when the input
+    or the weight is), so compiled graphs' value metadata, and with it their outputs' strides, say the same."""
+    determine = torch._C._conv_determine_backend_memory_format
+    if getattr(determine, "_torch_tpu", False):
+        return
+
+    def _determine(input_, weight, backend):
+        fmt = determine(input_, weight, backend)
+        if fmt == torch.contiguous_format and input_.device.type == "tpu":
+            from torch._prims_common import suggest_memory_format
+
+            for t in (input_, weight):
+                f = suggest_memory_format(t)
+                if f in (torch.channels_last, torch.channels_last_3d):
+                    return f
+        return fmt
+
+    _determine._torch_tpu = True  # type: ignore[attr-defined]
+    torch._C._conv_determine_backend_memory_format = _determine
+
+
 def _install() -> None:
     r"""Register now if dynamo's registry is loaded, else right after it loads (dynamo is not imported here)."""
     from ..api import _when_imported
 
+    _conv_memory_format_like_eager()
     _when_imported(_REGISTRY, register, "the torch.compile backend 'tpu'")

@@ -28,6 +28,21 @@ class _Desc:
         self.num_ops = 0
 
 
+
+def _out_meta(v: Any) -> Tuple:
+    """A graph output's meta, with the strides PyTorch gives it when they are not contiguous (channels_last, the
+    layout of a transposed value) and dense: the program stores the output in that memory order, as eager does."""
+    m = _meta(v)
+    if m[0] and v.dim() > 1 and v.storage_offset() == 0 and not v.is_contiguous():
+        sizes, strides = [int(s) for s in v.shape], [int(s) for s in v.stride()]
+        expected = 1
+        for d in sorted(range(len(sizes)), key=lambda d: (strides[d], sizes[d])):
+            if sizes[d] != 1 and strides[d] != expected:
+                return m
+            expected *= sizes[d]
+        return m + (strides,)
+    return m
+
 def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence[Any]] = None,
               subgraphs: Optional[List[Any]] = None) -> _Desc:
     d = _Desc()
@@ -184,7 +199,7 @@ def _describe(gm: torch.fx.GraphModule, name: str, input_vals: Optional[Sequence
                 output_meta.append((False, None, None, False))
                 continue
             outputs.append(v)
-            output_meta.append(_meta(o.meta.get("val", None)) if v >= num_inputs else inputs[v])
+            output_meta.append(_out_meta(o.meta.get("val", None)) if v >= num_inputs else inputs[v])
         else:
             outputs.append(-1)
             output_meta.append((False, None, None, False))
