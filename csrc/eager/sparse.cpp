@@ -170,13 +170,13 @@ at::Tensor sparseAdd(const at::Tensor& self, const at::Tensor& other, const at::
     at::Tensor indices = at::cat({self._indices(), other._indices()}, 1);
     return makeCoo(self, self.sizes(), self.sparse_dim(), indices, values, false);
   }
-  const at::Tensor& dense = self.is_sparse() ? other : self;
-  const at::Tensor& sparse = self.is_sparse() ? self : other;
+  TORCH_CHECK(!self.is_sparse(), "add(sparse, dense) is not supported. Use add(dense, sparse) instead.");
+  const at::Tensor& dense = self;
+  const at::Tensor& sparse = other;
   TORCH_CHECK(dense.sizes() == sparse.sizes(), "add: expected 'self' and 'other' to have same size, but self has size ",
               self.sizes(), " while other has size ", other.sizes(),
               " (FYI: dense-sparse addition does not currently support broadcasting)");
-  at::Tensor sd = toDense(sparse, std::nullopt, std::nullopt);
-  return self.is_sparse() ? sd.add(other, alpha) : self.add(sd, alpha);
+  return self.add(toDense(sparse, std::nullopt, std::nullopt), alpha);
 }
 
 at::Tensor& addInPlace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
@@ -187,22 +187,22 @@ at::Tensor& addInPlace(at::Tensor& self, const at::Tensor& other, const at::Scal
 
 // sparse * (scalar or dense), sparse * sparse; the same for division by a scalar or dense tensor.
 at::Tensor mulOrDiv(const at::Tensor& self, const at::Tensor& other, bool div) {
+  TORCH_CHECK(!div || (self.is_sparse() && !other.is_sparse() && other.dim() == 0),
+              "Sparse division requires a scalar or zero-dim dense tensor divisor (got shape ", other.sizes(),
+              " for divisor)");
   if (self.is_sparse() && other.is_sparse()) {
-    TORCH_CHECK_NOT_IMPLEMENTED(!div, "tpu: division by a sparse tensor is not supported");
     at::Tensor prod = toDense(self, std::nullopt, std::nullopt).mul(toDense(other, std::nullopt, std::nullopt));
     return denseToCoo(prod, self.sparse_dim());
   }
-  if (!self.is_sparse()) {
-    TORCH_CHECK_NOT_IMPLEMENTED(!div, "tpu: division by a sparse tensor is not supported");
-    return mulOrDiv(other, self, false);  // dense * sparse is sparse, as on CPU
-  }
+  if (!self.is_sparse()) return mulOrDiv(other, self, false);  // dense * sparse is sparse, as on CPU
   at::Tensor values = self._values();
   at::Tensor factor = other;
   if (other.dim() > 0) {
-    TORCH_CHECK(other.sizes() == self.sizes(), "mul: sparse and dense operands must have the same shape");
+    // A dense factor broadcasts to self's shape; each entry takes the factor at its position.
+    at::Tensor full = other.expand(self.sizes());
     c10::List<std::optional<at::Tensor>> idx;
     for (auto& t : indexList(self._indices(), self.sparse_dim())) idx.push_back(t);
-    factor = at::index(other, idx);
+    factor = at::index(full, idx);
   }
   at::Tensor v = div ? values.div(factor) : values.mul(factor);
   return makeCoo(self, self.sizes(), self.sparse_dim(), self._indices().clone(), v, self.is_coalesced());

@@ -58,6 +58,13 @@ CASES = {
     "zeros_layout": lambda d: torch.zeros(2, 3, layout=torch.sparse_coo, device=d).to_dense(),
     "transpose": lambda d: _coo(d).t().coalesce().to_dense(),
     "clone": lambda d: _coo(d).clone().to_dense(),
+    "mul_broadcast_row": lambda d: (_coo(d) * torch.arange(3.0, device=d)).to_dense(),
+    "mul_broadcast_col": lambda d: (_coo(d) * torch.arange(2.0, device=d).reshape(2, 1)).to_dense(),
+    "dense_mul_sparse": lambda d: (torch.full((2, 3), 3.0, device=d) * _coo(d)).to_dense(),
+    "div_zero_dim": lambda d: (_coo(d) / torch.tensor(2.0, device=d)).to_dense(),
+    "int_mul_float": lambda d: (_coo(d, torch.int64) * 2.5).to_dense(),
+    "sum_dtype": lambda d: torch.sparse.sum(_coo(d), dtype=torch.float64),
+    "int_mm": lambda d: torch.sparse.mm(_coo(d, torch.int64), torch.ones(3, 2, dtype=torch.int64, device=d)),
 }
 
 
@@ -127,6 +134,13 @@ def test_bad_calls_raise_like_cpu():
             torch.sparse.mm(s, torch.ones(2, 2, device=dev))  # 2x3 @ 2x2
         with pytest.raises(RuntimeError):
             s + torch.sparse_coo_tensor(torch.tensor(I, device=dev), torch.tensor(V, device=dev), (3, 3))
+        with pytest.raises(RuntimeError, match="add\\(dense, sparse\\)"):
+            s + torch.ones(2, 3, device=dev)
+        with pytest.raises(RuntimeError, match="add\\(dense, sparse\\)"):
+            s.clone().add_(torch.ones(2, 3, device=dev))
+        for divisor in (s, torch.ones(2, 3, device=dev)):
+            with pytest.raises(RuntimeError, match="Sparse division requires a scalar"):
+                s / divisor
 
 
 def test_compressed_layouts_raise_not_implemented():
