@@ -213,6 +213,22 @@ at::Tensor sparseDiv(const at::Tensor& self, const at::Tensor& other) { return m
 at::Tensor& mulInPlace(at::Tensor& self, const at::Tensor& other) { return self.copy_(mulOrDiv(self, other, false)); }
 at::Tensor& divInPlace(at::Tensor& self, const at::Tensor& other) { return self.copy_(mulOrDiv(self, other, true)); }
 
+// self's values at mask's entries, as a sparse tensor with mask's indices.
+at::Tensor sparseMask(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.sizes() == self.sizes(), "sparse_mask(): operands have incompatible sizes; self has size ",
+              self.sizes(), " but mask has size ", mask.sizes());
+  const at::Tensor dense = self.is_sparse() ? toDense(self, std::nullopt, std::nullopt) : self;
+  at::Tensor values;
+  if (mask.sparse_dim() == 0) {
+    values = dense.unsqueeze(0).expand(mask._values().sizes()).clone();
+  } else {
+    c10::List<std::optional<at::Tensor>> idx;
+    for (auto& t : indexList(mask._indices(), mask.sparse_dim())) idx.push_back(t);
+    values = at::index(dense, idx);
+  }
+  return makeCoo(self, self.sizes(), mask.sparse_dim(), mask._indices().clone(), values, mask.is_coalesced());
+}
+
 at::Tensor sparseNeg(const at::Tensor& self) {
   return makeCoo(self, self.sizes(), self.sparse_dim(), self._indices().clone(), self._values().neg(),
                  self.is_coalesced());
@@ -284,6 +300,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("div.Tensor", TORCH_FN(sparseDiv));
   m.impl("div_.Tensor", TORCH_FN(divInPlace));
   m.impl("neg", TORCH_FN(sparseNeg));
+  m.impl("sparse_mask", TORCH_FN(sparseMask));
   m.impl("sum", TORCH_FN(sumAll));
   m.impl("_sparse_sum.dim", TORCH_FN(sparseSumDim));
   m.impl("_sparse_sum.dim_dtype", TORCH_FN(sparseSumDimDtype));

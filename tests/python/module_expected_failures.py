@@ -18,8 +18,6 @@ X = []  # the entries, built below; EXPECTED_FAILURES at the end
 BOTH = ("float32", "bfloat16")
 
 # ---- optimizers ----
-X += xfail("SparseAdam", "float32", "step",
-           "SparseAdam steps sparse COO gradients: tpu has no sparse layout", error="Sparsetpu")
 # capturable & differentiable (configurations CPU cannot run; the reference is CPU without capturable). Both are
 # PyTorch's capturable code paths, not the device: the same configuration on the CPU with the capturable path forced
 # (torch.optim.optimizer._get_capturable_supported_devices patched to include "cpu") fails the same way.

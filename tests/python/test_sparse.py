@@ -149,3 +149,20 @@ def test_compressed_layouts_raise_not_implemented():
               lambda: x.to_sparse(layout=torch.sparse_csr)):
         with pytest.raises(NotImplementedError, match="COO"):
             f()
+
+
+def test_sparse_embedding_with_sparse_adam_matches_cpu():
+    # nn.Embedding(sparse=True) gives sparse COO gradients; SparseAdam steps them (coalesce, sparse_mask, add_).
+    def run(dev):
+        torch.manual_seed(0)
+        emb = torch.nn.Embedding(10, 3, sparse=True).to(dev)
+        opt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+        for _ in range(3):
+            loss = emb(torch.tensor([1, 2, 2, 5], device=dev)).pow(2).sum()
+            opt.zero_grad()
+            loss.backward()
+            assert emb.weight.grad.is_sparse
+            opt.step()
+        return emb.weight.detach().cpu()
+
+    torch.testing.assert_close(run("tpu"), run("cpu"), rtol=1e-5, atol=1e-6)
