@@ -446,7 +446,7 @@ void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const OpInfo& info, const
       differs = true;
   }
   if (!differs) return;
-  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast"});
+  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast", "expected scalar_type"});
 }
 
 // A complex Python number given to an op whose tensors are all real: PyTorch's meta kernels accept it (and the

@@ -187,3 +187,21 @@ def test_index_put_rejects_values_or_indices_overlapping_self():
     y = torch.arange(6.0, device=TPU)
     y.index_put_((torch.tensor([2, 1, 0], device=TPU),), y[:3].clone())
     assert y.tolist() == [2.0, 1.0, 0.0, 3.0, 4.0, 5.0]
+
+
+def test_out_dtype_mismatch_of_composite_out_forms_raises_like_cpu():
+    # logcumsumexp(out=) with another dtype: CPU raises "expected scalar_type Double but found Float".
+    def f(d):
+        return torch.logcumsumexp(torch.randn(5, 2, dtype=torch.float64, device=d), 0,
+                                  out=torch.zeros(5, 2, device=d))
+
+    e, _ = _same_as_cpu(f)
+    assert e is not None and "scalar_type" in str(e)
+
+
+def test_is_set_to():
+    t1 = torch.empty(3, 4, device=TPU)
+    t2 = torch.empty(3, 4, device=TPU)
+    t3 = torch.tensor([], device=TPU).set_(t1)
+    assert t1.is_set_to(t3) and t3.is_set_to(t1) and not t1.is_set_to(t2)
+    assert not t1.is_set_to(t3.clone().resize_(12))

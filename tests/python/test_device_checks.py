@@ -78,6 +78,10 @@ CASES = {
     "remainder_scalar_zero": lambda d: _t([1, 2], d) % 0,
     "fmod_zero": lambda d: torch.fmod(_t([1, 2], d), _t([0, 1], d)),
     "int32_floor_divide_zero": lambda d: _t([1, 2], d, dtype=torch.int32) // _t([0, 1], d, dtype=torch.int32),
+    "masked_scatter_short_source": lambda d: torch.zeros(5, device=d).masked_scatter_(
+        _t([True, True, True, False, False], d), torch.ones(2, device=d)),
+    "masked_scatter_empty_source": lambda d: torch.zeros(5, device=d).masked_scatter_(
+        _t([False, True, False, False, False], d), torch.ones(0, device=d)),
 }
 
 

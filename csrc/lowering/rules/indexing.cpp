@@ -535,8 +535,13 @@ void populateIndexing(Registry& r) {
     if (mask.dtype() != DType::Pred) mask = b.compare(mask, b.zerosLike(mask), Cmp::NE);
     Value src = ctx.tensor(2);
     int64_t n = self.type.numel(), ns = src.type.numel();
-    if (n == 0 || ns == 0) return {self};
+    if (n == 0) return {self};
     Value flat = b.convert(b.reshape(mask, {n}), DType::S64);
+    // CPU's check: the mask may not select more elements than source has (a device-side check).
+    Value ones = b.reduce(flat, {0}, ReduceKind::Sum);
+    ctx.check(b.compare(ones, b.constantInt(ns, DType::S64), Cmp::LE),
+              "Number of elements of source < number of ones in mask", Value(), Context::CheckError::Runtime);
+    if (ns == 0) return {self};
     std::vector<int64_t> one{1};
     Value pos = b.reduceWindow(flat, b.constantInt(0, DType::S64), ReduceKind::Sum, {n}, one, one, one,
                                {{n - 1, 0}});
