@@ -33,6 +33,16 @@ void deviceMismatch(int device, const c10::Device& other) {
 // Signature
 
 namespace {
+
+// Row-major strides (size-1 dims included, as PyTorch's contiguous tensors have them).
+bool stridesAreContiguous(c10::IntArrayRef sizes, c10::IntArrayRef strides) {
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    if (strides[d] != expected) return false;
+    expected *= std::max<int64_t>(sizes[d], 1);
+  }
+  return true;
+}
 // viewprog::isIdentity without building a Layout: offset 0, the buffer's element count, row-major strides (size-1
 // dimensions ignored).
 bool coversBuffer(const shlo::Shape& bd, c10::IntArrayRef sizes, c10::IntArrayRef strides, int64_t offset) {
@@ -124,6 +134,12 @@ int Signature::add(const at::Tensor& t, bool writes) {
     put<int8_t>(key, static_cast<int8_t>(btype[slot]));
   } else if (!(sizes == c10::IntArrayRef(bd))) {
     putInts(key, bd);  // the program's parameter has the buffer's shape
+  }
+  if (identity && !stridesAreContiguous(sizes, t.strides())) {
+    // Strides that differ only in size-1 dims (a channels_last (n, c, 1, 1) tensor) read the same buffer, but
+    // PyTorch propagates them to results: part of the key.
+    put<uint8_t>(key, 0xff);
+    putInts(key, t.strides());
   }
   tensors.push_back({t, slot, identity, writes});
   return static_cast<int>(tensors.size() - 1);

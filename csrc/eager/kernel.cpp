@@ -12,6 +12,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/util/SmallVector.h>
+#include <c10/util/strides.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -528,7 +529,10 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   auto addType = [&](const at::Tensor& m) -> bool {
     // A fresh result keeps the layout PyTorch's meta kernel gives it (TensorIterator follows its inputs' memory
     // format: channels_last in, channels_last out), when that layout is dense: the program stores it in that order.
-    const bool strided = m.defined() && m.dim() > 1 && m.storage_offset() == 0 && !m.is_contiguous() &&
+    // Strides of size-1 dims count too (a channels_last (n, c, 1, 1) tensor is also contiguous, and its strides
+    // propagate to results PyTorch's way).
+    const bool strided = m.defined() && m.dim() > 1 && m.storage_offset() == 0 &&
+                         m.strides() != c10::IntArrayRef(c10::contiguous_strides(m.sizes())) &&
                          m.is_non_overlapping_and_dense();
     if (m.defined() && conv_format == c10::MemoryFormat::ChannelsLast && m.dim() == 4)
       out_strides.push_back(c10::get_channels_last_strides_2d(m.sizes()));

@@ -154,3 +154,14 @@ def test_compiled_channels_last_convolution_matches_cpu():
     assert xt.grad.stride() == x.grad.stride()
     assert mt[0].weight.grad.stride() == m[0].weight.grad.stride()
     torch.testing.assert_close(xt.grad.cpu(), x.grad, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("fmt", [CL, torch.contiguous_format])
+def test_ambiguous_size_one_strides_propagate(fmt):
+    # A (n, c, 1, 1) tensor is both contiguous and channels_last; its strides (which differ only in size-1 dims) still
+    # propagate to results as on CPU, and the two layouts do not share a cached program.
+    for dev in ("cpu", "tpu"):
+        a = torch.rand(10, 3, 1, 1, device=dev).to(memory_format=fmt)
+        b = torch.rand(3, 1, 1, device=dev)
+        for r in (a + b, b + a, a * 5):
+            assert r.stride() == a.stride()
