@@ -87,6 +87,9 @@ struct OpInfo {
   // PyTorch's "output with shape ... doesn't match the broadcast shape" error (some of PyTorch's Python meta kernels
   // resize it with a warning instead, as for out=).
   bool in_place = false;
+  // put_/put: CPU's kernel raises (or warns) PyTorch's nondeterministic alert when accumulate=False under
+  // torch.use_deterministic_algorithms(True); the stack index of `accumulate`, or -1 for other ops.
+  int alert_unless_accumulate = -1;
 };
 
 std::string fullName(const c10::OperatorName& n) {
@@ -152,6 +155,9 @@ const OpInfo& buildInfo(const c10::OperatorHandle& op) {
     info->in_place = !any_out && !base.empty() && base.back() == '_' && base.find("resize") == std::string::npos &&
                      base != "aten::set_";
   }
+  if (schema.name() == "aten::put_" || schema.name() == "aten::put")
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].name() == "accumulate") info->alert_unless_accumulate = static_cast<int>(i);
   const OpInfo& out = *info;
   g_infos.emplace(&schema, std::move(info));
   return out;
@@ -857,6 +863,9 @@ void loweringKernel(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch
   const c10::FunctionSchema& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const size_t base = stack->size() - nargs;
+  if (C10_UNLIKELY(info.alert_unless_accumulate >= 0) && at::globalContext().deterministicAlgorithms() &&
+      !(*stack)[base + info.alert_unless_accumulate].toBool())
+    at::globalContext().alertNotDeterministic("put_");
   const bool recording = fused::recordNext();
   bool counted = false;
   CallScope scope;

@@ -205,3 +205,21 @@ def test_is_set_to():
     t3 = torch.tensor([], device=TPU).set_(t1)
     assert t1.is_set_to(t3) and t3.is_set_to(t1) and not t1.is_set_to(t2)
     assert not t1.is_set_to(t3.clone().resize_(12))
+
+
+def test_put_alerts_under_deterministic_algorithms_like_cpu():
+    def f(d):
+        a = torch.randn(10, device=d)
+        return a.put_(torch.tensor([0, 0], device=d), torch.tensor([0.0, 1.0], device=d))
+
+    torch.use_deterministic_algorithms(True)
+    try:
+        e, _ = _same_as_cpu(f)
+        assert e is not None and "deterministic" in str(e)
+        _same_as_cpu(lambda d: torch.zeros(3, device=d).put_(torch.tensor([0, 0], device=d),
+                                                             torch.ones(2, device=d), accumulate=True))
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        e, w = _same_as_cpu(f, compare_values=False)
+        assert e is None and any("deterministic" in m for m in w)
+    finally:
+        torch.use_deterministic_algorithms(False)
