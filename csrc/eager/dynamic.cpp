@@ -182,6 +182,10 @@ void checkIndexTypes(const at::Tensor& self, const c10::List<std::optional<at::T
   bool masks = false;
   for (const std::optional<at::Tensor>& o : indices) {
     if (!o.has_value() || !o->defined()) continue;
+    // PyTorch's rule: indices on the CPU or on the indexed tensor's device (a CPU tensor indexed by tpu indices).
+    TORCH_CHECK(o->device() == self.device() || o->is_cpu(),
+                "indices should be either on ", c10::kCPU, " or on the same device as the indexed tensor (",
+                self.device(), ")");
     const at::ScalarType t = o->scalar_type();
     TORCH_CHECK_INDEX(t == at::kLong || t == at::kInt || t == at::kByte || t == at::kBool,
                       "tensors used as indices must be long, int, byte or bool tensors");

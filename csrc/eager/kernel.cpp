@@ -473,6 +473,39 @@ void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::St
   rethrowCpuTwinError(op, stack, base, {"omplex"});
 }
 
+// The strides of flat result `k` of an out= op's functional form, run on the Meta key with the call's (meta) inputs;
+// empty when contiguous, not dense, or not computable.
+std::vector<int64_t> functionalResultStrides(const OpInfo& info, const std::vector<c10::Argument>& args,
+                                             const std::vector<c10::IValue>& meta_args, int k) {
+  const std::string& name = info.op.rule->op;
+  const auto dot = name.find('.');
+  auto fh = c10::Dispatcher::singleton().findOp(
+      dot == std::string::npos ? c10::OperatorName(name, "") : c10::OperatorName(name.substr(0, dot), name.substr(dot + 1)));
+  if (!fh) return {};
+  torch::jit::Stack st;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!args[i].is_out()) st.push_back(meta_args[i]);
+  try {
+    fh->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &st);
+  } catch (const std::exception&) {
+    return {};
+  }
+  int flat = 0;
+  for (const c10::IValue& v : st) {
+    std::vector<at::Tensor> ts;
+    if (v.isTensor()) ts.push_back(v.toTensor());
+    else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) ts.push_back(t);
+    for (const at::Tensor& t : ts) {
+      if (flat++ != k) continue;
+      if (!t.defined() || t.dim() < 2 || !t.is_non_overlapping_and_dense() ||
+          t.strides() == c10::IntArrayRef(c10::contiguous_strides(t.sizes())))
+        return {};
+      return t.strides().vec();
+    }
+  }
+  return {};
+}
+
 // Convolutions (forward, and backward's grad_input and grad_weight) give channels_last results when their input or
 // weight is channels_last, as CPU's and CUDA's kernels do; PyTorch's meta kernel leaves them contiguous.
 c10::MemoryFormat convolutionMemoryFormat(const OpInfo& info, const torch::jit::Stack& stack, size_t base) {
@@ -629,6 +662,12 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
                   c10::IntArrayRef(out_types[w.first].shape));
       needs_resize = true;
       real.resize_(out_types[w.first].shape);
+      // An out= tensor resized by the call takes the strides of the functional op's result (TensorIterator follows
+      // its inputs' permutation), as CPU's kernels restride it; the Meta key's out= kernels leave it contiguous.
+      if (info.op.variant == core::Variant::Out) {
+        const std::vector<int64_t> st = functionalResultStrides(info, args, meta_args, w.first);
+        if (!st.empty()) real.unsafeGetTensorImpl()->set_sizes_and_strides(out_types[w.first].shape, st);
+      }
     }
   }
   if (needs_resize) return nullptr;

@@ -165,3 +165,24 @@ def test_ambiguous_size_one_strides_propagate(fmt):
         b = torch.rand(3, 1, 1, device=dev)
         for r in (a + b, b + a, a * 5):
             assert r.stride() == a.stride()
+
+
+def test_resized_out_takes_the_result_permutation():
+    # An out= tensor the call resizes gets the strides CPU gives it (the inputs' permutation for TensorIterator ops,
+    # contiguous for products).
+    for fn in (lambda x, o: torch.exp(x, out=o), lambda x, o: torch.add(x, x, out=o),
+               lambda x, o: torch.mm(x[0], x[0].t(), out=o)):
+        res = {}
+        for dev in ("cpu", "tpu"):
+            x = torch.arange(24.0, device=dev).reshape(2, 3, 4).permute(2, 0, 1)
+            out = torch.empty(0, device=dev)
+            fn(x, out)
+            res[dev] = out
+        assert res["tpu"].stride() == res["cpu"].stride()
+        torch.testing.assert_close(res["tpu"].cpu(), res["cpu"])
+
+
+def test_cpu_tensor_indexed_by_tpu_indices_raises_like_cpu():
+    x = torch.randn(3, 4)
+    with pytest.raises(RuntimeError, match=r"indices should be either .* \(cpu\)"):
+        x[torch.tensor([0, 2], device="tpu")]
