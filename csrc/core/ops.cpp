@@ -80,21 +80,17 @@ std::map<std::string, OpRule> buildTable() {
   }
   for (const auto& kv : irregularFunctional())
     if (const lowering::Rule* r = reg.find(kv.second)) table.emplace(kv.first, OpRule{r, Variant::FunctionalOf});
-  // Operators with their own CPU/CUDA kernels that compute another op's function under another name (the Python
-  // operators' `x << y`, `x <<= y`): the other op's rule, its arguments being the same.
+  // In-place operators whose names do not follow the `op_` convention (`x <<= y` is __ilshift__, the in-place form
+  // of __lshift__): the functional op's rule, its arguments being the same.
   static const struct {
     const char* op;
     const char* rule;
     Variant variant;
   } kSameAs[] = {
-      {"aten::__lshift__.Scalar", "aten::bitwise_left_shift.Tensor_Scalar", Variant::Own},
-      {"aten::__lshift__.Tensor", "aten::bitwise_left_shift.Tensor", Variant::Own},
-      {"aten::__ilshift__.Scalar", "aten::bitwise_left_shift.Tensor_Scalar", Variant::InPlace},
-      {"aten::__ilshift__.Tensor", "aten::bitwise_left_shift.Tensor", Variant::InPlace},
-      {"aten::__rshift__.Scalar", "aten::bitwise_right_shift.Tensor_Scalar", Variant::Own},
-      {"aten::__rshift__.Tensor", "aten::bitwise_right_shift.Tensor", Variant::Own},
-      {"aten::__irshift__.Scalar", "aten::bitwise_right_shift.Tensor_Scalar", Variant::InPlace},
-      {"aten::__irshift__.Tensor", "aten::bitwise_right_shift.Tensor", Variant::InPlace},
+      {"aten::__ilshift__.Scalar", "aten::__lshift__.Scalar", Variant::InPlace},
+      {"aten::__ilshift__.Tensor", "aten::__lshift__.Tensor", Variant::InPlace},
+      {"aten::__irshift__.Scalar", "aten::__rshift__.Scalar", Variant::InPlace},
+      {"aten::__irshift__.Tensor", "aten::__rshift__.Tensor", Variant::InPlace},
   };
   for (const auto& a : kSameAs) {
     const lowering::Rule* r = reg.find(a.rule);

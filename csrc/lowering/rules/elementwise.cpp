@@ -280,6 +280,16 @@ void populateElementwise(Registry& r) {
       return isSigned(x.dtype()) ? b.shiftRightArithmetic(x, y) : b.shiftRightLogical(x, y);
     })).accepts(bitwiseAccepts).dtypes(kWideUnsigned);
   }
+  // The Python operators (x << y, x >> y; their in-place forms __ilshift__/__irshift__ map to these in core/ops.cpp):
+  // the same functions, without the 16/32/64-bit unsigned types CPU's kernels of these operators lack.
+  for (const char* ov : {".Tensor", ".Scalar"}) {
+    r.add(std::string("aten::__lshift__") + ov, bitwise([](Builder& b, Value x, Value y) {
+      return b.shiftLeft(x, y);
+    })).accepts(bitwiseAccepts);
+    r.add(std::string("aten::__rshift__") + ov, bitwise([](Builder& b, Value x, Value y) {
+      return isSigned(x.dtype()) ? b.shiftRightArithmetic(x, y) : b.shiftRightLogical(x, y);
+    })).accepts(bitwiseAccepts);
+  }
 
   // nextafter(self, other): the next representable float from self toward other (bit arithmetic).
   r.add("aten::nextafter", binary([](Builder& b, Value x, Value y) {
