@@ -98,29 +98,48 @@ void populateSortSearch(Registry& r) {
       seq = b.gather(seq, b.concatenate(parts, sorter.rank()), gd, std::vector<int64_t>(seq.rank(), 1), sorter.shape());
     }
     int64_t n = seq.shape().empty() ? 1 : seq.shape().back();
-    Shape vs = v.shape();
-    Shape big = vs;
-    big.push_back(n);
-    std::vector<int64_t> vmap;
-    for (int64_t k = 0; k < v.rank(); ++k) vmap.push_back(k);
-    Value vb = b.broadcastInDim(v, big, vmap);
-    Value sb;
-    if (seq.rank() <= 1) {
-      sb = b.broadcastInDim(b.reshape(seq, {n}), big, {int64_t(big.size()) - 1});
-    } else {  // leading dims equal to v's leading dims
-      std::vector<int64_t> smap;
-      for (int64_t k = 0; k < seq.rank() - 1; ++k) smap.push_back(k);
-      smap.push_back(int64_t(big.size()) - 1);
-      sb = b.broadcastInDim(seq, big, smap);
+    const Shape vs = v.shape();
+    const int64_t r = static_cast<int64_t>(vs.size());
+    Shape s1 = vs;
+    s1.push_back(1);
+    // The boundary at position idx (shape of v) of each value's row: a 1-d sequence serves every value; an N-d one
+    // is read in the row of the value's leading indices.
+    auto boundaryAt = [&](Value idx) -> Value {
+      Builder::GatherDims gd;
+      if (seq.rank() <= 1) {
+        gd.collapsed_slice_dims = {0};
+        gd.start_index_map = {0};
+        gd.index_vector_dim = r;
+        return b.gather(b.reshape(seq, {n}), b.reshape(idx, s1), gd, {1}, vs);
+      }
+      std::vector<Value> parts;
+      for (int64_t k = 0; k < r; ++k) {
+        gd.collapsed_slice_dims.push_back(k);
+        gd.start_index_map.push_back(k);
+        parts.push_back(b.reshape(k == r - 1 ? idx : b.iota({DType::S64, vs}, k), s1));
+      }
+      gd.index_vector_dim = r;
+      return b.gather(seq, b.concatenate(parts, r), gd, std::vector<int64_t>(size_t(r), 1), vs);
+    };
+    // PyTorch's own binary search, step by step for every value at once, so that the answer is CPU's even when the
+    // sequence is not sorted: while start < end, mid = start + (end - start) / 2; left: start = mid + 1 unless
+    // boundary[mid] >= value, right: unless boundary[mid] > value (false for NaNs: they sort last); else end = mid.
+    Value lo = b.zeros({DType::S64, vs});
+    Value hi = b.broadcastTo(b.constantInt(n, DType::S64), vs);
+    Value one = b.broadcastTo(b.constantInt(1, DType::S64), vs);
+    Value last = b.broadcastTo(b.constantInt(n - 1, DType::S64), vs);
+    Value zero = b.zeros({DType::S64, vs});
+    int steps = 0;
+    while ((int64_t(1) << steps) <= n) ++steps;
+    for (int i = 0; i < steps; ++i) {
+      Value active = b.compare(lo, hi, Cmp::LT);
+      Value mid = b.add(lo, b.shiftRightLogical(b.sub(hi, lo), one));
+      Value bm = boundaryAt(b.clamp(zero, mid, last));
+      Value go_right = b.notOp(b.compare(bm, v, right ? Cmp::GT : Cmp::GE));
+      lo = b.select(b.andOp(active, go_right), b.add(mid, one), lo);
+      hi = b.select(b.andOp(active, b.notOp(go_right)), mid, hi);
     }
-    // NaN sorts last: a NaN boundary is above every value; a NaN value is above every non-NaN boundary.
-    Value below = b.compare(sb, vb, right ? Cmp::LE : Cmp::LT);
-    if (isFloat(t)) {
-      Value vnan = isNan(b, vb), snan = isNan(b, sb);
-      below = b.select(snan, right ? b.andOp(vnan, snan) : b.constantF(0, DType::Pred, big),
-                       b.orOp(below, vnan));
-    }
-    return b.reduce(b.convert(below, DType::S64), {int64_t(big.size()) - 1}, ReduceKind::Sum);
+    return lo;
   };
   // PyTorch CPU has no bool searchsorted: declined, and its kernel raises
   for (const char* op : {"aten::searchsorted.Tensor", "aten::searchsorted.Scalar"})
