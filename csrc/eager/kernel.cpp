@@ -452,8 +452,17 @@ void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const OpInfo& info, const
         std::find(in_types.begin(), in_types.end(), v.toTensor().scalar_type()) == in_types.end())
       differs = true;
   }
+  // all/any: the result must be bool or uint8 whatever the input (CPU's check_result_is_bytebool).
+  const bool all_any = info.name.rfind("aten::all.", 0) == 0 || info.name.rfind("aten::any.", 0) == 0;
+  if (all_any)
+    for (size_t i = 0; i < args.size(); ++i) {
+      const c10::IValue& v = stack[base + i];
+      if (args[i].is_out() && v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() != at::kBool &&
+          v.toTensor().scalar_type() != at::kByte)
+        differs = true;
+    }
   if (!differs) return;
-  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast", "expected scalar_type"});
+  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast", "expected scalar_type", "only supports bool tensor"});
 }
 
 // A complex Python number given to an op whose tensors are all real: PyTorch's meta kernels accept it (and the

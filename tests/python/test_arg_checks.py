@@ -223,3 +223,14 @@ def test_put_alerts_under_deterministic_algorithms_like_cpu():
         assert e is None and any("deterministic" in m for m in w)
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32, torch.uint8, torch.bool])
+def test_all_any_out_must_be_bool_or_uint8(dtype):
+    for fn in (torch.all, torch.any):
+        def f(d, fn=fn):
+            x = torch.tensor([[1, 0], [2, 3]], device=d).to(dtype)
+            return fn(x, 1, out=torch.empty(0, dtype=dtype, device=d))
+
+        e, _ = _same_as_cpu(f)
+        assert (e is None) == (dtype in (torch.uint8, torch.bool))
