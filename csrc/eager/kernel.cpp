@@ -570,6 +570,13 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   }
   judgeOutDtypeOnCpu(op, info, stack, base);
   judgeComplexScalarOnCpu(op, stack, base);
+  // Tensors of more than 64 dims: CPU's reductions refuse them ("only tensors with up to 64 dims are supported"),
+  // their meta kernels do not; the CPU kernel judges such a call on host twins.
+  for (size_t i = base; i < stack.size(); ++i)
+    if (stack[i].isTensor() && stack[i].toTensor().defined() && stack[i].toTensor().dim() > 64) {
+      rethrowCpuTwinError(op, stack, base, {"up to 64 dims"});
+      break;
+    }
   std::vector<TensorType> out_types;  // per flat result
   std::vector<std::vector<int64_t>> out_strides;  // per flat result: the meta result's strides when not contiguous
   std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument

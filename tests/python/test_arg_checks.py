@@ -234,3 +234,13 @@ def test_all_any_out_must_be_bool_or_uint8(dtype):
 
         e, _ = _same_as_cpu(f)
         assert (e is None) == (dtype in (torch.uint8, torch.bool))
+
+
+def test_reductions_over_more_than_64_dims_raise_like_cpu():
+    t = {d: torch.ones([1] * 65, device=d) for d in ("cpu", TPU)}
+    for fn in (lambda d: torch.argmin(t[d], dim=0), lambda d: t[d].sum(0), lambda d: t[d].amax(0)):
+        e, _ = _same_as_cpu(fn)
+        assert e is not None and "64 dims" in str(e)
+    for fn in (lambda d: torch.argmin(t[d]), lambda d: (t[d] + 1).sum()):
+        e, _ = _same_as_cpu(fn)
+        assert e is None
