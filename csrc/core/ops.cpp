@@ -13,11 +13,6 @@ std::string fullName(const c10::OperatorName& n) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
-c10::OperatorName parseName(const std::string& full) {
-  auto dot = full.find('.');
-  if (dot == std::string::npos) return c10::OperatorName(full, "");
-  return c10::OperatorName(full.substr(0, dot), full.substr(dot + 1));
-}
 
 // Same arguments (names and types; alias annotations aside), out arguments of `variant` skipped if asked.
 bool sameArgs(const c10::FunctionSchema& functional, const c10::FunctionSchema& variant, bool skip_out) {
@@ -53,7 +48,7 @@ std::map<std::string, OpRule> buildTable() {
   for (const std::string& name : names) table[name] = OpRule{reg.find(name), Variant::Own};
   for (const std::string& name : names) {
     const lowering::Rule* rule = reg.find(name);
-    c10::OperatorName on = parseName(name);
+    c10::OperatorName on = parseOpName(name);
     auto fh = disp.findOp(on);
     if (!fh) continue;  // not an op of this torch version
     const c10::FunctionSchema& fs = fh->schema();
@@ -94,8 +89,8 @@ std::map<std::string, OpRule> buildTable() {
   };
   for (const auto& a : kSameAs) {
     const lowering::Rule* r = reg.find(a.rule);
-    auto op = disp.findOp(parseName(a.op));
-    auto target = disp.findOp(parseName(a.rule));
+    auto op = disp.findOp(parseOpName(a.op));
+    auto target = disp.findOp(parseOpName(a.rule));
     if (r && op && target && sameArgs(target->schema(), op->schema(), false))
       table.emplace(a.op, OpRule{r, a.variant});
   }
@@ -103,6 +98,12 @@ std::map<std::string, OpRule> buildTable() {
 }
 
 }  // namespace
+
+c10::OperatorName parseOpName(const std::string& full) {
+  auto dot = full.find('.');
+  if (dot == std::string::npos) return c10::OperatorName(full, "");
+  return c10::OperatorName(full.substr(0, dot), full.substr(dot + 1));
+}
 
 const std::map<std::string, OpRule>& opRules() {
   static const std::map<std::string, OpRule> table = buildTable();

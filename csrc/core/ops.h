@@ -6,6 +6,8 @@
 // what functionalized graphs contain (`uniform` -> `uniform_`, `normal_functional` -> `normal_`).
 #pragma once
 
+#include <ATen/core/operator_name.h>
+
 #include <map>
 #include <string>
 
@@ -27,6 +29,8 @@ struct OpRule {
 
 // The rule serving `name` ("aten::add_.Tensor"); rule is nullptr when none does.
 OpRule ruleFor(const std::string& name);
+// "aten::add.Tensor" -> {"aten::add", "Tensor"}; no dot: an empty overload name.
+c10::OperatorName parseOpName(const std::string& full);
 // Every op name a rule serves, resolved once from the registry and the dispatcher's schemas.
 const std::map<std::string, OpRule>& opRules();
 

@@ -58,6 +58,12 @@ int64_t systemMapLimit() {
   return v;
 }
 
+// The limit pressure is judged against: the tests' override, else vm.max_map_count.
+int64_t mapLimit() {
+  const int64_t o = g_limit_override.load();
+  return o > 0 ? o : systemMapLimit();
+}
+
 }  // namespace
 
 void registerExecutableHolder(std::function<void()> trim) {
@@ -70,7 +76,7 @@ void relieveMapPressure() {
   g_since_check = 0;
   const int64_t maps = countMappings();
   if (maps < 0) return;
-  const int64_t limit = g_limit_override.load() > 0 ? g_limit_override.load() : systemMapLimit();
+  const int64_t limit = mapLimit();
   const bool pressured = maps > static_cast<int64_t>(kMapPressureFraction * static_cast<double>(limit));
   std::vector<std::function<void()>> trimmers;
   {
@@ -89,7 +95,7 @@ void relieveMapPressure() {
 MapPressureStats mapPressureStats() {
   std::lock_guard<std::mutex> g(mu());
   MapPressureStats s = g_stats;
-  if (s.max_mappings == 0) s.max_mappings = g_limit_override.load() > 0 ? g_limit_override.load() : systemMapLimit();
+  if (s.max_mappings == 0) s.max_mappings = mapLimit();
   return s;
 }
 

@@ -19,7 +19,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <initializer_list>
 #include <optional>
 #include <mutex>
 #include <unordered_map>
@@ -39,6 +38,7 @@
 #include "core/program.h"
 #include "core/scalars.h"
 #include "eager/copy.h"
+#include "eager/cpu_judges.h"
 #include "eager/device_args.h"
 #include "eager/entry.h"
 #include "eager/fallback.h"
@@ -413,128 +413,6 @@ void scan(const OpInfo& info, const c10::FunctionSchema& schema, const torch::ji
 // ---------------------------------------------------------------------------------------------------------------
 // Building a program on a cache miss.
 
-// Runs the CPU kernel on zero-filled host twins of the call's arguments (aliasing as they do) and rethrows its error
-// when the message contains one of `markers`: the call's own error. Other errors the zero-filled values may provoke
-// are not the call's and are ignored.
-void rethrowCpuTwinError(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base,
-                         std::initializer_list<const char*> markers) {
-  AliasTwins twin(c10::kCPU);
-  torch::jit::Stack cpu;
-  for (size_t i = 0; i < op.schema().arguments().size(); ++i) cpu.push_back(twin(stack[base + i]));
-  try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), &cpu);
-  } catch (const c10::Error& e) {
-    for (const char* m : markers)
-      if (e.msg().find(m) != std::string::npos) throw;
-  }
-}
-
-// out= into a tensor of another dtype than every input tensor's: PyTorch's meta kernels (its Python references)
-// accept any safe cast into `out`, while many CPU kernels require the result dtype exactly ("Found dtype Long but
-// expected Int" for neg, round, bitwise_not; nan_to_num's "dtype of out"). The CPU kernel judges such a call on
-// zero-filled host twins, once per call signature (on a miss; an error is never cached), and a dtype error it raises
-// is the call's error. Other errors the zero-filled twins may provoke are not the call's and are ignored.
-void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const OpInfo& info, const torch::jit::Stack& stack,
-                        size_t base) {
-  if (info.op.variant != core::Variant::Out) return;
-  const auto& args = op.schema().arguments();
-  std::vector<at::ScalarType> in_types;
-  bool differs = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const c10::IValue& v = stack[base + i];
-    if (!v.isTensor() || !v.toTensor().defined()) continue;
-    if (!args[i].is_out()) in_types.push_back(v.toTensor().scalar_type());
-  }
-  if (in_types.empty()) return;  // factories: the dtype is the out tensor's
-  for (size_t i = 0; i < args.size(); ++i) {
-    const c10::IValue& v = stack[base + i];
-    if (args[i].is_out() && v.isTensor() && v.toTensor().defined() &&
-        std::find(in_types.begin(), in_types.end(), v.toTensor().scalar_type()) == in_types.end())
-      differs = true;
-  }
-  // all/any: the result must be bool or uint8 whatever the input (CPU's check_result_is_bytebool).
-  const bool all_any = info.name.rfind("aten::all.", 0) == 0 || info.name.rfind("aten::any.", 0) == 0;
-  if (all_any)
-    for (size_t i = 0; i < args.size(); ++i) {
-      const c10::IValue& v = stack[base + i];
-      if (args[i].is_out() && v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() != at::kBool &&
-          v.toTensor().scalar_type() != at::kByte)
-        differs = true;
-    }
-  if (!differs) return;
-  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast", "expected scalar_type", "only supports bool tensor"});
-}
-
-// A complex Python number given to an op whose tensors are all real: PyTorch's meta kernels accept it (and the
-// program would keep the real part), while CPU kernels such as index_fill_ and fill_ raise ("Converting complex
-// Scalar to non-complex type is not supported"). The CPU kernel judges the call on zero-filled host twins, on a miss
-// (complex numbers are part of the cache key, and an error is never cached); an error naming complex numbers is the
-// call's error.
-void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base) {
-  const auto& args = op.schema().arguments();
-  bool complex_scalar = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const c10::IValue& v = stack[base + i];
-    if (v.isComplexDouble()) complex_scalar = true;
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex()) return;
-  }
-  if (!complex_scalar) return;
-  rethrowCpuTwinError(op, stack, base, {"omplex"});
-}
-
-// The strides of flat result `k` of an out= op's functional form, run on the Meta key with the call's (meta) inputs;
-// empty when contiguous, not dense, or not computable.
-std::vector<int64_t> functionalResultStrides(const OpInfo& info, const std::vector<c10::Argument>& args,
-                                             const std::vector<c10::IValue>& meta_args, int k) {
-  const std::string& name = info.op.rule->op;
-  const auto dot = name.find('.');
-  auto fh = c10::Dispatcher::singleton().findOp(
-      dot == std::string::npos ? c10::OperatorName(name, "") : c10::OperatorName(name.substr(0, dot), name.substr(dot + 1)));
-  if (!fh) return {};
-  torch::jit::Stack st;
-  for (size_t i = 0; i < args.size(); ++i)
-    if (!args[i].is_out()) st.push_back(meta_args[i]);
-  try {
-    fh->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &st);
-  } catch (const std::exception&) {
-    return {};
-  }
-  int flat = 0;
-  for (const c10::IValue& v : st) {
-    std::vector<at::Tensor> ts;
-    if (v.isTensor()) ts.push_back(v.toTensor());
-    else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorList()) ts.push_back(t);
-    for (const at::Tensor& t : ts) {
-      if (flat++ != k) continue;
-      if (!t.defined() || t.dim() < 2 || !t.is_non_overlapping_and_dense() ||
-          t.strides() == c10::IntArrayRef(c10::contiguous_strides(t.sizes())))
-        return {};
-      return t.strides().vec();
-    }
-  }
-  return {};
-}
-
-// Convolutions (forward, and backward's grad_input and grad_weight) give channels_last results when their input or
-// weight is channels_last, as CPU's and CUDA's kernels do; PyTorch's meta kernel leaves them contiguous.
-c10::MemoryFormat convolutionMemoryFormat(const OpInfo& info, const torch::jit::Stack& stack, size_t base) {
-  int in = -1;
-  if (info.name == "aten::convolution" || info.name == "aten::_convolution" ||
-      info.name.rfind("aten::convolution.", 0) == 0 || info.name.rfind("aten::_convolution.", 0) == 0)
-    in = 0;
-  else if (info.name == "aten::convolution_backward" || info.name.rfind("aten::convolution_backward.", 0) == 0)
-    in = 1;
-  if (in < 0) return c10::MemoryFormat::Contiguous;
-  for (int k = in; k < in + 2; ++k) {
-    const c10::IValue& v = stack[base + k];
-    if (!v.isTensor() || !v.toTensor().defined()) continue;
-    const at::Tensor& t = v.toTensor();
-    const c10::MemoryFormat f = t.suggest_memory_format();
-    if (f == c10::MemoryFormat::ChannelsLast || f == c10::MemoryFormat::ChannelsLast3d) return f;
-  }
-  return c10::MemoryFormat::Contiguous;
-}
-
 std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const OpInfo& info,
                                       const torch::jit::Stack& stack, size_t base, const Call& c,
                                       bool& needs_resize) {
@@ -568,19 +446,11 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
     prog->error_on_cpu = true;
     return prog;
   }
-  judgeOutDtypeOnCpu(op, info, stack, base);
-  judgeComplexScalarOnCpu(op, stack, base);
-  // Tensors of more than 64 dims: CPU's reductions refuse them ("only tensors with up to 64 dims are supported"),
-  // their meta kernels do not; the CPU kernel judges such a call on host twins.
-  for (size_t i = base; i < stack.size(); ++i)
-    if (stack[i].isTensor() && stack[i].toTensor().defined() && stack[i].toTensor().dim() > 64) {
-      rethrowCpuTwinError(op, stack, base, {"up to 64 dims"});
-      break;
-    }
+  judgeOnCpu(op, info.name, info.op.variant == core::Variant::Out, stack, base);
   std::vector<TensorType> out_types;  // per flat result
   std::vector<std::vector<int64_t>> out_strides;  // per flat result: the meta result's strides when not contiguous
   std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument
-  const c10::MemoryFormat conv_format = convolutionMemoryFormat(info, stack, base);
+  const c10::MemoryFormat conv_format = convolutionMemoryFormat(info.name, stack, base);
   auto addType = [&](const at::Tensor& m) -> bool {
     // A fresh result keeps the layout PyTorch's meta kernel gives it (TensorIterator follows its inputs' memory
     // format: channels_last in, channels_last out), when that layout is dense: the program stores it in that order.
@@ -681,7 +551,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
       // An out= tensor resized by the call takes the strides of the functional op's result (TensorIterator follows
       // its inputs' permutation), as CPU's kernels restride it; the Meta key's out= kernels leave it contiguous.
       if (info.op.variant == core::Variant::Out) {
-        const std::vector<int64_t> st = functionalResultStrides(info, args, meta_args, w.first);
+        const std::vector<int64_t> st = functionalResultStrides(info.op.rule->op, args, meta_args, w.first);
         if (!st.empty()) real.unsafeGetTensorImpl()->set_sizes_and_strides(out_types[w.first].shape, st);
       }
     }

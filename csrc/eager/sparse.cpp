@@ -36,7 +36,7 @@ namespace torch_tpu {
 
 namespace {
 
-at::Tensor makeCoo(const at::Tensor& /*like*/, at::IntArrayRef sizes, int64_t sparse_dim, const at::Tensor& indices,
+at::Tensor makeCoo(at::IntArrayRef sizes, int64_t sparse_dim, const at::Tensor& indices,
                    const at::Tensor& values, bool coalesced) {
   return at::_sparse_coo_tensor_with_dims_and_tensors(sparse_dim, static_cast<int64_t>(sizes.size()) - sparse_dim,
                                                       sizes, indices, values, values.options().layout(at::kSparse),
@@ -50,9 +50,10 @@ at::Tensor linearIndex(const at::Tensor& indices, at::IntArrayRef sizes, int64_t
   return lin;
 }
 
-std::vector<std::optional<at::Tensor>> indexList(const at::Tensor& indices, int64_t sparse_dim) {
-  std::vector<std::optional<at::Tensor>> idx;
-  for (int64_t d = 0; d < sparse_dim; ++d) idx.emplace_back(indices.select(0, d));
+// The index of each entry's position along every sparse dim, for index / index_put_.
+c10::List<std::optional<at::Tensor>> indexList(const at::Tensor& indices, int64_t sparse_dim) {
+  c10::List<std::optional<at::Tensor>> idx;
+  for (int64_t d = 0; d < sparse_dim; ++d) idx.push_back(indices.select(0, d));
   return idx;
 }
 
@@ -62,7 +63,7 @@ at::Tensor sparseCoalesce(const at::Tensor& self) {
   if (self._nnz() == 0 || sd == 0) {
     at::Tensor v = sd == 0 && self._nnz() > 1 ? values.sum(0, true) : values.clone();
     at::Tensor i = sd == 0 && self._nnz() > 1 ? indices.narrow(1, 0, 1).clone() : indices.clone();
-    return makeCoo(self, self.sizes(), sd, i, v, true);
+    return makeCoo(self.sizes(), sd, i, v, true);
   }
   at::Tensor lin = linearIndex(indices, self.sizes(), sd);
   auto [uniq, inverse, counts] = at::_unique2(lin, /*sorted=*/true, /*return_inverse=*/true, false);
@@ -75,7 +76,7 @@ at::Tensor sparseCoalesce(const at::Tensor& self) {
     rows[static_cast<size_t>(d)] = d == 0 ? rest : rest.remainder(self.size(d));
     if (d > 0) rest = rest.div(self.size(d), "floor");
   }
-  return makeCoo(self, self.sizes(), sd, at::stack(rows, 0), new_values, true);
+  return makeCoo(self.sizes(), sd, at::stack(rows, 0), new_values, true);
 }
 
 at::Tensor toDense(const at::Tensor& self, std::optional<at::ScalarType> dtype, std::optional<bool> /*masked_grad*/) {
@@ -85,9 +86,7 @@ at::Tensor toDense(const at::Tensor& self, std::optional<at::ScalarType> dtype, 
   if (self._nnz() == 0) return dense;
   const int64_t sd = self.sparse_dim();
   if (sd == 0) return dense.add_(values.sum(0));
-  c10::List<std::optional<at::Tensor>> idx;
-  for (auto& t : indexList(self._indices(), sd)) idx.push_back(t);
-  return dense.index_put_(idx, values, /*accumulate=*/true);
+  return dense.index_put_(indexList(self._indices(), sd), values, /*accumulate=*/true);
 }
 
 // dense -> COO with `sparse_dim` sparse dims: an entry per position of the sparse dims where any value is nonzero.
@@ -102,11 +101,9 @@ at::Tensor denseToCoo(const at::Tensor& self, int64_t sparse_dim) {
   if (sparse_dim == 0) {
     values = self.unsqueeze(0).clone();
   } else {
-    c10::List<std::optional<at::Tensor>> idx;
-    for (auto& t : indexList(indices, sparse_dim)) idx.push_back(t);
-    values = at::index(self, idx);
+    values = at::index(self, indexList(indices, sparse_dim));
   }
-  return makeCoo(self, self.sizes(), sparse_dim, indices, values, true);
+  return makeCoo(self.sizes(), sparse_dim, indices, values, true);
 }
 
 at::Tensor toSparseSparseDim(const at::Tensor& self, int64_t sparse_dim) { return denseToCoo(self, sparse_dim); }
@@ -168,7 +165,7 @@ at::Tensor sparseAdd(const at::Tensor& self, const at::Tensor& other, const at::
     const at::ScalarType t = at::promote_types(self.scalar_type(), other.scalar_type());
     at::Tensor values = at::cat({self._values().to(t), other._values().to(t).mul(alpha)}, 0);
     at::Tensor indices = at::cat({self._indices(), other._indices()}, 1);
-    return makeCoo(self, self.sizes(), self.sparse_dim(), indices, values, false);
+    return makeCoo(self.sizes(), self.sparse_dim(), indices, values, false);
   }
   TORCH_CHECK(!self.is_sparse(), "add(sparse, dense) is not supported. Use add(dense, sparse) instead.");
   const at::Tensor& dense = self;
@@ -200,12 +197,10 @@ at::Tensor mulOrDiv(const at::Tensor& self, const at::Tensor& other, bool div) {
   if (other.dim() > 0) {
     // A dense factor broadcasts to self's shape; each entry takes the factor at its position.
     at::Tensor full = other.expand(self.sizes());
-    c10::List<std::optional<at::Tensor>> idx;
-    for (auto& t : indexList(self._indices(), self.sparse_dim())) idx.push_back(t);
-    factor = at::index(full, idx);
+    factor = at::index(full, indexList(self._indices(), self.sparse_dim()));
   }
   at::Tensor v = div ? values.div(factor) : values.mul(factor);
-  return makeCoo(self, self.sizes(), self.sparse_dim(), self._indices().clone(), v, self.is_coalesced());
+  return makeCoo(self.sizes(), self.sparse_dim(), self._indices().clone(), v, self.is_coalesced());
 }
 
 at::Tensor sparseMul(const at::Tensor& self, const at::Tensor& other) { return mulOrDiv(self, other, false); }
@@ -222,15 +217,13 @@ at::Tensor sparseMask(const at::Tensor& self, const at::Tensor& mask) {
   if (mask.sparse_dim() == 0) {
     values = dense.unsqueeze(0).expand(mask._values().sizes()).clone();
   } else {
-    c10::List<std::optional<at::Tensor>> idx;
-    for (auto& t : indexList(mask._indices(), mask.sparse_dim())) idx.push_back(t);
-    values = at::index(dense, idx);
+    values = at::index(dense, indexList(mask._indices(), mask.sparse_dim()));
   }
-  return makeCoo(self, self.sizes(), mask.sparse_dim(), mask._indices().clone(), values, mask.is_coalesced());
+  return makeCoo(self.sizes(), mask.sparse_dim(), mask._indices().clone(), values, mask.is_coalesced());
 }
 
 at::Tensor sparseNeg(const at::Tensor& self) {
-  return makeCoo(self, self.sizes(), self.sparse_dim(), self._indices().clone(), self._values().neg(),
+  return makeCoo(self.sizes(), self.sparse_dim(), self._indices().clone(), self._values().neg(),
                  self.is_coalesced());
 }
 
