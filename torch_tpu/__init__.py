@@ -149,6 +149,10 @@ from ._rnn import _install as _install_rnn_meta  # noqa: E402
 
 _install_rnn_meta()
 
+from ._legacy_storage import _install as _install_legacy_storage  # noqa: E402
+
+_install_legacy_storage(_device_module, _BACKEND)  # torch.tpu.FloatStorage, ...; byte slices of tpu storages
+
 from ._dlpack import _install as _install_dlpack  # noqa: E402
 
 _install_dlpack()  # DLPack round trips of tpu tensors alias their storage

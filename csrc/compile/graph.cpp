@@ -448,7 +448,7 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
   for (int i = 0; i < nin; ++i) {
     const core::Signature::Entry& in = sig.tensors[i];
     const auto& sizes = g.inputs[i].sizes;
-    if (plan.pack_transposed[i] && in.identity && sig.buffers[in.slot] && slot_readers[in.slot] == 1 &&
+    if (plan.pack_transposed[i] && in.identity && in.t.scalar_type() != at::kComplexHalf && sig.buffers[in.slot] && slot_readers[in.slot] == 1 &&
         sig.bdims[in.slot] == sizes && std::find(written.begin(), written.end(), in.slot) == written.end()) {
       // The program reads the weight's copy with its last two dimensions transposed (row-major [in, out]) and
       // transposes it back: the two transposes cancel and the product reads its right operand in the fast layout.
@@ -495,7 +495,7 @@ BuildResult buildProgram(const GraphDesc& g, const GraphPlan& plan, const core::
     const TensorMeta& m = g.output_meta[k];
     Value r = vals[v];
     if (m.defined) {
-      r = b.convert(r, toDType(m.dtype));
+      r = core::toStorage(b, r, m.dtype);  // complex32 results are stored packed (core/program.h)
       if (r.shape() != m.sizes) r = b.reshape(r, m.sizes);
     }
     core::Program::Result rt{m.defined ? m.dtype : toScalarType(r.dtype()), r.shape()};

@@ -24,6 +24,7 @@ shlo::DType toDType(at::ScalarType t) {
     case at::kBFloat16: return D::BF16;
     case at::kComplexFloat: return D::C64;
     case at::kComplexDouble: return D::C128;
+    case at::kComplexHalf: return D::C64;
     case at::kFloat8_e5m2: return D::F8E5M2;
     case at::kFloat8_e4m3fn: return D::F8E4M3FN;
     case at::kFloat8_e5m2fnuz: return D::F8E5M2FNUZ;
@@ -38,7 +39,7 @@ bool supportedDType(at::ScalarType t) {
   switch (t) {
     case at::kBool: case at::kChar: case at::kShort: case at::kInt: case at::kLong: case at::kByte:
     case at::kHalf: case at::kFloat: case at::kDouble: case at::kBFloat16: case at::kComplexFloat:
-    case at::kUInt16: case at::kUInt32: case at::kUInt64:
+    case at::kUInt16: case at::kUInt32: case at::kUInt64: case at::kComplexHalf:
     case at::kFloat8_e5m2: case at::kFloat8_e4m3fn: case at::kFloat8_e5m2fnuz: case at::kFloat8_e4m3fnuz:
     case at::kFloat8_e8m0fnu:
       return true;
@@ -47,6 +48,11 @@ bool supportedDType(at::ScalarType t) {
     default:
       return false;
   }
+}
+
+shlo::DType storageDType(at::ScalarType t) {
+  if (t == at::kComplexHalf) return shlo::DType::U32;
+  return toDType(t);
 }
 
 bool complex128Supported() {

@@ -109,7 +109,7 @@ int Signature::add(const at::Tensor& t, bool writes) {
       btype.push_back(DType(buf->type()));
     } else {  // never written: reads as zeros, no program input
       bdims.push_back({static_cast<int64_t>(st->nbytes / t.element_size())});
-      btype.push_back(toDType(t.scalar_type()));
+      btype.push_back(storageDType(t.scalar_type()));
     }
     buffers.push_back(std::move(buf));
     written.push_back(0);
@@ -119,7 +119,7 @@ int Signature::add(const at::Tensor& t, bool writes) {
   if (writes) written[slot] = 1;
   const auto sizes = t.sizes();
   const shlo::Shape& bd = bdims[slot];
-  const bool identity = toDType(t.scalar_type()) == btype[slot] && coversBuffer(bd, sizes, t.strides(), t.storage_offset());
+  const bool identity = storageDType(t.scalar_type()) == btype[slot] && coversBuffer(bd, sizes, t.strides(), t.storage_offset());
   KeyWriter(key).tag(KeyTag::Tensor);
   put<int8_t>(key, static_cast<int8_t>(t.scalar_type()));
   put<int8_t>(key, static_cast<int8_t>(slot));
@@ -181,6 +181,23 @@ viewprog::Layout Signature::layout(int ti) const {
   return viewprog::Layout{t.sizes().vec(), t.strides().vec(), t.storage_offset()};
 }
 
+Value toStorage(shlo::Builder& b, Value v, at::ScalarType t) {
+  v = b.convert(v, toDType(t));
+  if (t != at::kComplexHalf) return v;
+  // Each component rounded to half (round to nearest even, as c10::Half), its 16 bits placed in the word: the real
+  // part low, the imaginary part high.
+  auto bits = [&](Value f32) { return b.convert(b.bitcastConvert(b.convert(f32, DType::F16), DType::U16), DType::U32); };
+  Value sixteen = b.broadcastTo(b.constantInt(16, DType::U32), v.shape());
+  return b.orOp(bits(b.realPart(v)), b.shiftLeft(bits(b.imagPart(v)), sixteen));
+}
+
+Value fromStorage(shlo::Builder& b, Value v, at::ScalarType t) {
+  if (t != at::kComplexHalf) return v;
+  auto half = [&](Value u32) { return b.convert(b.bitcastConvert(b.convert(u32, DType::U16), DType::F16), DType::F32); };
+  Value sixteen = b.broadcastTo(b.constantInt(16, DType::U32), v.shape());
+  return b.complex(half(v), half(b.shiftRightLogical(v, sixteen)));
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // ProgramBuilder
 
@@ -230,7 +247,8 @@ Value ProgramBuilder::read(int ti) {
   Value& v = reads_[ti];
   if (!v.valid()) {
     const Signature::Entry& e = sig.tensors[ti];
-    v = viewprog::read(b, storage(e.slot), sig.layout(ti), offset(ti), toDType(e.t.scalar_type()));
+    const at::ScalarType st = e.t.scalar_type();
+    v = fromStorage(b, viewprog::read(b, storage(e.slot), sig.layout(ti), offset(ti), storageDType(st)), st);
     v = logical(e.t, v);
   }
   return v;
@@ -242,7 +260,7 @@ void ProgramBuilder::write(int ti, Value v) {
   TORCH_INTERNAL_ASSERT(std::find(written_.begin(), written_.end(), slot) != written_.end(),
                         "tpu: a program writes a storage it did not declare");
   v = logical(e.t, b.convert(v, toDType(e.t.scalar_type())));  // conj and neg are their own inverses
-  v = b.broadcastTo(v, e.t.sizes().vec());
+  v = toStorage(b, b.broadcastTo(v, e.t.sizes().vec()), e.t.scalar_type());
   Value& cur = new_bufs_[slot];
   if (e.identity) {
     // The whole storage is overwritten; the new buffer keeps the old one's shape (so a donated buffer fits).

@@ -45,6 +45,12 @@ inline void putInts(std::string& k, c10::IntArrayRef v) {
   put(k, v.data(), v.size() * sizeof(int64_t));
 }
 
+// A value of dtype `t` as its storage holds it: converted to t's compute type (core/dtype.h toDType), and for
+// complex32 rounded to two halves packed in a 32-bit word (storageDType). `fromStorage` reads such words back as
+// complex64; other dtypes pass through both unchanged.
+shlo::Value toStorage(shlo::Builder& b, shlo::Value v, at::ScalarType t);
+shlo::Value fromStorage(shlo::Builder& b, shlo::Value v, at::ScalarType t);
+
 // PyTorch's message for tensors of one call on different devices (a RuntimeError, as on CPU).
 [[noreturn]] void deviceMismatch(int device, const c10::Device& other);
 

@@ -137,8 +137,31 @@ void TpuStorage::flushPending(TpuStorage* s) {
   if (g_flush_hook) g_flush_hook(s);
 }
 
+namespace {
+std::atomic<c10::DeleterFnPtr> g_slice_deleter{nullptr};
+}  // namespace
+
+void noteSliceDeleter(c10::DeleterFnPtr deleter) { g_slice_deleter.store(deleter); }
+
+SliceBase sliceBase(const c10::Storage& s) {
+  SliceBase r{s, 0};
+  const c10::DeleterFnPtr slice = g_slice_deleter.load();
+  // A slice of a slice holds the outer slice: follow the chain to the storage with the bytes.
+  while (slice != nullptr && r.base.data_ptr().get_deleter() == slice) {
+    const auto* p = static_cast<const char*>(r.base.data_ptr().get());
+    auto* outer = static_cast<c10::StorageImpl*>(r.base.data_ptr().get_context());
+    c10::Storage next(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(outer));
+    r.offset += static_cast<size_t>(p - static_cast<const char*>(next.data_ptr().get()));
+    r.base = std::move(next);
+  }
+  return r;
+}
+
 TpuStorage* storageOf(const c10::Storage& s) {
   auto* ctx = static_cast<TpuStorage*>(s.data_ptr().get_context());
+  TORCH_CHECK(g_slice_deleter.load() == nullptr || s.data_ptr().get_deleter() != g_slice_deleter.load(),
+              "tpu: this operation does not take a byte slice of a tpu storage (UntypedStorage[a:b]); read and write "
+              "the slice through a tensor: torch.empty(0, dtype=torch.uint8, device='tpu').set_(slice)");
   TORCH_CHECK(ctx != nullptr && s.data_ptr().get_deleter() == &deleteStorage,
               "tpu: this tensor's storage was not allocated by torch_tpu (a tensor made on device tpu from a raw "
               "pointer: torch.from_blob, or a DLPack capsule another producer exported for an extension device); "
@@ -172,7 +195,7 @@ runtime::BufferPtr bufferOf(const at::Tensor& t) {
     size_t item = t.element_size();
     int64_t n = static_cast<int64_t>(s->nbytes / item);
     std::vector<char> zeros(s->nbytes, 0);
-    s->buffer = client().fromHost(zeros.data(), static_cast<runtime::ElementType>(toDType(t.scalar_type())),
+    s->buffer = client().fromHost(zeros.data(), static_cast<runtime::ElementType>(storageDType(t.scalar_type())),
                                   {n}, s->device);
     if (s->reserved) s->unreserve();
   }

@@ -80,6 +80,17 @@ c10::Allocator* tpuAllocator();
 TpuStorage* storageOf(const at::Tensor& t);
 TpuStorage* storageOf(const c10::Storage& s);
 
+// Byte slices of storages. PyTorch's `UntypedStorage[a:b]` makes a StorageImpl whose DataPtr points `a` bytes into
+// the sliced storage's data pointer and whose context holds a reference to the sliced StorageImpl, freed by a deleter
+// of PyTorch's own (registered once, from a CPU slice, by the Python package). A tpu slice has no TpuStorage of its
+// own: tensors set_ onto it alias the sliced storage at the slice's byte offset (eager/views.cpp).
+void noteSliceDeleter(c10::DeleterFnPtr deleter);
+struct SliceBase {
+  c10::Storage base;   // the storage holding the bytes (`s` itself when it is not a slice)
+  size_t offset = 0;   // the slice's first byte in it
+};
+SliceBase sliceBase(const c10::Storage& s);
+
 // The buffer of `t`'s storage, materialized (zero-filled, flat, of t's dtype) when it has none yet.
 runtime::BufferPtr bufferOf(const at::Tensor& t);
 

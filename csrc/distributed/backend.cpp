@@ -17,7 +17,7 @@ void checkTensors(const char* what, const std::vector<at::Tensor>& ts) {
     TORCH_CHECK_VALUE(t.is_privateuseone() || t.is_cpu(), "tpu_dist: ", what, ": expected tpu or cpu tensors, got ",
                       t.device());
     if (t.is_privateuseone())
-      TORCH_CHECK_TYPE(supportedDType(t.scalar_type()), "tpu_dist: ", what, ": unsupported dtype ", t.scalar_type(),
+      TORCH_CHECK_TYPE(supportedDType(t.scalar_type()) && t.scalar_type() != at::kComplexHalf, "tpu_dist: ", what, ": unsupported dtype ", t.scalar_type(),
                        " (complex tensors: use torch.view_as_real)");
   }
 }

@@ -288,7 +288,7 @@ void XlaEngine::checkDevice(const std::string& what, const at::Tensor& t, std::s
   } else if (t.device().index() != device_) {
     problem = what + ": rank " + std::to_string(rank_) + " of the XLA transport runs on tpu:" +
               std::to_string(device_) + ", got a tensor on " + t.device().str();
-  } else if (!supportedDType(t.scalar_type())) {
+  } else if (!supportedDType(t.scalar_type()) || t.scalar_type() == at::kComplexHalf) {
     problem = what + ": unsupported dtype " + std::string(c10::toString(t.scalar_type()));
   }
 }

@@ -139,7 +139,7 @@ void fromHost(const at::Tensor& self, const at::Tensor& src) {
     hostView(bytes, self).copy_(src);
     TpuStorage* st = storageOf(self);
     int64_t n = static_cast<int64_t>(st->nbytes / self.element_size());
-    st->set(client().fromHost(bytes.data_ptr(), runtime::ElementType(toDType(self.scalar_type())), {n}, st->device));
+    st->set(client().fromHost(bytes.data_ptr(), runtime::ElementType(storageDType(self.scalar_type())), {n}, st->device));
     return;
   }
   at::Tensor host = src;
@@ -148,7 +148,7 @@ void fromHost(const at::Tensor& self, const at::Tensor& src) {
     host = at::empty(self.sizes(), self.options().device(at::kCPU));
     host.copy_(src);
   }
-  runtime::BufferPtr buf = client().fromHost(host.data_ptr(), runtime::ElementType(toDType(self.scalar_type())),
+  runtime::BufferPtr buf = client().fromHost(host.data_ptr(), runtime::ElementType(storageDType(self.scalar_type())),
                                              self.sizes().vec(), self.device().index());
   if (wholeBuffer(self)) {
     storageOf(self)->set(std::move(buf));

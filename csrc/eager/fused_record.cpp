@@ -146,7 +146,7 @@ std::vector<at::Tensor> recordOutputs(OpRec& op, int k, const EagerProgram::Func
   fresh.reserve(prog.results.size());
   for (const core::Program::Result& res : prog.results) {
     at::Tensor out = core::Program::wrapResult(nullptr, res, sig.device);
-    pend(storageOf(out), res.dims(), static_cast<runtime::ElementType>(toDType(res.dtype)));
+    pend(storageOf(out), res.dims(), static_cast<runtime::ElementType>(storageDType(res.dtype)));
     fresh.push_back(std::move(out));
   }
   while (j < op.num_out) {

@@ -448,6 +448,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   }
   judgeOnCpu(op, info.name, info.op.variant == core::Variant::Out, stack, base);
   std::vector<TensorType> out_types;  // per flat result
+  std::vector<at::ScalarType> out_dtypes;  // per flat result (complex32 computes as complex64: core/dtype.h)
   std::vector<std::vector<int64_t>> out_strides;  // per flat result: the meta result's strides when not contiguous
   std::vector<std::pair<int, int>> writes;  // (flat result, tensor index) written into an argument
   const c10::MemoryFormat conv_format = convolutionMemoryFormat(info.name, stack, base);
@@ -465,6 +466,7 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
       out_strides.push_back(c10::get_channels_last_strides_3d(m.sizes()));
     else
       out_strides.push_back(strided ? m.strides().vec() : std::vector<int64_t>{});
+    out_dtypes.push_back(m.defined() ? m.scalar_type() : at::kFloat);
     if (!m.defined()) {
       out_types.push_back(TensorType{});
       return true;
@@ -651,8 +653,9 @@ std::shared_ptr<EagerProgram> buildProgram(const c10::OperatorHandle& op, const 
   std::vector<core::Program::Result> fresh_types;
   for (size_t k = 0; k < results.size(); ++k) {
     if (is_written[k] || out_types[k].dtype == DType::Invalid) continue;
-    core::Program::Result r{toScalarType(out_types[k].dtype), out_types[k].shape, out_strides[k]};
-    fresh.push_back(r.strides.empty() ? results[k] : pb.b.transpose(results[k], core::memoryOrder(r.strides)));
+    core::Program::Result r{out_dtypes[k], out_types[k].shape, out_strides[k]};
+    Value v = r.dtype == at::kComplexHalf ? core::toStorage(pb.b, results[k], r.dtype) : results[k];
+    fresh.push_back(r.strides.empty() ? v : pb.b.transpose(v, core::memoryOrder(r.strides)));
     fresh_types.push_back(std::move(r));
     prog->fresh_flat.push_back(static_cast<int>(k));
   }

@@ -149,6 +149,23 @@ const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
 
 at::Tensor& set_storage_offset(at::Tensor& self, c10::Storage source, int64_t storage_offset,
                                c10::IntArrayRef size, c10::IntArrayRef stride) {
+  // A byte slice of a storage (core/storage.h): the tensor aliases the sliced storage at the slice's offset, within
+  // the slice's bytes (slices are not resizable, as on CPU).
+  if (SliceBase sb = sliceBase(source); sb.base.unsafeGetStorageImpl() != source.unsafeGetStorageImpl()) {
+    const int64_t item = static_cast<int64_t>(self.element_size());
+    TORCH_CHECK(static_cast<int64_t>(sb.offset) % item == 0, "tpu: a tensor of dtype ", self.scalar_type(),
+                " cannot start at byte ", sb.offset, " of a storage (a slice's start must be a multiple of its ",
+                item, "-byte elements)");
+    TORCH_CHECK(storage_offset >= 0, "Tensor: invalid storage offset ", storage_offset);
+    const c10::DimVector st = stride.data() != nullptr ? c10::DimVector(stride) : c10::contiguous_strides(size);
+    const size_t needed = c10::multiply_integers(size) == 0
+                              ? 0
+                              : at::detail::computeStorageNbytes(size, st, static_cast<size_t>(item),
+                                                                 static_cast<size_t>(storage_offset));
+    TORCH_CHECK(needed <= source.nbytes(), "Trying to resize storage that is not resizable");
+    return set_storage_offset(self, sb.base, storage_offset + static_cast<int64_t>(sb.offset) / item, size,
+                              stride.data() != nullptr ? stride : c10::IntArrayRef(st));
+  }
   at::native::checkSetStorage(self, source, storage_offset, size, stride);
   self.unsafeGetTensorImpl()->set_storage_offset(storage_offset);
   std::optional<c10::IntArrayRef> st = stride.data() != nullptr ? std::optional<c10::IntArrayRef>(stride) : std::nullopt;

@@ -312,6 +312,11 @@ PYBIND11_MODULE(_C, m) {
     return r;
   });
   m.def("_set_map_limit_for_testing", &core::setMapLimitForTesting);
+  // The deleter of PyTorch's storage byte slices, read from a slice of a CPU storage (core/storage.h sliceBase).
+  m.def("_note_storage_slice", [](uintptr_t cdata) {
+    auto* impl = reinterpret_cast<c10::StorageImpl*>(cdata);
+    noteSliceDeleter(impl->data_ptr().get_deleter());
+  });
   // What process exit does (tests): afterwards every tpu use raises.
   m.def("_shutdown", []() {
     py::gil_scoped_release nogil;

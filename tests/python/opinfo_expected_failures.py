@@ -92,9 +92,6 @@ X += xfail('nn.functional.interpolate.bicubic', ('bfloat16', 'float32'), 'backwa
 X += xfail('nn.functional.interpolate.bicubic', ('bfloat16', 'float32'), 'forward', _BICUBIC,
           fallback=['aten::upsample_bicubic2d.out'])
 
-_CHALF = 'complex32 (chalf) tensors are not supported on tpu'
-X += xfail('chalf', ('bfloat16', 'bool', 'float32', 'int64'), 'forward', _CHALF, error='ComplexHalf are not supported')
-
 _DOT_BF16 = (
     'XLA:CPU rejects the program of this _trilinear backward: a bf16 x bf16 dot with an f32 result that '
     'its DotThunk cannot execute (the forward and the other samples run)')

@@ -16,26 +16,11 @@ KNOWN_FAILURES = {
     # synchronization, as CUDA's is (the test skips that part on cuda only).
     "test_torch::TestTorchDeviceTypeDEV::test_masked_scatter_DEV_*":
         ("missing-check", "the short-source error is raised at the next synchronization, as on CUDA"),
-    # Legacy TypedStorage API: byte slices of a tpu UntypedStorage would alias raw device memory (a storage made from
-    # a pointer into another's), which a PJRT buffer cannot be; the slice raises torch_tpu's clear error.
-    "test_torch::TestTorchDeviceTypeDEV::test_storage_DEV_*":
-        ("error", "byte slices of a tpu UntypedStorage (raw-pointer aliases) are not supported: a clear error"),
-    # storage_type() looks for legacy classes in torch.tpu (FloatStorage, ...), which torch_tpu does not define (the
-    # test expects CPU's torch.FloatStorage for every device but cuda).
+    # storage_type() of a tpu tensor is torch.tpu.FloatStorage (...), as a CUDA tensor's is torch.cuda.FloatStorage;
+    # the test expects torch.cuda's classes on cuda and CPU's torch.FloatStorage on every other device.
     "test_torch::TestTorchDeviceTypeDEV::test_tensor_storage_type_DEV_*":
-        ("error", "no legacy storage classes (torch.tpu.FloatStorage, ...): storage_type() is None"),
+        ("other", "storage_type() is torch.tpu's legacy class (as CUDA's is torch.cuda's); the test expects CPU's"),
     # Tensor.map_/map2_ call a Python function per element: "only implemented on CPU tensors", as on CUDA.
     "test_torch::TestTorchDeviceTypeDEV::test_broadcast_fn_map*_DEV":
         ("error", "map_/map2_ are CPU-only, as on CUDA"),
-    # complex32 (ComplexHalf) is not a tpu dtype: refused with a TypeError naming it.
-    "test_torch::TestTorchDeviceTypeDEV::test_*_DEV_complex32*":
-        ("error", "complex32 is not a tpu dtype (TypeError naming it)"),
-    "test_unary_ufuncs::TestUnaryUfuncsDEV::*chalf*":
-        ("error", "chalf conversions produce complex32, which is not a tpu dtype"),
-    "test_unary_ufuncs::TestUnaryUfuncsDEV::*_DEV_complex32":
-        ("error", "complex32 is not a tpu dtype (TypeError naming it)"),
-    "test_torch::TestTorchDeviceTypeDEV::test_copy__DEV_*":
-        ("error", "each dtype's copy test also copies to and from complex32, which is not a tpu dtype"),
-    "test_torch::TestTorchDeviceTypeDEV::test_complex_half_experimental_warning_DEV":
-        ("error", "complex32 is not a tpu dtype (TypeError naming it)"),
 }
