@@ -52,13 +52,23 @@ void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const std::string& name, 
         std::find(in_types.begin(), in_types.end(), v.toTensor().scalar_type()) == in_types.end())
       differs = true;
   }
-  // all/any: the result must be bool or uint8 whatever the input (CPU's check_result_is_bytebool).
-  const bool all_any = name.rfind("aten::all.", 0) == 0 || name.rfind("aten::any.", 0) == 0;
-  if (all_any)
+  // Ops whose result dtype does not follow their inputs' accept only theirs, whatever the inputs: all/any bool or
+  // uint8 (CPU's check_result_is_bytebool), searchsorted/bucketize int64, or int32 with out_int32.
+  std::vector<at::ScalarType> fixed;
+  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (starts("aten::all.") || starts("aten::any.")) {
+    fixed = {at::kBool, at::kByte};
+  } else if (starts("aten::searchsorted.") || starts("aten::bucketize.")) {
+    bool int32 = false;
+    for (size_t i = 0; i < args.size(); ++i)
+      if (args[i].name() == "out_int32" && stack[base + i].isBool()) int32 = stack[base + i].toBool();
+    fixed = {int32 ? at::kInt : at::kLong};
+  }
+  if (!fixed.empty())
     for (size_t i = 0; i < args.size(); ++i) {
       const c10::IValue& v = stack[base + i];
-      if (args[i].is_out() && v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() != at::kBool &&
-          v.toTensor().scalar_type() != at::kByte)
+      if (args[i].is_out() && v.isTensor() && v.toTensor().defined() &&
+          std::find(fixed.begin(), fixed.end(), v.toTensor().scalar_type()) == fixed.end())
         differs = true;
     }
   if (!differs) return;

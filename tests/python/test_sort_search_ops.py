@@ -44,3 +44,36 @@ def test_searchsorted_unsorted_permuted_rows_match_cpu():
     for right in (False, True):
         got = torch.searchsorted(bp.to("tpu"), vp.to("tpu"), right=right).cpu()
         assert torch.equal(got, torch.searchsorted(bp, vp, right=right))
+
+
+def test_non_contiguous_warnings_as_on_cpu():
+    # CPU's (and CUDA's) searchsorted/bucketize warn about non-contiguous boundaries, values and sorters, in that order
+    import warnings
+
+    def calls(d):
+        b = torch.tensor([[1.0, 2], [3, 4], [5, 6]], device=d).t()
+        v = torch.tensor([[2.0, 5]], device=d)
+        bd = torch.tensor([1.0, 3, 5], device=d)
+        return {
+            "searchsorted": lambda: torch.searchsorted(b, v.expand(2, 2)),
+            "out": lambda: torch.searchsorted(b, v.expand(2, 2), out=torch.empty(2, 2, dtype=torch.long, device=d)),
+            "bucketize_out": lambda: torch.bucketize(v.expand(3, 2).t(), bd,
+                                                     out=torch.empty(2, 3, dtype=torch.long, device=d)),
+            "scalar": lambda: torch.searchsorted(b[0], 3.0),
+            "bucketize": lambda: torch.bucketize(torch.rand(3, 4, device=d).t(), bd),
+            "contiguous": lambda: torch.bucketize(v, bd),
+        }
+
+    prev = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        for name in calls("cpu"):
+            got = {}
+            for d in ("cpu", "tpu"):
+                with warnings.catch_warnings(record=True) as w:
+                    warnings.simplefilter("always")
+                    calls(d)[name]()
+                got[d] = [str(x.message).split(" (Triggered")[0] for x in w if "searchsorted()" in str(x.message)]
+            assert got["tpu"] == got["cpu"], name
+    finally:
+        torch.set_warn_always(prev)

@@ -23,4 +23,11 @@ KNOWN_FAILURES = {
     # Tensor.map_/map2_ call a Python function per element: "only implemented on CPU tensors", as on CUDA.
     "test_torch::TestTorchDeviceTypeDEV::test_broadcast_fn_map*_DEV":
         ("error", "map_/map2_ are CPU-only, as on CUDA"),
+    # complex32 add/sub are bit-equal to CPU's kernels (rounded to nearest even); the 2.1 file's test class is named
+    # TestBinaryUfuncs, so torch 2.13's complex32 tolerance (atol 1e-2, given to TestBinaryUfuncsDevice) does not
+    # reach it, and an unrounded complex64 reference is compared with 1e-5. CPU's run of the file fails add alike.
+    "test_binary_ufuncs::TestBinaryUfuncsDEV::test_reference_numerics_*add_DEV_complex32":
+        ("other", "bit-equal to CPU; the old file misses torch 2.13's complex32 tolerance (CPU fails it too)"),
+    "test_binary_ufuncs::TestBinaryUfuncsDEV::test_reference_numerics_*sub_DEV_complex32":
+        ("other", "bit-equal to CPU; the old file misses torch 2.13's complex32 tolerance"),
 }

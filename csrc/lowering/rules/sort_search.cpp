@@ -147,7 +147,15 @@ void populateSortSearch(Registry& r) {
       bool right = (ctx.has(3) && ctx.toBool(3)) || (ctx.has(4) && ctx.arg(4).s == "right");
       Value res = search(ctx, 0, 1, right, 5);
       return {ctx.b.convert(res, ctx.has(2) && ctx.toBool(2) ? DType::S32 : DType::S64)};
-    }).accepts([](const Context& ctx) { return realDTypes(ctx) && resultTypeOf(ctx, {0, 1}) != DType::Pred; });
+    }).accepts([](const Context& ctx) {
+      // side 'left' or 'right', not opposite to right=True; a sorter of int64 indices shaped as the sequence.
+      // Otherwise declined, and the CPU kernel raises PyTorch's error.
+      if (ctx.has(4) && ctx.arg(4).s != "left" && ctx.arg(4).s != "right") return false;
+      if (ctx.has(4) && ctx.arg(4).s == "left" && ctx.has(3) && ctx.toBool(3)) return false;
+      if (ctx.has(5) && (ctx.tensor(5).dtype() != DType::S64 || ctx.tensor(5).shape() != ctx.tensor(0).shape()))
+        return false;
+      return realDTypes(ctx) && resultTypeOf(ctx, {0, 1}) != DType::Pred;
+    });
   for (const char* op : {"aten::bucketize.Tensor", "aten::bucketize.Scalar"}) {
     // boundaries must be 1-d and the values not bool: otherwise declined, and the CPU kernel raises PyTorch's error
     r.add(op, [search](Context& ctx) -> std::vector<Value> {
