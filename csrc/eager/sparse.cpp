@@ -8,7 +8,8 @@
 //    into each nonzero's row;
 //  - add (sparse + sparse: concatenated entries, uncoalesced, as on CPU; dense + sparse: index_put_ accumulate),
 //    mul and div by a scalar or a dense tensor, neg, sum (whole, and over dims).
-// Anything else on a sparse tpu tensor raises PyTorch's NotImplementedError for the Sparsetpu backend.
+// Anything else on a sparse tpu tensor raises PyTorch's NotImplementedError for the Sparsetpu backend. Compressed
+// layouts (CSR, CSC): eager/sparse_compressed.cpp.
 #include <ATen/ATen.h>
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_indices_native.h>
@@ -299,27 +300,9 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("_sparse_sum.dim_dtype", TORCH_FN(sparseSumDimDtype));
 }
 
-namespace {
-
-at::Tensor compressedUnsupported(const at::Tensor& self, std::optional<int64_t> /*dense_dim*/) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: compressed sparse layouts (CSR, CSC, BSR, BSC) are not supported; sparse "
-                                     "tpu tensors are COO (to_sparse(), torch.sparse_coo_tensor)");
-}
-
-at::Tensor blockedUnsupported(const at::Tensor& self, at::IntArrayRef /*blocksize*/,
-                              std::optional<int64_t> dense_dim) {
-  return compressedUnsupported(self, dense_dim);
-}
-
-}  // namespace
-
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_to_sparse.sparse_dim", TORCH_FN(toSparseSparseDim));
   m.impl("_to_sparse", TORCH_FN(toSparse));
-  m.impl("_to_sparse_csr", TORCH_FN(compressedUnsupported));
-  m.impl("_to_sparse_csc", TORCH_FN(compressedUnsupported));
-  m.impl("_to_sparse_bsr", TORCH_FN(blockedUnsupported));
-  m.impl("_to_sparse_bsc", TORCH_FN(blockedUnsupported));
 }
 
 }  // namespace torch_tpu

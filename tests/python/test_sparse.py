@@ -1,6 +1,7 @@
 """Sparse COO tensors on tpu, against the same calls on CPU: construction, coalesce, conversion to and from dense,
 sparse @ dense (mm, addmm, torch.sparse.mm, with autograd into the dense operand), add, mul, div, neg and sums
-(eager/sparse.cpp). Compressed layouts raise a clear NotImplementedError.
+(eager/sparse.cpp); CSR and CSC tensors through the same conversions (eager/sparse_compressed.cpp). Block layouts
+raise a clear NotImplementedError.
 """
 
 from __future__ import annotations
@@ -143,12 +144,81 @@ def test_bad_calls_raise_like_cpu():
                 s / divisor
 
 
-def test_compressed_layouts_raise_not_implemented():
+D = [[0.0, 1, 0], [2, 0, 3], [0, 0, 0], [4, 0, 5]]  # an empty row
+
+
+def _dense(d):
+    return torch.tensor(D, device=d)
+
+
+def _as_dense(x):
+    x = x.cpu()
+    return x.to_dense() if x.layout != torch.strided else x
+
+
+# CSR and CSC (eager/sparse_compressed.cpp): the same calls on cpu and tpu, compared densely where sparse
+COMPRESSED = {
+    "csr_indices": lambda d: (_dense(d).to_sparse_csr().crow_indices(), _dense(d).to_sparse_csr().col_indices()),
+    "csc_indices": lambda d: (_dense(d).to_sparse_csc().ccol_indices(), _dense(d).to_sparse_csc().row_indices()),
+    "csr_values": lambda d: _dense(d).to_sparse_csr().values(),
+    "csc_values": lambda d: _dense(d).to_sparse_csc().values(),
+    "csr_to_dense": lambda d: _dense(d).to_sparse_csr().to_dense(),
+    "csc_to_dense": lambda d: _dense(d).to_sparse_csc().to_dense(),
+    "csr_to_coo": lambda d: _dense(d).to_sparse_csr().to_sparse().coalesce().indices(),
+    "coo_to_csr": lambda d: _dense(d).to_sparse().to_sparse_csr().crow_indices(),
+    "csr_to_csc": lambda d: _dense(d).to_sparse_csr().to_sparse_csc().row_indices(),
+    "transpose": lambda d: _dense(d).to_sparse_csr().t(),
+    "mm": lambda d: _dense(d).to_sparse_csr() @ torch.arange(6.0, device=d).reshape(3, 2),
+    "csc_mm": lambda d: _dense(d).to_sparse_csc() @ torch.arange(6.0, device=d).reshape(3, 2),
+    "sparse_mm": lambda d: torch.sparse.mm(_dense(d).to_sparse_csr(), torch.ones(3, 5, device=d)),
+    "addmm": lambda d: torch.addmm(torch.ones(4, 2, device=d), _dense(d).to_sparse_csr(),
+                                   torch.arange(6.0, device=d).reshape(3, 2), beta=0.5, alpha=2),
+    "dense_mm": lambda d: torch.arange(8.0, device=d).reshape(2, 4) @ _dense(d).to_sparse_csr(),
+    "sum": lambda d: _dense(d).to_sparse_csr().sum(),
+    "mul": lambda d: _dense(d).to_sparse_csr() * 3,
+    "add": lambda d: _dense(d).to_sparse_csr() + _dense(d).to_sparse_csr(),
+    "neg": lambda d: -_dense(d).to_sparse_csr(),
+    "clone_copy": lambda d: _dense(d).to_sparse_csr().clone().copy_(_dense(d).to_sparse_csr() * 2),
+    "factory": lambda d: torch.sparse_csr_tensor(torch.tensor([0, 1, 3], device=d), torch.tensor([1, 0, 2], device=d),
+                                                 torch.tensor([1.0, 2, 3], device=d), (2, 3), check_invariants=True),
+}
+
+
+@pytest.mark.parametrize("case", list(COMPRESSED))
+def test_compressed_matches_cpu(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu, tpu = COMPRESSED[case]("cpu"), COMPRESSED[case]("tpu")
+    cpu = cpu if isinstance(cpu, tuple) else (cpu,)
+    tpu = tpu if isinstance(tpu, tuple) else (tpu,)
+    for c, t in zip(cpu, tpu):
+        assert t.device.type == "tpu" and t.layout == c.layout
+        torch.testing.assert_close(_as_dense(t), _as_dense(c))
+
+
+def test_compressed_moves_and_grads():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c = torch.tensor(D).to_sparse_csr()
+        t = c.to("tpu")
+        assert t.layout == torch.sparse_csr and t.device.type == "tpu"
+        torch.testing.assert_close(t.cpu().to_dense(), c.to_dense())
+        x = torch.randn(3, 2, device="tpu", requires_grad=True)
+        (t @ x).pow(2).sum().backward()
+        xc = x.detach().cpu().requires_grad_()
+        (c @ xc).pow(2).sum().backward()
+        torch.testing.assert_close(x.grad.cpu(), xc.grad)
+
+
+def test_compressed_errors():
     x = torch.ones(2, 2, device="tpu")
-    for f in (x.to_sparse_csr, x.to_sparse_csc, lambda: x.to_sparse_bsr((1, 1)),
-              lambda: x.to_sparse(layout=torch.sparse_csr)):
-        with pytest.raises(NotImplementedError, match="COO"):
-            f()
+    with pytest.raises(NotImplementedError, match="BSR, BSC"):
+        x.to_sparse_bsr((1, 1))
+    with pytest.raises(NotImplementedError, match="batch"):
+        torch.ones(2, 2, 2, device="tpu").to_sparse_csr()
+    with pytest.raises(RuntimeError, match="nnz"):  # PyTorch's invariant check
+        torch.sparse_csr_tensor(torch.tensor([0, 2, 1], device="tpu"), torch.tensor([1, 0, 2], device="tpu"),
+                                torch.tensor([1.0, 2, 3], device="tpu"), (2, 3), check_invariants=True)
 
 
 def test_sparse_embedding_with_sparse_adam_matches_cpu():
