@@ -19,7 +19,9 @@
 #include <ATen/ops/_to_sparse_native.h>
 #include <ATen/ops/_values_native.h>
 #include <ATen/ops/clone_native.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/ops/copy_native.h>
+#include <ATen/ops/copy_sparse_to_sparse_native.h>
 #include <ATen/ops/dense_dim_native.h>
 #include <ATen/ops/empty_native.h>
 #include <ATen/ops/indices_native.h>
@@ -163,8 +165,12 @@ at::Tensor sparseAdd(const at::Tensor& self, const at::Tensor& other, const at::
                 self.sizes(), " while other has size ", other.sizes(),
                 " (FYI: dense-sparse addition does not currently support broadcasting)");
     TORCH_CHECK(self.sparse_dim() == other.sparse_dim(), "add: expected same number of sparse dims");
+    // The values keep the promoted dtype: scaling by alpha must not promote them further (bool * 1 is int64).
     const at::ScalarType t = at::promote_types(self.scalar_type(), other.scalar_type());
-    at::Tensor values = at::cat({self._values().to(t), other._values().to(t).mul(alpha)}, 0);
+    at::native::alpha_check(t, alpha);
+    at::Tensor scaled = other._values().to(t);
+    if (!(alpha.isIntegral(true) && alpha.toLong() == 1)) scaled = scaled.mul(alpha).to(t);
+    at::Tensor values = at::cat({self._values().to(t), scaled}, 0);
     at::Tensor indices = at::cat({self._indices(), other._indices()}, 1);
     return makeCoo(self.sizes(), self.sparse_dim(), indices, values, false);
   }
@@ -177,10 +183,38 @@ at::Tensor sparseAdd(const at::Tensor& self, const at::Tensor& other, const at::
   return self.add(toDense(sparse, std::nullopt, std::nullopt), alpha);
 }
 
+// In-place results must be castable to self's dtype, as TensorIterator requires on CPU.
+void checkInPlaceResult(const at::Tensor& self, const at::Tensor& other, const char* op) {
+  const at::ScalarType t = at::result_type(self, other);
+  TORCH_CHECK(c10::canCast(t, self.scalar_type()), "Can't convert result type ", t, " to output ",
+              self.scalar_type(), " in ", op, " operation");
+}
+
 at::Tensor& addInPlace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   if (!self.is_sparse()) return self.add_(toDense(other, std::nullopt, std::nullopt), alpha);
+  checkInPlaceResult(self, other, "add");
   at::Tensor r = sparseAdd(self, other, alpha);
-  return self.copy_(r);
+  return self.copy_(r.to(self.scalar_type()));
+}
+
+// sub: add with -alpha, after CPU's check on bool operands.
+void checkSub(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.scalar_type() != at::kBool || other.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or `logical_xor()` "
+              "operator instead.");
+  TORCH_CHECK(self.scalar_type() != at::kBool && other.scalar_type() != at::kBool,
+              "Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to invert a "
+              "mask, use the `~` or `logical_not()` operator instead.");
+}
+
+at::Tensor sparseSub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  checkSub(self, other);
+  return sparseAdd(self, other, -alpha);
+}
+
+at::Tensor& subInPlace(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  checkSub(self, other);
+  return addInPlace(self, other, -alpha);
 }
 
 // sparse * (scalar or dense), sparse * sparse; the same for division by a scalar or dense tensor.
@@ -206,8 +240,16 @@ at::Tensor mulOrDiv(const at::Tensor& self, const at::Tensor& other, bool div) {
 
 at::Tensor sparseMul(const at::Tensor& self, const at::Tensor& other) { return mulOrDiv(self, other, false); }
 at::Tensor sparseDiv(const at::Tensor& self, const at::Tensor& other) { return mulOrDiv(self, other, true); }
-at::Tensor& mulInPlace(at::Tensor& self, const at::Tensor& other) { return self.copy_(mulOrDiv(self, other, false)); }
-at::Tensor& divInPlace(at::Tensor& self, const at::Tensor& other) { return self.copy_(mulOrDiv(self, other, true)); }
+at::Tensor& mulInPlace(at::Tensor& self, const at::Tensor& other) {
+  checkInPlaceResult(self, other, "mul");
+  at::Tensor r = mulOrDiv(self, other, false).to(self.scalar_type());
+  // dense.mul_(sparse): the product is sparse (zero where `other` has no entry, as on CPU), self takes its dense form
+  return self.copy_(self.is_sparse() ? r : toDense(r, std::nullopt, std::nullopt));
+}
+at::Tensor& divInPlace(at::Tensor& self, const at::Tensor& other) {
+  checkInPlaceResult(self, other, "div");
+  return self.copy_(mulOrDiv(self, other, true).to(self.scalar_type()));
+}
 
 // self's values at mask's entries, as a sparse tensor with mask's indices.
 at::Tensor sparseMask(const at::Tensor& self, const at::Tensor& mask) {
@@ -289,6 +331,9 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("addmm.out", TORCH_FN(addmmOut));
   m.impl("add.Tensor", TORCH_FN(sparseAdd));
   m.impl("add_.Tensor", TORCH_FN(addInPlace));
+  m.impl("sub.Tensor", TORCH_FN(sparseSub));
+  m.impl("sub_.Tensor", TORCH_FN(subInPlace));
+  m.impl("copy_sparse_to_sparse_", TORCH_FN(at::native::copy_sparse_));
   m.impl("mul.Tensor", TORCH_FN(sparseMul));
   m.impl("mul_.Tensor", TORCH_FN(mulInPlace));
   m.impl("div.Tensor", TORCH_FN(sparseDiv));

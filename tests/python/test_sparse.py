@@ -236,3 +236,46 @@ def test_sparse_embedding_with_sparse_adam_matches_cpu():
         return emb.weight.detach().cpu()
 
     torch.testing.assert_close(run("tpu"), run("cpu"), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_sparse_type_promotion_as_on_cpu(op, inplace):
+    # test_type_promotion's sparse tests: the promoted dtype, in-place results cast back or CPU's error
+    import itertools
+
+    dtypes = [torch.uint8, torch.int64, torch.float32]
+
+    def run(d, a, b):
+        base = torch.tensor([[0.0, 1, 2], [2, 0, 1]])
+        s1 = base.to(a).to(d).to_sparse()
+        s2 = (base + 1).remainder(3).to(b).to(d).to_sparse()
+        try:
+            r = getattr(s1, op + ("_" if inplace else ""))(s2)
+        except RuntimeError as e:
+            return ("error", str(e).split(" in ")[0])
+        return (r.dtype, r.to_dense().cpu())
+
+    for a, b in itertools.product(dtypes, dtypes):
+        cpu, tpu = run("cpu", a, b), run("tpu", a, b)
+        assert cpu[0] == tpu[0], (a, b, cpu, tpu)
+        if cpu[0] != "error":
+            torch.testing.assert_close(tpu[1], cpu[1])
+        else:
+            assert cpu[1] == tpu[1]
+
+
+def test_sparse_bool_add_keeps_bool():
+    s = torch.tensor([[True, False], [False, True]], device="tpu").to_sparse()
+    r = s + s
+    assert r.dtype == torch.bool
+    assert torch.equal(r.to_dense().cpu(), torch.tensor([[True, False], [False, True]]))
+
+
+def test_dense_mul_inplace_by_sparse():
+    d = torch.tensor([[1.0, float("inf")], [3.0, 4.0]])
+    s = torch.tensor([[2.0, 0.0], [0.0, 5.0]]).to_sparse()
+    ref = d.clone().mul_(s)
+    got = d.to("tpu").mul_(s.to("tpu"))
+    assert got.layout == torch.strided
+    torch.testing.assert_close(got.cpu(), ref)
