@@ -165,8 +165,27 @@ Value Builder::convert(Value a, DType to) {
     Value re = impl_->emit("stablehlo.real", {a}, {}, TensorType{componentType(a.dtype()), a.shape()});
     return convert(re, to);
   }
-  if (isFloat(a.dtype()) && (to == DType::U8 || to == DType::S8 || to == DType::S16 || to == DType::S32 ||
-                             to == DType::S64)) {
+  if (isFloat(a.dtype()) && (to == DType::U32 || to == DType::U64)) {
+    // Float -> uint32/uint64 as PyTorch CPU computes it: below 2^31 (2^63) through the signed conversion below, from
+    // there on the signed conversion of x - 2^31 (2^63) with the top bit flipped, so that values past the unsigned
+    // range, NaN and -inf give 0 or the "integer indefinite" as x86 does. Half -> uint32 goes through int64 instead.
+    if (a.dtype() == DType::F16 && to == DType::U32) {
+      const Value w = convert(convert(a, DType::F32), DType::S64);
+      return impl_->emit("stablehlo.convert", {w}, {}, TensorType{to, a.shape()});  // integer: low bits
+    }
+    if (a.dtype() == DType::F16 || a.dtype() == DType::BF16) a = convert(a, DType::F32);  // exact
+    const DType wide = to == DType::U32 ? DType::S32 : DType::S64;
+    const double lim = to == DType::U32 ? 0x1p31 : 0x1p63;
+    const Shape& shape = a.shape();
+    const Value top = broadcastTo(constantInt(to == DType::U32 ? std::numeric_limits<int32_t>::min()
+                                                               : std::numeric_limits<int64_t>::min(), wide), shape);
+    const Value limit = constantF(lim, a.dtype(), shape);
+    const Value low = convert(a, wide);
+    const Value high = xorOp(convert(sub(a, limit), wide), top);
+    return bitcastConvert(select(compare(a, limit, Cmp::GE), high, low), to);
+  }
+  if (isFloat(a.dtype()) && (to == DType::U8 || to == DType::U16 || to == DType::S8 || to == DType::S16 ||
+                             to == DType::S32 || to == DType::S64)) {
     // Float -> integer as PyTorch CPU computes it (x86's cvtt* conversions; scalar and vectorized kernels agree):
     // the value truncates to int32 (int64 for int64 results, and for uint8 from float64), where an out-of-range
     // value or NaN gives that type's minimum (the "integer indefinite"), then narrower types keep the low bits.

@@ -12,10 +12,11 @@ TPU = "tpu"
 
 VALUES = [float("nan"), float("inf"), -float("inf"), 1e10, -1e10, 3e9, -3e9, 2.0**31, -2.0**31 - 1e3, 300.0, -1.0,
           -129.0, 65541.0, 2.0**63, -2.0**63, 1e19, -1e19, 1e30, 255.7, -0.5, 40000.0, -40000.0, 70000.0, 0.0, 7.9,
-          -7.9, 2.0**31 - 1, -2.0**31, 127.5, -128.5]
+          -7.9, 2.0**31 - 1, -2.0**31, 127.5, -128.5, 3.9e9, 5e9, 2.0**32, 2.0**32 - 1, 1.7e19, 2.0**64 + 4096,
+          65535.9, 2.0**63 + 2.0**20]
 
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
-INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+INTS = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32, torch.uint64]
 
 
 @pytest.mark.parametrize("src", FLOATS, ids=str)

@@ -239,49 +239,62 @@ void populateFactory(Registry& r) {
       Value diag = b.compare(b.iota({DType::S64, t.shape}, 0), b.iota({DType::S64, t.shape}, 1), Cmp::EQ);
       return {b.convert(diag, t.dtype)};
     }).accepts(realDTypes).dtypes(kFloat8 | kComplex);
-  // linspace / logspace (start, end, steps[, base]): PyTorch's two-sided formula (the first half counts up from
-  // start, the second half down from end). Integer results compute in f64 and truncate, as PyTorch CPU.
+  // linspace / logspace (start, end, steps[, base]): PyTorch CPU's two-sided formula (the first half counts up from
+  // start, the second half down from end), in CPU's types. start and end are first converted to the result dtype
+  // (integers truncate). linspace: integer results compute in f64 and truncate; every other dtype computes in itself
+  // (half and bfloat16 round after each step, as c10::Half arithmetic does). logspace: the exponent and the power
+  // compute in f64 (the base in f32 for integer results; complex results in their own type), a single step is
+  // base ** start without rounding start first, and the power is converted to the result dtype.
   auto spaced = [](bool log) {
     return [log](Context& ctx) -> std::vector<Value> {
       Builder& b = ctx.b;
       const TensorType& t = outType(ctx);
       int64_t steps = ctx.toInt(2);
-      DType c = isFloat(t.dtype) ? accType(t.dtype) : shlo::isComplex(t.dtype) ? t.dtype : DType::F64;
+      const bool integral = !isFloat(t.dtype) && !shlo::isComplex(t.dtype);
       if (steps == 0) return {b.zeros(t)};
+      const DType c = shlo::isComplex(t.dtype) ? t.dtype : (integral || log) ? DType::F64 : t.dtype;
+      auto power = [&](Value e) -> Value {
+        Value base = ctx.has(3) ? b.broadcastTo(scalarArg(ctx, 3, c), t.shape) : b.constantF(10.0, c, t.shape);
+        if (integral) base = b.convert(b.convert(base, DType::F32), c);
+        return b.pow(base, e);
+      };
       Value start = b.broadcastTo(scalarArg(ctx, 0, c), t.shape);
       Value end = b.broadcastTo(scalarArg(ctx, 1, c), t.shape);
-      if (log && c == DType::F64 && !isFloat(t.dtype)) {  // integer logspace: PyTorch CPU truncates start and end
+      if (steps == 1) return {b.convert(log ? power(start) : b.convert(start, t.dtype), t.dtype)};
+      if (!shlo::isComplex(t.dtype)) {  // the result dtype's start and end
         start = b.convert(b.convert(start, t.dtype), c);
         end = b.convert(b.convert(end, t.dtype), c);
       }
-      Value v;
-      if (steps == 1) {
-        v = start;
-      } else {
-        Value denom = b.constantF(double(steps - 1), c, t.shape);
-        if (!shlo::isComplex(c)) {
-          // XLA turns a division by a constant into a multiplication by its reciprocal, which rounds differently
-          // from CPU's division (linspace(1, 127, 50, dtype=int16)[21] gave 54 for CPU's 55). The divisor depends
-          // on `start` through a select only a NaN start changes (the result is NaN then anyway): a division.
-          denom = b.select(b.compare(start, start, Cmp::NE), b.constantF(double(steps), c, t.shape), denom);
-        }
-        Value step = b.div(b.sub(end, start), denom);
-        Value idx = b.iota({DType::S64, t.shape}, 0);
-        Value fi = b.convert(idx, c);
-        Value lo = b.add(start, b.mul(step, fi));
-        Value back = b.convert(b.sub(b.constantF(double(steps - 1), DType::S64, t.shape), idx), c);
-        Value hi = b.sub(end, b.mul(step, back));
-        Value first = b.compare(idx, b.constantF(double(steps / 2), DType::S64, t.shape), Cmp::LT);
-        v = b.select(first, lo, hi);
+      // logspace of floats: their difference in the result dtype, the rest in f64
+      Value diff = log && !integral && !shlo::isComplex(t.dtype)
+                       ? b.convert(b.sub(b.convert(end, t.dtype), b.convert(start, t.dtype)), c)
+                       : b.sub(end, start);
+      Value denom = b.constantF(double(steps - 1), c, t.shape);
+      if (!shlo::isComplex(c)) {
+        // XLA turns a division by a constant into a multiplication by its reciprocal, which rounds differently
+        // from CPU's division (linspace(1, 127, 50, dtype=int16)[21] gave 54 for CPU's 55). The divisor depends
+        // on `start` through a select only a NaN start changes (the result is NaN then anyway): a division.
+        denom = b.select(b.compare(start, start, Cmp::NE), b.constantF(double(steps), c, t.shape), denom);
       }
+      Value step = b.div(diff, denom);
+      Value idx = b.iota({DType::S64, t.shape}, 0);
+      Value fi = b.convert(idx, c);
+      Value lo = b.add(start, b.mul(step, fi));
+      Value back = b.convert(b.sub(b.constantF(double(steps - 1), DType::S64, t.shape), idx), c);
+      Value hi = b.sub(end, b.mul(step, back));
+      Value first = b.compare(idx, b.constantF(double(steps / 2), DType::S64, t.shape), Cmp::LT);
+      Value v = b.select(first, lo, hi);
       if (log) {
-        Value base = ctx.has(3) ? b.broadcastTo(scalarArg(ctx, 3, c), t.shape) : b.constantF(10.0, c, t.shape);
-        v = b.pow(base, v);
+        v = power(v);
+        // CPU stores each power with a scalar double -> integer conversion: through int32 for the narrower types
+        if (integral && t.dtype != DType::S64) v = b.convert(v, DType::S32);
       }
       return {b.convert(v, t.dtype)};
     };
   };
-  for (const char* ov : {"", ".Tensor_Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
+  // The out= forms (their arguments differ from the functional ones': no dtype or device) take out's dtype.
+  for (const char* ov : {"", ".Tensor_Tensor", ".Tensor_Scalar", ".Scalar_Tensor", ".out", ".Tensor_Tensor_out",
+                         ".Tensor_Scalar_out", ".Scalar_Tensor_out"}) {
     r.add(std::string("aten::linspace") + ov, spaced(false)).accepts(realDTypes).complex();
     r.add(std::string("aten::logspace") + ov, spaced(true)).accepts(realDTypes).complex();
   }

@@ -1,8 +1,12 @@
-// searchsorted and bucketize: CPU's and CUDA's kernels warn (once per program, or every call under
-// torch.set_warn_always) when a boundary, value or sorter tensor is not contiguous, since they copy it first. The
-// rule reads any layout, but the warnings are part of the contract: this kernel gives them, then runs the rule.
+// Warnings CPU's and CUDA's kernels give on every call, which a cached program cannot: these kernels give them,
+// then run the op's rule (eager/kernel.h loweringKernel).
+//  - searchsorted and bucketize warn (once per program, or every call under torch.set_warn_always) when a boundary,
+//    value or sorter tensor is not contiguous, since they copy it first; the rule reads any layout.
+//  - arange(out=) into a tensor of another number of elements warns that it resizes it (rounding errors make the
+//    count differ from what the caller expects), then resizes it.
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/RangeUtils.h>
 #include <torch/library.h>
 
 #include "eager/kernel.h"
@@ -40,9 +44,28 @@ void warnNonContiguous(const c10::OperatorHandle& op, c10::DispatchKeySet ks, to
   loweringKernel(op, ks, stack);
 }
 
+void arangeOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const size_t base = stack->size() - op.schema().arguments().size();
+  const c10::Scalar start = (*stack)[base].toScalar(), end = (*stack)[base + 1].toScalar();
+  const c10::Scalar step = (*stack)[base + 2].toScalar();
+  at::Tensor out = (*stack)[base + 3].toTensor();
+  const int64_t size = out.scalar_type() == at::kLong ? at::native::compute_arange_size<int64_t>(start, end, step)
+                                                      : at::native::compute_arange_size<double>(start, end, step);
+  if (out.numel() != size) {
+    if (out.numel() > 0)
+      TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ", size,
+                 ". Note that this may occur as a result of rounding error. The out tensor will be resized to a "
+                 "tensor of shape (", size, ",).");
+    out.resize_({size});
+  }
+  loweringKernel(op, ks, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("arange.start_out", torch::CppFunction::makeFromBoxedFunction<&arangeOut>());
   // The out= variants run through these (core/ops.h), which warn.
   for (const char* name : {"searchsorted.Tensor", "searchsorted.Scalar", "bucketize.Tensor", "bucketize.Scalar"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&warnNonContiguous>());
