@@ -63,6 +63,11 @@ FILES = OrderedDict(
         ("test_autograd", "autograd (device-generic part: TestAutogradDeviceType)"),
         ("test_nn", "nn (device-generic part: TestNNDeviceType)"),
         ("test_dlpack", "DLPack export and import"),
+        ("test_indexing", "basic and advanced indexing, index_put"),
+        ("test_shape_ops", "flip, rot90, nonzero, clamp and other shape ops"),
+        ("test_view_ops", "views: view, as_strided, unfold, flatten, dtype views"),
+        ("test_type_promotion", "type promotion of ops, out= and sparse tensors"),
+        ("test_tensor_creation_ops", "factories: arange, linspace, logspace, full, cat, ..."),
     ]
 )
 

@@ -4,6 +4,9 @@
 //    value or sorter tensor is not contiguous, since they copy it first; the rule reads any layout.
 //  - arange(out=) into a tensor of another number of elements warns that it resizes it (rounding errors make the
 //    count differ from what the caller expects), then resizes it.
+// And checks of Python numbers a cached program takes as inputs (so no cache miss sees a new value):
+//  - leaky_relu_backward and elu_backward of an in-place forward (self_is_result / is_result) with a negative slope
+//    raise CPU's error (the result cannot be inverted).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/RangeUtils.h>
@@ -62,9 +65,41 @@ void arangeOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit
   loweringKernel(op, ks, stack);
 }
 
+// The value of the argument named `name` (none when absent).
+const c10::IValue* argNamed(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* name) {
+  const auto& args = op.schema().arguments();
+  const size_t base = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].name() == name) return &(*stack)[base + i];
+  return nullptr;
+}
+
+void leakyReluBackward(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const c10::IValue* slope = argNamed(op, stack, "negative_slope");
+  const c10::IValue* is_result = argNamed(op, stack, "self_is_result");
+  TORCH_CHECK(!(is_result && is_result->toBool()) || !slope || slope->toScalar().to<double>() >= 0.0,
+              "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. "
+              "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
+              "version instead. File an issue at https://github.com/pytorch/pytorch if you do require supporting "
+              "in-place leakRelu backward calculation with negative slope");
+  loweringKernel(op, ks, stack);
+}
+
+void eluBackward(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const c10::IValue* alpha = argNamed(op, stack, "alpha");
+  const c10::IValue* is_result = argNamed(op, stack, "is_result");
+  TORCH_CHECK(!(is_result && is_result->toBool()) || !alpha || alpha->toScalar().to<double>() >= 0.0,
+              "In-place elu backward calculation is triggered with a negative slope which is not supported. This is "
+              "caused by calling in-place forward function with a negative slope, please call out-of-place version "
+              "instead.");
+  loweringKernel(op, ks, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("leaky_relu_backward", torch::CppFunction::makeFromBoxedFunction<&leakyReluBackward>());
+  m.impl("elu_backward", torch::CppFunction::makeFromBoxedFunction<&eluBackward>());
   m.impl("arange.start_out", torch::CppFunction::makeFromBoxedFunction<&arangeOut>());
   // The out= variants run through these (core/ops.h), which warn.
   for (const char* name : {"searchsorted.Tensor", "searchsorted.Scalar", "bucketize.Tensor", "bucketize.Scalar"})
