@@ -17,15 +17,19 @@
 namespace torch_tpu {
 namespace {
 
-void warnNonContiguous(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+// The value of the argument named `name` (none when absent).
+const c10::IValue* argNamed(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* name) {
   const auto& args = op.schema().arguments();
   const size_t base = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].name() == name) return &(*stack)[base + i];
+  return nullptr;
+}
+
+void warnNonContiguous(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   auto tensorArg = [&](const char* name) -> const at::Tensor* {
-    for (size_t i = 0; i < args.size(); ++i) {
-      const c10::IValue& v = (*stack)[base + i];
-      if (args[i].name() == name && v.isTensor() && v.toTensor().defined()) return &v.toTensor();
-    }
-    return nullptr;
+    const c10::IValue* v = argNamed(op, stack, name);
+    return v && v->isTensor() && v->toTensor().defined() ? &v->toTensor() : nullptr;
   };
   const at::Tensor* boundaries = tensorArg("sorted_sequence");
   if (!boundaries) boundaries = tensorArg("boundaries");
@@ -65,19 +69,16 @@ void arangeOut(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit
   loweringKernel(op, ks, stack);
 }
 
-// The value of the argument named `name` (none when absent).
-const c10::IValue* argNamed(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* name) {
-  const auto& args = op.schema().arguments();
-  const size_t base = stack->size() - args.size();
-  for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].name() == name) return &(*stack)[base + i];
-  return nullptr;
+// Whether an in-place forward (`result_flag`) was called with a negative `slope`: CPU's backward kernels refuse it.
+bool negativeSlopeOfInPlace(const c10::OperatorHandle& op, torch::jit::Stack* stack, const char* slope,
+                            const char* result_flag) {
+  const c10::IValue* s = argNamed(op, stack, slope);
+  const c10::IValue* is_result = argNamed(op, stack, result_flag);
+  return is_result && is_result->toBool() && s && s->toScalar().to<double>() < 0.0;
 }
 
 void leakyReluBackward(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  const c10::IValue* slope = argNamed(op, stack, "negative_slope");
-  const c10::IValue* is_result = argNamed(op, stack, "self_is_result");
-  TORCH_CHECK(!(is_result && is_result->toBool()) || !slope || slope->toScalar().to<double>() >= 0.0,
+  TORCH_CHECK(!negativeSlopeOfInPlace(op, stack, "negative_slope", "self_is_result"),
               "In-place leakyReLu backward calculation is triggered with a negative slope which is not supported. "
               "This is caused by calling in-place forward function with a negative slope, please call out-of-place "
               "version instead. File an issue at https://github.com/pytorch/pytorch if you do require supporting "
@@ -86,9 +87,7 @@ void leakyReluBackward(const c10::OperatorHandle& op, c10::DispatchKeySet ks, to
 }
 
 void eluBackward(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  const c10::IValue* alpha = argNamed(op, stack, "alpha");
-  const c10::IValue* is_result = argNamed(op, stack, "is_result");
-  TORCH_CHECK(!(is_result && is_result->toBool()) || !alpha || alpha->toScalar().to<double>() >= 0.0,
+  TORCH_CHECK(!negativeSlopeOfInPlace(op, stack, "alpha", "is_result"),
               "In-place elu backward calculation is triggered with a negative slope which is not supported. This is "
               "caused by calling in-place forward function with a negative slope, please call out-of-place version "
               "instead.");
