@@ -13,6 +13,10 @@ multilabel: for a target of at most one dim): they are wrapped to give CPU's sha
 The fused Adagrad step (``_fused_adagrad_``, both overloads) and the fused Adam and AdamW steps with a Tensor ``lr``
 (``_fused_adam_.tensor_lr``, ``_fused_adamw_.tensor_lr``; their float-lr overloads have one) have no Meta kernel
 either: theirs make the list checks and write nothing, so the device lowerings run.
+
+Nor do the two pieces of the attention fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer that
+have device lowerings: ``_masked_softmax`` (its mask-type shape checks are CPU's) and
+``_transform_bias_rescale_qkv`` (the packed q/k/v split into three (B, heads, T, head_dim) tensors).
 """
 
 from __future__ import annotations
@@ -86,6 +90,36 @@ def _multilabel_margin_loss_forward(input, target, reduction):
     return out.new_empty((nframe,) if reduction == 0 and target.dim() > 1 else ()), is_target
 
 
+def _masked_softmax(self, mask, dim=None, mask_type=None):
+    torch._check(mask.dtype == torch.bool, lambda: "Mask should be a boolean tensor")
+    if mask.dim() != 2 or self.dim() != 4:
+        mask_type = 2
+    if mask_type == 2:
+        torch._check(self.shape == mask.shape, lambda: "For mask_type == 2 mask shape should match input shape")
+    elif mask_type == 1:
+        torch._check(self.size(0) == mask.size(0) and self.size(2) == mask.size(1),
+                     lambda: "For mask_type == 1 mask shape should be (B, L)")
+    elif mask_type == 0:
+        torch._check(self.size(2) == mask.size(0) and self.size(2) == mask.size(1),
+                     lambda: "For mask_type == 0 mask shape should be (L, L)")
+    else:
+        torch._check(mask_type is not None, lambda: "Mask Type should be defined")
+        torch._check(False, lambda: "Mask Type should be 0 (src_mask) or 1 (src_key_padding_mask), or 2 (default_mask)")
+    torch._check(self.dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16),
+                 lambda: f'"masked_softmax" not implemented for {str(self.dtype).replace("torch.", "")}')
+    return torch.empty_like(self)
+
+
+def _transform_bias_rescale_qkv(qkv, qkv_bias, num_heads):
+    torch._check(qkv.dim() == 3, lambda: "expected qkv to be a 3-d (B, T, 3 * D) tensor")
+    b, t, three_d = qkv.shape
+    d = three_d // 3
+    torch._check(d % num_heads == 0, lambda: "transform_bias_rescale_qkv: D must be divisible by num_head")
+    torch._check(three_d == 3 * d, lambda: "transform_bias_rescale_qkv: qkv last dim should be 3 * D")
+    shape = (b, num_heads, t, d // num_heads)
+    return qkv.new_empty(shape), qkv.new_empty(shape), qkv.new_empty(shape)
+
+
 def _replace_meta(name: str, fn) -> None:
     _aten_kernels.register(name, fn, "Meta", replaces=True)
     # Under the Python dispatcher (dynamo's fake tensors) PyTorch's function is also the op's Python Meta kernel.
@@ -104,6 +138,8 @@ def _install() -> None:
                    ("_ctc_loss_backward", _ctc_loss_backward),
                    ("_fused_adagrad_", _fused_adagrad_), ("_fused_adagrad_.tensor_lr", _fused_adagrad_),
                    ("_fused_adam_.tensor_lr", _fused_adam_tensor_lr("_fused_adam_")),
-                   ("_fused_adamw_.tensor_lr", _fused_adam_tensor_lr("_fused_adamw_"))):
+                   ("_fused_adamw_.tensor_lr", _fused_adam_tensor_lr("_fused_adamw_")),
+                   ("_masked_softmax", _masked_softmax),
+                   ("_transform_bias_rescale_qkv", _transform_bias_rescale_qkv)):
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "Meta"):
             _aten_kernels.register(op, fn, "Meta")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <limits>
 
 #include "lowering/default_dtype.h"
@@ -386,6 +387,17 @@ Value expandReduced(Builder& b, Value reduced, const Shape& shape, const std::ve
 
 Value logSigmoid(Builder& b, Value x) {
   return b.sub(b.min(x, b.zerosLike(x)), b.log1p(b.exp(b.neg(b.abs(x)))));
+}
+
+Value gelu(Builder& b, Value x, const std::string& approximate) {
+  Value half = cst(b, 0.5, x), one = cst(b, 1, x);
+  if (approximate == "tanh") {
+    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
+    Value cube = b.mul(b.mul(x, x), x);
+    Value inner = b.mul(cst(b, kBeta, x), b.add(x, b.mul(cst(b, kKappa, x), cube)));
+    return b.mul(b.mul(half, x), b.add(one, b.tanh(inner)));
+  }
+  return b.mul(b.mul(x, half), b.add(one, b.chlo("erf", b.mul(x, cst(b, M_SQRT1_2, x)))));
 }
 
 Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn) {

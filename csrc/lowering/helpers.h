@@ -110,6 +110,10 @@ Value takeAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& id
 // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for every finite x.
 Value logSigmoid(Builder& b, Value x);
 
+// gelu(x) as PyTorch CPU computes it: 0.5 x (1 + erf(x / sqrt 2)), or with approximate == "tanh"
+// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+Value gelu(Builder& b, Value x, const std::string& approximate);
+
 // Runs `fn` in accType(x.dtype()) (upcasting bf16/f16 to f32) and converts the result back to `out`.
 Value inAcc(Builder& b, Value x, DType out, const std::function<Value(Value)>& fn);
 

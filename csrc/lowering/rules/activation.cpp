@@ -11,17 +11,6 @@ namespace {
 
 using shlo::isSigned;
 
-Value geluF(Builder& b, Value x, const std::string& approximate) {
-  Value half = cst(b, 0.5, x), one = cst(b, 1, x);
-  if (approximate == "tanh") {
-    const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
-    Value cube = b.mul(b.mul(x, x), x);
-    Value inner = b.mul(cst(b, kBeta, x), b.add(x, b.mul(cst(b, kKappa, x), cube)));
-    return b.mul(b.mul(half, x), b.add(one, b.tanh(inner)));
-  }
-  return b.mul(b.mul(x, half), b.add(one, b.chlo("erf", b.mul(x, cst(b, M_SQRT1_2, x)))));
-}
-
 Value geluBackwardF(Builder& b, Value g, Value x, const std::string& approximate) {
   Value half = cst(b, 0.5, x), one = cst(b, 1, x);
   if (approximate == "tanh") {
@@ -54,7 +43,7 @@ void populateActivation(Registry& r) {
   r.add("aten::gelu", [](Context& ctx) -> std::vector<Value> {
     std::string approx = ctx.has(1) ? ctx.arg(1).s : "none";
     Value x = ctx.tensor(0);
-    return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return geluF(ctx.b, v, approx); })};
+    return {inAcc(ctx.b, x, x.dtype(), [&](Value v) { return gelu(ctx.b, v, approx); })};
   }).accepts(elementwiseAccepts);
   r.add("aten::silu", unarySame([](Builder& b, Value x) { return b.div(x, b.add(cst(b, 1, x), b.exp(b.neg(x)))); }))
       .accepts(elementwiseAccepts).complex();

@@ -276,12 +276,9 @@ void populateLinalg(Registry& r) {
     Value lhs = ctx.tensor(1), rhs = ctx.tensor(2);
     DType out = lhs.dtype();
     Value p = epilogue(ctx, product(b, lhs, rhs, 0, 1, 0, accType(out)), 0, 3, 4);
-    bool gelu = ctx.has(5) && ctx.toBool(5);
-    if (gelu) {  // tanh approximation, as PyTorch's fused kernel
-      const double kBeta = M_SQRT2 * M_2_SQRTPI * 0.5, kKappa = 0.044715;
-      Value cube = b.mul(b.mul(p, p), p);
-      Value inner = b.mul(cst(b, kBeta, p), b.add(p, b.mul(cst(b, kKappa, p), cube)));
-      p = b.mul(b.mul(cst(b, 0.5, p), p), b.add(cst(b, 1, p), b.tanh(inner)));
+    bool use_gelu = ctx.has(5) && ctx.toBool(5);
+    if (use_gelu) {  // erf GELU, as PyTorch CPU's kernel (CUDA's cuBLASLt epilogue uses the tanh approximation)
+      p = lowering::gelu(b, p, "none");
     } else if (shlo::isSigned(p.dtype())) {
       p = b.select(b.compare(p, b.zerosLike(p), Cmp::LT), b.zerosLike(p), p);
     }

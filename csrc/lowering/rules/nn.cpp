@@ -1,8 +1,10 @@
-// NN family: softmax/log_softmax and their backward, glu, log_sigmoid, pixel_shuffle/unshuffle, dropout, and their
-// backward. Losses are in losses.cpp, layer norm in norm.cpp, index_select and embedding in indexing.cpp.
+// NN family: softmax/log_softmax and their backward, masked softmax and the packed q/k/v split of the attention fast
+// paths, glu, log_sigmoid, pixel_shuffle/unshuffle, dropout, and their backward. Losses are in
+// losses.cpp, layer norm in norm.cpp, index_select and embedding in indexing.cpp.
 //
 // Half-precision inputs compute in f32 (accType) and round once at the end, like PyTorch CPU's kernels.
 #include <cmath>
+#include <optional>
 
 #include "lowering/families.h"
 #include "lowering/helpers.h"
@@ -107,6 +109,88 @@ std::vector<Value> pixelShuffleRule(Context& ctx, bool unshuffle) {
   }
   return {b.reshape(b.transpose(b.reshape(x, split), perm), ctx.outputs[0].shape)};
 }
+// _masked_softmax(self, mask, dim=None, mask_type=None): softmax over the elements whose mask is false, as PyTorch
+// CPU's kernel computes it (the attention fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer call
+// it). mask_type 0 is an (L, L) attention mask over a (B, H, L, L) input, 1 a (B, L) padding mask, 2 a mask of the
+// input's shape; a 2-d mask with a 4-d input needs the type, any other ranks are type 2. A row with every element
+// masked is NaN, as on CPU. masked_softmax_accepts declines the shapes CPU rejects, so its kernel raises.
+std::optional<int64_t> maskType(const Context& ctx, const Shape& x, const Shape& m) {
+  std::optional<int64_t> t;
+  if (ctx.has(3)) t = ctx.toInt(3);
+  if (m.size() != 2 || x.size() != 4) t = 2;
+  return t;
+}
+
+bool maskedSoftmaxAccepts(const Context& ctx) {
+  if (!realDTypes(ctx) || !shlo::isFloat(ctx.tensor(0).dtype()) || ctx.tensor(1).dtype() != DType::Pred) return false;
+  const Shape x = ctx.tensor(0).shape();
+  const Shape m = ctx.tensor(1).shape();
+  auto t = maskType(ctx, x, m);
+  if (!t) return false;
+  if (*t == 2) return x == m;
+  // Types 0 and 1 index the mask by the query length; CPU's kernel reads it that way only for square scores.
+  if (x[2] != x[3]) return false;
+  if (*t == 1) return x[0] == m[0] && x[2] == m[1];
+  if (*t == 0) return x[2] == m[0] && x[2] == m[1];
+  return false;
+}
+
+std::vector<Value> maskedSoftmaxRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0), m = ctx.tensor(1);
+  const Shape xs = x.shape();
+  int64_t t = *maskType(ctx, xs, m.shape());
+  if (t == 1) m = b.broadcastInDim(m, xs, {0, 3});
+  if (t == 0) m = b.broadcastInDim(m, xs, {2, 3});
+  if (x.rank() == 0) {
+    x = b.reshape(x, {1});
+    m = b.reshape(m, {1});
+  }
+  int64_t dim = ctx.has(2) ? normDim(ctx, ctx.toInt(2), x.rank()) : x.rank() - 1;
+  DType c = accType(x.dtype());
+  Value xc = b.convert(x, c);
+  Value ninf = b.constantF(-INFINITY, c, x.shape());
+  Value mx = b.reduce(b.select(m, ninf, xc), {dim}, ReduceKind::Max);
+  Value e = b.exp(b.sub(xc, expandReduced(b, mx, x.shape(), {dim})));
+  e = b.select(m, b.zerosLike(e), e);
+  Value s = b.reduce(e, {dim}, ReduceKind::Sum);
+  // CPU multiplies by the reciprocal of the sum, NaN where every element was masked.
+  Value zero = b.zerosLike(s);
+  Value inv = b.select(b.compare(s, zero, Cmp::EQ), b.constantF(NAN, c, s.shape()), b.div(b.onesLike(s), s));
+  Value y = b.mul(e, expandReduced(b, inv, x.shape(), {dim}));
+  return {b.reshape(b.convert(y, ctx.tensor(0).dtype()), ctx.outputs[0].shape)};
+}
+
+// _transform_bias_rescale_qkv(qkv, qkv_bias, num_heads): qkv (B, T, 3D) plus its bias, split into q, k and v of
+// shape (B, num_heads, T, D / num_heads), q divided by sqrt(D / num_heads) (the attention fast path's packed
+// projection, as CPU's kernel computes it).
+std::vector<Value> transformBiasRescaleQkvRule(Context& ctx) {
+  Builder& b = ctx.b;
+  Value qkv = ctx.tensor(0), bias = ctx.tensor(1);
+  int64_t H = ctx.toInt(2);
+  const Shape& s = qkv.shape();
+  int64_t B = s[0], T = s[1], D = s[2] / 3, dh = D / H;
+  DType c = accType(qkv.dtype());
+  Value x = b.add(b.convert(qkv, c), b.broadcastInDim(b.convert(bias, c), s, {2}));
+  std::vector<Value> out;
+  for (int64_t k = 0; k < 3; ++k) {
+    Value part = b.sliceInDim(x, k * D, (k + 1) * D, 1, 2);
+    if (k == 0) part = b.div(part, b.constantF(std::sqrt(double(dh)), c, part.shape()));
+    part = b.transpose(b.reshape(part, {B, T, H, dh}), {0, 2, 1, 3});
+    out.push_back(b.convert(part, qkv.dtype()));
+  }
+  return out;
+}
+
+bool transformBiasRescaleQkvAccepts(const Context& ctx) {
+  if (!realDTypes(ctx) || !shlo::isFloat(ctx.tensor(0).dtype())) return false;
+  const Shape s = ctx.tensor(0).shape();
+  const Shape bs = ctx.tensor(1).shape();
+  int64_t H = ctx.toInt(2);
+  return s.size() == 3 && bs.size() == 1 && bs[0] == s[2] && s[2] % 3 == 0 && H > 0 && (s[2] / 3) % H == 0 &&
+         ctx.tensor(1).dtype() == ctx.tensor(0).dtype();
+}
+
 // PyTorch CPU's softmax implements floating inputs only: integer calls decline, and its kernel raises.
 bool floatSelf(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()); }
 
@@ -119,6 +203,8 @@ void populateNN(Registry& r) {
       .accepts(realDTypes);
   r.add("aten::_log_softmax_backward_data", [](Context& ctx) { return softmaxBackwardRule(ctx, true); })
       .accepts(realDTypes);
+  r.add("aten::_masked_softmax", maskedSoftmaxRule).accepts(maskedSoftmaxAccepts);
+  r.add("aten::_transform_bias_rescale_qkv", transformBiasRescaleQkvRule).accepts(transformBiasRescaleQkvAccepts);
   r.add("aten::glu", gluRule).accepts(realDTypes);
   r.add("aten::glu_backward", gluBackwardRule).accepts(realDTypes);
   // log_sigmoid_forward(self) -> (output, buffer = exp(-|x|), PyTorch CPU's buffer; the backward recomputes it)
