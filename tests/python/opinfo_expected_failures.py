@@ -81,17 +81,6 @@ X += xfail('special.scaled_modified_bessel_k0', ('bool', 'float32', 'int64'), 'f
 X += xfail('special.scaled_modified_bessel_k1', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
           fallback=['aten::special_scaled_modified_bessel_k1.out'])
 
-_BICUBIC = (
-    'bicubic and anti-aliased interpolation have no lowering (nearest, linear, bilinear, trilinear and '
-    'area do): CPU fallback')
-X += xfail('_upsample_bilinear2d_aa', 'float32', 'backward', _BICUBIC,
-          fallback=['aten::_upsample_bilinear2d_aa.out', 'aten::_upsample_bilinear2d_aa_backward.grad_input'])
-X += xfail('_upsample_bilinear2d_aa', 'float32', 'forward', _BICUBIC, fallback=['aten::_upsample_bilinear2d_aa.out'])
-X += xfail('nn.functional.interpolate.bicubic', ('bfloat16', 'float32'), 'backward', _BICUBIC,
-          fallback=['aten::upsample_bicubic2d.out', 'aten::upsample_bicubic2d_backward.grad_input'])
-X += xfail('nn.functional.interpolate.bicubic', ('bfloat16', 'float32'), 'forward', _BICUBIC,
-          fallback=['aten::upsample_bicubic2d.out'])
-
 _DOT_BF16 = (
     'XLA:CPU rejects the program of this _trilinear backward: a bf16 x bf16 dot with an f32 result that '
     'its DotThunk cannot execute (the forward and the other samples run)')

@@ -11,8 +11,9 @@
 //   adaptive/fractional max  per-dim gathers of each output's window candidates, last dim first, carrying flat
 //                     indices (CPU's scan order: first maximum, last NaN); fractional windows from random_samples
 //   adaptive avg      one averaging matrix per dim (rows: [floor(i*in/out), ceil((i+1)*in/out)) ), dot_general
-//   upsample          index/weight tables computed on the host in float exactly as PyTorch's CPU kernels do
-//                     (scales are built into the program: static args), gathers forward, matrices backward
+//   upsample          index/weight tables (nearest, linear, bicubic) computed on the host in float exactly as
+//                     PyTorch's CPU kernels do (scales are built into the program: static args), gathers forward,
+//                     matrices backward
 // Half types compute in f32 and round once.
 #include <algorithm>
 #include <climits>
@@ -460,7 +461,7 @@ std::vector<Value> adaptiveAvgBackwardRule(Context& ctx, int64_t nsp) {
 // ---------------------------------------------------------------------------------------------------------------
 // upsampling
 
-enum class Mode { Nearest, NearestExact, Linear };
+enum class Mode { Nearest, NearestExact, Linear, Cubic };
 
 // PyTorch's compute_scales_value / area_pixel_compute_scale in float.
 float scaleValue(const HostScalar* scale, int64_t in, int64_t out) {
@@ -469,9 +470,22 @@ float scaleValue(const HostScalar* scale, int64_t in, int64_t out) {
 }
 
 struct Taps {
-  std::vector<int64_t> i0, i1;
-  std::vector<float> l0, l1;  // linear only
+  std::vector<int64_t> i0, i1, i2, i3;  // i1: linear and cubic; i2, i3: cubic
+  std::vector<float> l0, l1, l2, l3;    // their weights
 };
+
+// PyTorch's cubic convolution coefficients (A = -0.75) of the four taps around a source position with fraction t,
+// in float as its CPU kernel computes them.
+void cubicCoefficients(float t, float c[4]) {
+  const float A = -0.75f;
+  auto conv1 = [A](float x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+  auto conv2 = [A](float x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+  c[0] = conv2(t + 1.0f);
+  c[1] = conv1(t);
+  float x2 = 1.0f - t;
+  c[2] = conv1(x2);
+  c[3] = conv2(x2 + 1.0f);
+}
 
 Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScalar* scale) {
   Taps t;
@@ -485,6 +499,23 @@ Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScal
     } else if (mode == Mode::NearestExact) {
       float s = scaleValue(scale, in, out);
       t.i0.push_back(std::min(int64_t(std::floor(float((double(o) + 0.5) * s))), in - 1));
+    } else if (mode == Mode::Cubic) {
+      // Source position unclamped below (cubic), its floor clamped to the input, the four taps around it clamped.
+      float s = align_corners ? (out > 1 ? float(in - 1) / float(out - 1) : 0.f) : scaleValue(scale, in, out);
+      float src = align_corners ? s * float(o) : s * (float(o) + 0.5f) - 0.5f;
+      int64_t a = std::min(int64_t(std::floor(src)), in - 1);
+      float lambda = std::min(std::max(src - float(a), 0.f), 1.f);
+      float c[4];
+      cubicCoefficients(lambda, c);
+      auto at = [in](int64_t k) { return std::min(std::max(k, int64_t(0)), in - 1); };
+      t.i0.push_back(at(a - 1));
+      t.i1.push_back(at(a));
+      t.i2.push_back(at(a + 1));
+      t.i3.push_back(at(a + 2));
+      t.l0.push_back(c[0]);
+      t.l1.push_back(c[1]);
+      t.l2.push_back(c[2]);
+      t.l3.push_back(c[3]);
     } else {
       float s;
       if (align_corners) s = out > 1 ? float(in - 1) / float(out - 1) : 0.f;
@@ -517,13 +548,17 @@ Value tapMatrix(Builder& b, const Taps& t, Mode mode, int64_t in, DType c) {
   int64_t out = int64_t(t.i0.size());
   Shape s = {out, in};
   Value col = b.iota({DType::S64, s}, 1);
-  Value hit0 = b.compare(col, b.broadcastInDim(b.constantI64s(t.i0, DType::S64), s, {0}), Cmp::EQ);
-  if (mode != Mode::Linear) return b.convert(hit0, c);
-  Value hit1 = b.compare(col, b.broadcastInDim(b.constantI64s(t.i1, DType::S64), s, {0}), Cmp::EQ);
-  Value l0 = b.broadcastInDim(b.convert(floatTable(b, t.l0), c), s, {0});
-  Value l1 = b.broadcastInDim(b.convert(floatTable(b, t.l1), c), s, {0});
+  auto hit = [&](const std::vector<int64_t>& idx) {
+    return b.compare(col, b.broadcastInDim(b.constantI64s(idx, DType::S64), s, {0}), Cmp::EQ);
+  };
+  if (mode == Mode::Nearest || mode == Mode::NearestExact) return b.convert(hit(t.i0), c);
   Value z = b.zeros({c, s});
-  return b.add(b.select(hit0, l0, z), b.select(hit1, l1, z));
+  auto term = [&](const std::vector<int64_t>& idx, const std::vector<float>& w) {
+    return b.select(hit(idx), b.broadcastInDim(b.convert(floatTable(b, w), c), s, {0}), z);
+  };
+  Value m = b.add(term(t.i0, t.l0), term(t.i1, t.l1));
+  if (mode == Mode::Cubic) m = b.add(b.add(m, term(t.i2, t.l2)), term(t.i3, t.l3));
+  return m;
 }
 
 struct UpsampleArgs {
@@ -554,7 +589,7 @@ bool upsampleAccepts(const Context& ctx, bool nearest) {
 std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
-  bool linear = mode == Mode::Linear;
+  bool linear = mode == Mode::Linear || mode == Mode::Cubic;
   bool ac = linear && ctx.toBool(2);
   auto scales = scalesFrom(ctx, linear ? 3 : 2, nsp);
   const Shape& out_shape = ctx.outputs[0].shape;
@@ -569,11 +604,14 @@ std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
       y = takeAlong(b, y, d, t.i0);
       continue;
     }
-    Value a = takeAlong(b, y, d, t.i0), a1 = takeAlong(b, y, d, t.i1);
-    std::vector<int64_t> map = {d};
-    Value l0 = b.broadcastInDim(b.convert(floatTable(b, t.l0), c), a.shape(), map);
-    Value l1 = b.broadcastInDim(b.convert(floatTable(b, t.l1), c), a.shape(), map);
-    y = b.add(b.mul(l0, a), b.mul(l1, a1));
+    // sum_k w_k * x[i_k], left to right as PyTorch's kernels add the taps
+    auto weighted = [&](const std::vector<int64_t>& idx, const std::vector<float>& w) {
+      Value a = takeAlong(b, y, d, idx);
+      return b.mul(b.broadcastInDim(b.convert(floatTable(b, w), c), a.shape(), {d}), a);
+    };
+    Value acc = b.add(weighted(t.i0, t.l0), weighted(t.i1, t.l1));
+    if (mode == Mode::Cubic) acc = b.add(b.add(acc, weighted(t.i2, t.l2)), weighted(t.i3, t.l3));
+    y = acc;
   }
   return {b.convert(y, x.dtype())};
 }
@@ -582,7 +620,7 @@ std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
 std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
   Builder& b = ctx.b;
   Value g = ctx.tensor(0);
-  bool linear = mode == Mode::Linear;
+  bool linear = mode == Mode::Linear || mode == Mode::Cubic;
   bool ac = linear && ctx.toBool(3);
   auto scales = scalesFrom(ctx, linear ? 4 : 3, nsp);
   const std::vector<int64_t>& in_size = ctx.toInts(2);
@@ -595,6 +633,68 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
     y = applyAlong(b, y, tapMatrix(b, t, mode, in, c), d, 0);
   }
   return {b.convert(y, g.dtype())};
+}
+
+// Anti-aliased interpolation (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa): each output averages the inputs of a
+// window around its centre, weighted by the filter (triangle, or cubic with A = -0.5) stretched by the downscale
+// factor and normalized, as PyTorch's separable CPU kernel defines them. One [out, in] weight matrix per dim, built
+// on the device from per-output centres and window bounds computed on the host in float; the last dim first, and a
+// dim whose size does not change is left alone (as CPU's kernel skips it).
+Value aaMatrix(Builder& b, bool cubic, int64_t in, int64_t out, bool align_corners, const HostScalar* scale, DType c) {
+  float s = align_corners ? (out > 1 ? float(in - 1) / float(out - 1) : 0.f) : scaleValue(scale, in, out);
+  float half_size = cubic ? 2.f : 1.f;
+  float support = s >= 1.f ? half_size * s : half_size;
+  float invscale = s >= 1.f ? 1.f / s : 1.f;
+  std::vector<float> centres;
+  std::vector<int64_t> lo, hi;
+  for (int64_t o = 0; o < out; ++o) {
+    float centre = s * (float(o) + 0.5f);
+    centres.push_back(centre);
+    lo.push_back(std::max(int64_t(centre - support + 0.5f), int64_t(0)));
+    hi.push_back(std::min(int64_t(centre + support + 0.5f), in));
+  }
+  Shape sh = {out, in};
+  Value col = b.iota({DType::S64, sh}, 1);
+  Value ctr = b.broadcastInDim(b.convert(floatTable(b, centres), c), sh, {0});
+  Value x = b.abs(b.mul(b.add(b.sub(b.convert(col, c), ctr), b.constantF(0.5, c, sh)), b.constantF(invscale, c, sh)));
+  Value one = b.constantF(1, c, sh), zero = b.zeros({c, sh});
+  Value w;
+  if (!cubic) {
+    w = b.select(b.compare(x, one, Cmp::LT), b.sub(one, x), zero);
+  } else {
+    const double a = -0.5;
+    auto k = [&](double v) { return b.constantF(v, c, sh); };
+    Value x2 = b.mul(x, x);
+    Value near = b.add(b.mul(b.sub(b.mul(k(a + 2), x), k(a + 3)), x2), one);
+    Value far = b.sub(b.mul(b.add(b.mul(b.sub(b.mul(k(a), x), k(5 * a)), x), k(8 * a)), x), k(4 * a));
+    w = b.select(b.compare(x, one, Cmp::LT), near, b.select(b.compare(x, k(2), Cmp::LT), far, zero));
+  }
+  Value inside = b.andOp(b.compare(col, b.broadcastInDim(b.constantI64s(lo, DType::S64), sh, {0}), Cmp::GE),
+                         b.compare(col, b.broadcastInDim(b.constantI64s(hi, DType::S64), sh, {0}), Cmp::LT));
+  w = b.select(inside, w, zero);
+  Value total = b.broadcastInDim(b.reduce(w, {1}, ReduceKind::Sum), sh, {0});
+  return b.select(b.compare(total, zero, Cmp::EQ), w, b.div(w, total));
+}
+
+// _upsample_{bilinear,bicubic}2d_aa(self, output_size, align_corners, scales_h, scales_w) and their backward
+// (grad_output, output_size, input_size, align_corners, scales_h, scales_w): the transposed matrices.
+std::vector<Value> upsampleAARule(Context& ctx, bool cubic, bool backward) {
+  Builder& b = ctx.b;
+  Value x = ctx.tensor(0);
+  bool ac = ctx.toBool(backward ? 3 : 2);
+  auto scales = scalesFrom(ctx, backward ? 4 : 3, 2);
+  const Shape in_shape = backward ? Shape(ctx.toInts(2)) : x.shape();
+  const Shape out_shape = backward ? x.shape() : ctx.outputs[0].shape;
+  DType c = accType(x.dtype());
+  Value y = b.convert(x, c);
+  int64_t lead = x.rank() - 2;
+  for (int64_t k = 0; k < 2; ++k) {
+    int64_t i = backward ? k : 1 - k;  // forward: width first, as CPU; backward: the reverse
+    int64_t d = lead + i, in = in_shape[size_t(d)], out = out_shape[size_t(d)];
+    if (in == out) continue;
+    y = applyAlong(b, y, aaMatrix(b, cubic, in, out, ac, scales[size_t(i)], c), d, backward ? 0 : 1);
+  }
+  return {b.convert(y, x.dtype())};
 }
 
 // max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices, output_size, stride, padding): each value
@@ -676,6 +776,21 @@ void populatePooling(Registry& r) {
     r.add(std::string("aten::upsample_") + lin + nd + "_backward", upsampleBackward(Mode::Linear))
         .staticArgs(statics)
         .accepts(realDTypes);
+    if (n == 2) {  // bicubic and anti-aliased: 2-d only in PyTorch
+      for (bool cubic : {false, true}) {
+        std::string name = cubic ? "aten::_upsample_bicubic2d_aa" : "aten::_upsample_bilinear2d_aa";
+        r.add(name, [cubic](Context& ctx) { return upsampleAARule(ctx, cubic, false); })
+            .staticArgs(statics)
+            .accepts(linearOk);
+        r.add(name + "_backward", [cubic](Context& ctx) { return upsampleAARule(ctx, cubic, true); })
+            .staticArgs(statics)
+            .accepts(realDTypes);
+      }
+      r.add("aten::upsample_bicubic2d", upsample(Mode::Cubic)).staticArgs(statics).accepts(linearOk);
+      r.add("aten::upsample_bicubic2d_backward", upsampleBackward(Mode::Cubic))
+          .staticArgs(statics)
+          .accepts(realDTypes);
+    }
   }
 }
 
