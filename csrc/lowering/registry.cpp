@@ -179,6 +179,7 @@ const Registry& registry() {
         populateCompileExtra,
         populateConv,
         populatePooling,
+        populateGridSampler,
         populateSampling,
         populateRnn,
         populateGrouped,
