@@ -265,6 +265,22 @@ at::Tensor sparseMask(const at::Tensor& self, const at::Tensor& mask) {
   return makeCoo(self.sizes(), mask.sparse_dim(), mask._indices().clone(), values, mask.is_coalesced());
 }
 
+// _sparse_mask_projection(self, mask, accumulate_matches) (the backward of sparse_mask): self's entries, indices as
+// they are, each value kept where its index is one of mask's and zero elsewhere, as CPU computes it.
+at::Tensor sparseMaskProjection(const at::Tensor& self, const at::Tensor& mask, bool accumulate_matches) {
+  (void)accumulate_matches;  // duplicates of self stay separate entries either way
+  TORCH_CHECK(mask.sizes() == self.sizes(), "_sparse_mask_projection(): operands have incompatible sizes; self has size ",
+              self.sizes(), " but mask has size ", mask.sizes());
+  int64_t sd = self.sparse_dim();
+  at::Tensor keep = at::isin(linearIndex(self._indices(), self.sizes(), sd),
+                             linearIndex(mask._indices(), mask.sizes(), mask.sparse_dim()));
+  at::Tensor values = self._values();
+  std::vector<int64_t> shape(size_t(values.dim()), 1);
+  shape[0] = values.size(0);
+  values = at::where(keep.view(shape), values, at::zeros({}, values.options()));
+  return makeCoo(self.sizes(), sd, self._indices().clone(), values, self.is_coalesced());
+}
+
 at::Tensor sparseNeg(const at::Tensor& self) {
   return makeCoo(self.sizes(), self.sparse_dim(), self._indices().clone(), self._values().neg(),
                  self.is_coalesced());
@@ -340,6 +356,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("div_.Tensor", TORCH_FN(divInPlace));
   m.impl("neg", TORCH_FN(sparseNeg));
   m.impl("sparse_mask", TORCH_FN(sparseMask));
+  m.impl("_sparse_mask_projection", TORCH_FN(sparseMaskProjection));
   m.impl("sum", TORCH_FN(sumAll));
   m.impl("_sparse_sum.dim", TORCH_FN(sparseSumDim));
   m.impl("_sparse_sum.dim_dtype", TORCH_FN(sparseSumDimDtype));

@@ -279,3 +279,22 @@ def test_dense_mul_inplace_by_sparse():
     got = d.to("tpu").mul_(s.to("tpu"))
     assert got.layout == torch.strided
     torch.testing.assert_close(got.cpu(), ref)
+
+
+def test_sparse_mask_backward_and_projection():
+    # sparse_mask's backward projects the sparse gradient onto the mask (_sparse_mask_projection), as on CPU
+    # (test_autograd's test_sparse_mask_autograd).
+    t = torch.randn(3, device="tpu", requires_grad=True)
+    mask = torch.ones(3, device="tpu")
+    mask[1] = 0
+    mask = mask.to_sparse()
+    t.sparse_mask(mask).to_dense().sum().backward()
+    assert torch.equal(t.grad.cpu(), torch.tensor([1.0, 0.0, 1.0]))
+    s = torch.sparse_coo_tensor(torch.tensor([[0, 2, 2]]), torch.tensor([1.0, 2.0, 3.0]), (4,))
+    m = torch.sparse_coo_tensor(torch.tensor([[2, 3]]), torch.tensor([1.0, 1.0]), (4,)).coalesce()
+    for acc in (True, False):
+        src = s if acc else s.coalesce()
+        expected = torch.ops.aten._sparse_mask_projection(src, m, acc)
+        got = torch.ops.aten._sparse_mask_projection(src.to("tpu"), m.to("tpu"), acc)
+        assert torch.equal(got.to_dense().cpu(), expected.to_dense())
+        assert torch.equal(got._indices().cpu(), expected._indices())
