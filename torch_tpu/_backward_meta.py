@@ -17,6 +17,10 @@ either: theirs make the list checks and write nothing, so the device lowerings r
 Nor do the two pieces of the attention fast paths of nn.MultiheadAttention and nn.TransformerEncoderLayer that
 have device lowerings: ``_masked_softmax`` (its mask-type shape checks are CPU's) and
 ``_transform_bias_rescale_qkv`` (the packed q/k/v split into three (B, heads, T, head_dim) tensors).
+
+``randperm``'s out= form (every randperm call on tpu reaches it) gets the checks CPU's kernel makes on ``n`` and the
+result dtype (n beyond what the dtype holds exactly, bool), with CPU's messages, so the device lowering never sees
+a call CPU rejects.
 """
 
 from __future__ import annotations
@@ -120,6 +124,27 @@ def _transform_bias_rescale_qkv(qkv, qkv_bias, num_heads):
     return qkv.new_empty(shape), qkv.new_empty(shape), qkv.new_empty(shape)
 
 
+_RANDPERM_INT_LIMITS = {torch.int8: ("int8_t", 127), torch.uint8: ("uint8_t", 255), torch.int16: ("int16_t", 32767),
+                        torch.uint16: ("uint16_t", 65535), torch.int32: ("int32_t", 2**31 - 1)}
+_RANDPERM_FLOAT_DIGITS = {torch.float16: ("Half", 11), torch.bfloat16: ("BFloat16", 8), torch.float32: ("Float", 24)}
+
+
+def _randperm_generator_out(n, *, generator=None, out):
+    if out.dtype == torch.bool:
+        raise NotImplementedError('"randperm" not implemented for \'Bool\'')
+    if out.dtype in _RANDPERM_INT_LIMITS:
+        name, top = _RANDPERM_INT_LIMITS[out.dtype]
+        torch._check(n - 1 <= top, lambda: f"value cannot be converted to type {name} without overflow")
+    if out.dtype in _RANDPERM_FLOAT_DIGITS:
+        name, digits = _RANDPERM_FLOAT_DIGITS[out.dtype]
+        limit = (1 << digits) + 1
+        torch._check(n <= limit, lambda: f"n cannot be greater than {limit} for {name} type.")
+    torch._check(n >= 0, lambda: f"Trying to create tensor with negative dimension {n}: [{n}]")
+    if out.shape != (n,):
+        out.resize_(n)
+    return out
+
+
 def _replace_meta(name: str, fn) -> None:
     _aten_kernels.register(name, fn, "Meta", replaces=True)
     # Under the Python dispatcher (dynamo's fake tensors) PyTorch's function is also the op's Python Meta kernel.
@@ -130,6 +155,11 @@ def _replace_meta(name: str, fn) -> None:
 
 
 def _install() -> None:
+    _aten_kernels.register("randperm.generator_out", _randperm_generator_out, "Meta", replaces=True)
+    op = torch.ops.aten.randperm.generator_out
+    if torch._C.DispatchKey.Meta in op.py_kernels:
+        op.py_kernels[torch._C.DispatchKey.Meta] = _randperm_generator_out
+        op._dispatch_cache.clear()
     _replace_meta("multi_margin_loss", _multi_margin_loss)
     _replace_meta("multilabel_margin_loss_forward", _multilabel_margin_loss_forward)
     for op, fn in (("fractional_max_pool3d_backward", _fractional_max_pool3d_backward),

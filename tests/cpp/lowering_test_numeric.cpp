@@ -463,6 +463,12 @@ void numericTests() {
     }
     CHECK(std::fabs(mean - 0.25) < 0.05);
   });
+  test("randperm is a permutation", [&] {
+    Result r = run("aten::randperm.generator_out", {I(300), N(), T(s64, {300})}, {{s64, {300}}});
+    std::set<double> seen(r.vals[0].begin(), r.vals[0].end());
+    CHECK(seen.size() == 300 && *seen.begin() == 0 && *seen.rbegin() == 299);
+    CHECK(r.vals[0] != std::vector<double>(seen.begin(), seen.end()));  // shuffled
+  });
   test("random_ range", [&] {
     Result r = run("aten::random_.from", {T(s64, {1000}), I(-3), I(4), N()});
     std::set<double> seen(r.vals[0].begin(), r.vals[0].end());

@@ -172,3 +172,45 @@ def test_generate_sampling_runs_on_device(tmp_path):
     assert a.device.type == "tpu" and a.shape[1] > prompt.shape[1]
     assert torch.equal(a.cpu(), b.cpu())
     assert int(a.max()) < 128 and int(a.min()) >= 0
+
+
+# --- randperm ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int8, torch.uint8, torch.float32, torch.float16])
+def test_randperm_is_a_permutation_on_device(strict_fallback, dtype):
+    n = 128 if dtype in (torch.int8, torch.uint8) else 300
+    p = torch.randperm(n, device="tpu", dtype=dtype)
+    assert p.device.type == "tpu" and p.dtype == dtype
+    assert sorted(p.cpu().long().tolist()) == list(range(n))
+    out = torch.empty(n, device="tpu", dtype=dtype)
+    torch.randperm(n, out=out)
+    assert sorted(out.cpu().long().tolist()) == list(range(n))
+
+
+def test_randperm_uniform_and_seeded(strict_fallback):
+    # every position of a 4-permutation takes each value about equally often; a seed repeats the permutation
+    counts = torch.zeros(4, 4)
+    for _ in range(400):
+        p = torch.randperm(4, device="tpu").cpu()
+        counts[torch.arange(4), p] += 1
+    assert counts.min() > 60 and counts.max() < 140, counts
+    g = torch.Generator(device="tpu")
+    g.manual_seed(7)
+    a = torch.randperm(50, device="tpu", generator=g)
+    g.manual_seed(7)
+    b = torch.randperm(50, device="tpu", generator=g)
+    assert torch.equal(a, b)
+    assert torch.randperm(0, device="tpu").numel() == 0 and torch.randperm(1, device="tpu").tolist() == [0]
+
+
+@pytest.mark.parametrize("call", [lambda d: torch.randperm(3000, dtype=torch.half, device=d),
+                                  lambda d: torch.randperm(300, dtype=torch.int8, device=d),
+                                  lambda d: torch.randperm(-1, device=d),
+                                  lambda d: torch.randperm(3, dtype=torch.bool, device=d)])
+def test_randperm_errors_as_cpu(call):
+    with pytest.raises(Exception) as cpu:
+        call("cpu")
+    with pytest.raises(type(cpu.value)) as tpu:
+        call("tpu")
+    assert str(cpu.value).splitlines()[0] == str(tpu.value).splitlines()[0]

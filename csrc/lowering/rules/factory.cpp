@@ -438,6 +438,39 @@ void populateFactory(Registry& r) {
     Value e = b.div(b.neg(b.log1p(b.neg(u))), lambd);
     return {b.convert(e, self.dtype())};
   }).staticArgs({"lambd"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 1, 1.0) > 0; }));
+  // randperm.generator_out(n, generator, out): 0..n-1 ordered by random 64-bit keys (a stable sort, so a tie
+  // keeps a valid permutation), in the result's dtype (CPU's own n checks run in its kernel: the meta raises first).
+  auto randperm = [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const TensorType& t = ctx.outputs[0];
+    int64_t n = t.shape.empty() ? 0 : t.shape[0];
+    if (n <= 1) return {b.convert(b.iota({DType::S64, t.shape}, 0), t.dtype)};
+    Value keys = b.rngBitGenerator(ctx.rngState(), {DType::U64, {n}})[1];
+    Value perm = b.sort({keys, b.iota({DType::S64, {n}}, 0)}, 0, false, true)[1];
+    return {b.convert(perm, t.dtype)};
+  };
+  // Every randperm call reaches its generator out= form (PyTorch's composites of the others), whose meta kernel
+  // (torch_tpu/_backward_meta.py) makes CPU's checks; the row still declines what CPU's kernel refuses.
+  r.add("aten::randperm.generator_out", randperm).accepts([](const Context& ctx) {
+      // CPU's kernel refuses n beyond what the dtype holds exactly (its errors): those calls decline.
+      const TensorType& t = ctx.outputs[0];
+      if (t.shape.size() != 1) return false;
+      int64_t n = t.shape[0];
+      auto fits = [n](int digits) { return n <= (int64_t(1) << digits) + 1; };
+      switch (t.dtype) {
+        case DType::F16: return fits(11);
+        case DType::BF16: return fits(8);
+        case DType::F32: return fits(24);
+        case DType::F64: return true;
+        case DType::S8: return n - 1 <= 127;
+        case DType::U8: return n - 1 <= 255;
+        case DType::S16: return n - 1 <= 32767;
+        case DType::U16: return n - 1 <= 65535;
+        case DType::S32: return n - 1 <= 2147483647;
+        case DType::U32: case DType::S64: case DType::U64: return true;
+        default: return false;
+      }
+    });
   // random_.from(self, int from, int? to), random_.to(self, int to), random_(self): integers in [from, to).
   auto randomRule = [](int form) {
     return [form](Context& ctx) -> std::vector<Value> {
