@@ -1,5 +1,5 @@
-// Ops whose result size depends on the data: nonzero, masked_select, and advanced indexing with boolean masks
-// (index, index_put). Each synchronizes with the host once to learn the size (a count computed on the device),
+// Ops whose result size depends on the data: nonzero, masked_select, bincount, and advanced indexing with boolean
+// masks (index, index_put). Each synchronizes with the host once to learn the size (a count computed on the device),
 // then computes the result on the device with lowered ATen ops of known size (cumsum, where, scatter, gather):
 // no CPU fallback. Integer indexing takes no detour: index goes to the lowered _unsafe_index, index_put to the
 // lowered _unsafe_index_put (the lowering rules of index.Tensor / index_put / _index_put_impl serve graphs only).
@@ -55,6 +55,29 @@ at::Tensor tpu_nonzero(const at::Tensor& self) {
   int64_t count = countTrue(flat);
   at::Tensor pos = trueFlatPositions(flat, count);
   return unflatten(pos, self.sizes());
+}
+
+// bincount(self, weights, minlength): the number of bins is max(self) + 1 (at least minlength), read from the
+// device together with min(self) for CPU's check (one host read); the counts are an index_add on the device. As on
+// CPU, an empty input gives minlength int64 zeros, and the result is int64 counts, float32 sums of float32 weights,
+// float64 sums of any other weights.
+at::Tensor tpu_bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights_opt, int64_t minlength) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isFloatingType(self.scalar_type()) && !c10::isComplexType(self.scalar_type()) &&
+                                  self.scalar_type() != at::kBool,
+              "\"bincount_cpu\" not implemented for '", c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  if (self.dim() == 1 && self.numel() == 0) return at::zeros({minlength}, longOpts(self));
+  at::Tensor host = self.dim() == 1 ? at::stack({self.min(), self.max()}).to(at::kLong).cpu() : at::Tensor();
+  TORCH_CHECK(self.dim() == 1 && host[0].item<int64_t>() >= 0,
+              "bincount only supports 1-d non-negative integral inputs.");
+  const bool has_weights = weights_opt.has_value() && weights_opt->defined();
+  if (has_weights)
+    TORCH_CHECK(weights_opt->dim() == 1 && weights_opt->size(0) == self.size(0),
+                "weights should be 1-d and have the same length as input");
+  const int64_t nbins = std::max(host[1].item<int64_t>() + 1, minlength);
+  if (!has_weights) return at::zeros({nbins}, longOpts(self)).index_add_(0, self, at::ones_like(self, at::kLong));
+  const at::ScalarType t = weights_opt->scalar_type() == at::kFloat ? at::kFloat : at::kDouble;
+  return at::zeros({nbins}, weights_opt->options().dtype(t)).index_add_(0, self, weights_opt->to(t));
 }
 
 at::Tensor& tpu_nonzero_out(const at::Tensor& self, at::Tensor& out) {
@@ -389,6 +412,7 @@ void fused_sgd_tensor_lr_meta(at::TensorList self, at::TensorList grads, at::Ten
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", TORCH_FN(tpu_nonzero));
   m.impl("nonzero.out", TORCH_FN(tpu_nonzero_out));
+  m.impl("bincount", TORCH_FN(tpu_bincount));
   m.impl("equal", TORCH_FN(tpu_equal));
   m.impl("repeat_interleave.Tensor", TORCH_FN(tpu_repeat_interleave));
   m.impl("_unique2", TORCH_FN(tpu_unique2));

@@ -602,3 +602,27 @@ def test_inference_products_read_packed_weights():
     torch.nn.functional.linear(xt, wg, bt).sum().backward()  # autograd on: the weight is read as it is
     assert stats() - n0 == 2
     torch.testing.assert_close(wg.grad.cpu(), torch.ones(5, 48).t() @ x)
+
+
+@pytest.mark.parametrize("x,w,minlength", [
+    ([1, 2, 2, 5], None, 0), ([1, 2, 2, 5], None, 10), ([0, 3, 3], [0.5, 1.5, 2.0], 0),
+    ([0, 3, 3], torch.tensor([1, 2, 3]), 2), ([0, 3, 3], torch.tensor([0.5, 1.5, 2.0], dtype=torch.float64), 0),
+    ([0, 3, 3], torch.tensor([0.5, 1.5, 2.0], dtype=torch.half), 0), ([], None, 3)])
+def test_bincount_on_device_as_cpu(strict_fallback, x, w, minlength):
+    # bincount's size depends on the data: one host read of min/max, the counts on the device
+    x = torch.tensor(x, dtype=torch.long)
+    w = torch.tensor(w) if isinstance(w, list) else w
+    expected = torch.bincount(x, w, minlength)
+    got = torch.bincount(x.to("tpu"), None if w is None else w.to("tpu"), minlength)
+    assert got.dtype == expected.dtype and torch.equal(got.cpu(), expected)
+
+
+@pytest.mark.parametrize("x,w,minlength", [
+    (torch.tensor([-1, 2]), None, 0), (torch.tensor([[1, 2]]), None, 0), (torch.tensor([1, 2]), None, -1),
+    (torch.tensor([1, 2]), torch.tensor([1.0]), 0), (torch.tensor([1.0, 2.0]), None, 0)])
+def test_bincount_errors_as_cpu(x, w, minlength):
+    with pytest.raises(Exception) as cpu:
+        torch.bincount(x, w, minlength)
+    with pytest.raises(type(cpu.value)) as tpu:
+        torch.bincount(x.to("tpu"), None if w is None else w.to("tpu"), minlength)
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
