@@ -523,6 +523,10 @@ void numericTests() {
   expect("embedding", "aten::embedding",
          {T(f32, {3, 2}, {1, 2, 3, 4, 5, 6}), T(s64, {2, 2}, {2, 0, 1, 2}), I(-1), B(false), B(false)}, {},
          {{5, 6, 1, 2, 3, 4, 5, 6}});
+  // rows 0 (norm 5 > 2: scaled by 2 / (5 + 1e-7)) and 2 (norm 1: kept) named, row 1 (norm 10) not named
+  expect("embedding_renorm_", "aten::embedding_renorm_",
+         {T(f32, {3, 2}, {3, 4, 6, 8, 0.6, 0.8}), T(s64, {3}, {0, 2, 0}), D(2.0), DS(2.0)}, {},
+         {{3 * 2 / (5 + 1e-7), 4 * 2 / (5 + 1e-7), 6, 8, 0.6, 0.8}});
   expect("embedding_dense_backward", "aten::embedding_dense_backward",
          {T(f32, {3, 2}, {1, 1, 2, 2, 3, 3}), T(s64, {3}, {2, 0, 2}), I(4), I(0), B(false)}, {},
          {{0, 0, 0, 0, 4, 4, 0, 0}});

@@ -626,3 +626,18 @@ def test_bincount_errors_as_cpu(x, w, minlength):
     with pytest.raises(type(cpu.value)) as tpu:
         torch.bincount(x.to("tpu"), None if w is None else w.to("tpu"), minlength)
     assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf"), 3.0])
+def test_embedding_max_norm_renormalizes_on_device(strict_fallback, norm_type):
+    # nn.Embedding(max_norm=...) renormalizes the looked-up rows of the weight in place (embedding_renorm_), each row
+    # once however often it is named
+    torch.manual_seed(0)
+    w = torch.randn(10, 4) * 2
+    idx = torch.tensor([[1, 3, 3], [9, 0, 1]])
+    wc, wt = w.clone(), w.to("tpu")
+    expected = F.embedding(idx, wc, max_norm=1.5, norm_type=norm_type)
+    got = F.embedding(idx.to("tpu"), wt, max_norm=1.5, norm_type=norm_type)
+    torch.testing.assert_close(wt.cpu(), wc, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(got.cpu(), expected, atol=1e-6, rtol=1e-6)
+    assert torch.equal(wt.cpu()[2], w[2])  # rows not named are untouched

@@ -562,6 +562,48 @@ void populateIndexing(Registry& r) {
     return {takeRows(ctx.b, weight, ctx.tensor(1))};
   }).accepts(realDTypes);
   r.add("aten::embedding_dense_backward", embeddingBackwardRule).accepts(realDTypes);
+  // embedding_renorm_(self, indices, max_norm, norm_type) (nn.Embedding's max_norm): each row named by an index
+  // (once, however often it is named) whose norm exceeds max_norm is scaled by max_norm / (norm + 1e-7), as CPU's
+  // kernel does (the norm in the row's dtype, the scale in double, applied in the row's dtype).
+  r.add("aten::embedding_renorm_", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value self = ctx.tensor(0), idx = ctx.tensor(1);
+    int64_t rows = self.shape()[0], dim = self.shape()[1];
+    checkIndexRange(ctx, idx, rows, false, outOfBoundsMessage(0, rows));
+    int64_t m = numel(idx.shape());
+    Builder::ScatterDims sd;
+    sd.inserted_window_dims = {0};
+    sd.scatter_dims_to_operand_dims = {0};
+    sd.index_vector_dim = 1;
+    Value named = b.scatter(b.zeros({DType::S32, {rows}}), b.reshape(b.convert(idx, DType::S64), {m, 1}),
+                            b.constantF(1, DType::S32, {m}), sd, ReduceKind::Max);
+    DType c = accType(self.dtype());
+    Value a = b.abs(b.convert(self, c));
+    double p = ctx.arg(3).scalar.toDouble();
+    Value norm;
+    if (std::isinf(p)) {
+      norm = b.reduce(a, {1}, p > 0 ? ReduceKind::Max : ReduceKind::Min);
+    } else if (p == 0) {
+      norm = b.reduce(b.convert(b.compare(a, b.zerosLike(a), Cmp::NE), c), {1}, ReduceKind::Sum);
+    } else if (p == 1) {
+      norm = b.reduce(a, {1}, ReduceKind::Sum);
+    } else if (p == 2) {
+      norm = b.sqrt(b.reduce(b.mul(a, a), {1}, ReduceKind::Sum));
+    } else {
+      norm = b.pow(b.reduce(b.pow(a, cst(b, p, a)), {1}, ReduceKind::Sum), b.constantF(1.0 / p, c, {rows}));
+    }
+    Value n64 = b.convert(norm, DType::F64);
+    Value max_norm = b.broadcastTo(scalarArg(ctx, 2, DType::F64), {rows});
+    Value scale = b.div(max_norm, b.add(n64, b.constantF(1e-7, DType::F64, {rows})));
+    Value shrink = b.andOp(b.compare(named, b.zerosLike(named), Cmp::GT), b.compare(n64, max_norm, Cmp::GT));
+    Value scaled = b.convert(b.mul(b.convert(self, c), b.broadcastInDim(b.convert(scale, c), {rows, dim}, {0})),
+                             self.dtype());
+    return {b.select(b.broadcastInDim(shrink, {rows, dim}, {0}), scaled, self)};
+  }).staticArgs({"norm_type"}).accepts([](const Context& ctx) {
+    DType it = ctx.tensor(1).dtype();
+    return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()) && ctx.tensor(0).rank() == 2 &&
+           (it == DType::S64 || it == DType::S32) && ctx.arg(3).scalar.known();
+  });
 }
 
 }  // namespace torch_tpu::lowering
