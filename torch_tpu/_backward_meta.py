@@ -18,6 +18,8 @@ Nor do the two pieces of the attention fast paths of nn.MultiheadAttention and n
 have device lowerings: ``_masked_softmax`` (its mask-type shape checks are CPU's) and
 ``_transform_bias_rescale_qkv`` (the packed q/k/v split into three (B, heads, T, head_dim) tensors).
 
+``_sample_dirichlet`` has none either (its result is shaped like its concentrations).
+
 ``randperm``'s out= form (every randperm call on tpu reaches it) gets the checks CPU's kernel makes on ``n`` and the
 result dtype (n beyond what the dtype holds exactly, bool), with CPU's messages, so the device lowering never sees
 a call CPU rejects.
@@ -129,6 +131,10 @@ _RANDPERM_INT_LIMITS = {torch.int8: ("int8_t", 127), torch.uint8: ("uint8_t", 25
 _RANDPERM_FLOAT_DIGITS = {torch.float16: ("Half", 11), torch.bfloat16: ("BFloat16", 8), torch.float32: ("Float", 24)}
 
 
+def _sample_dirichlet(alpha, generator=None):
+    return torch.empty_like(alpha)
+
+
 def _randperm_generator_out(n, *, generator=None, out):
     if out.dtype == torch.bool:
         raise NotImplementedError('"randperm" not implemented for \'Bool\'')
@@ -170,6 +176,7 @@ def _install() -> None:
                    ("_fused_adam_.tensor_lr", _fused_adam_tensor_lr("_fused_adam_")),
                    ("_fused_adamw_.tensor_lr", _fused_adam_tensor_lr("_fused_adamw_")),
                    ("_masked_softmax", _masked_softmax),
-                   ("_transform_bias_rescale_qkv", _transform_bias_rescale_qkv)):
+                   ("_transform_bias_rescale_qkv", _transform_bias_rescale_qkv),
+                   ("_sample_dirichlet", _sample_dirichlet)):
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "Meta"):
             _aten_kernels.register(op, fn, "Meta")

@@ -46,6 +46,8 @@ void coverageCases() {
       {"aten::_fft_r2c", {T(f32, {4, 8}), L({1}), I(2), B(true)}, {{DType::C64, {4, 5}}}},
       {"aten::_fft_c2r", {T(DType::C64, {4, 5}), L({1}), I(2), I(8)}, {{f32, {4, 8}}}},
       {"aten::multinomial", {T(f32, {2, 5}), I(3), B(false), N()}, {{s64, {2, 3}}}},
+      {"aten::_standard_gamma", {T(f32, {2, 3}, {0.5, 1, 2.5, 0, 30, 0.01}), N()}, {{f32, {2, 3}}}},
+      {"aten::_sample_dirichlet", {T(f32, {2, 3}, {0.5, 1, 2.5, 0.2, 30, 0.01}), N()}, {{f32, {2, 3}}}},
       {"aten::signbit", {T(f32, {2, 3})}, {{pred, {2, 3}}}},
       {"aten::frexp.Tensor", {T(f32, {2, 3})}, {{f32, {2, 3}}, {s32, {2, 3}}}},
       {"aten::i0", {T(f32, {2, 3})}, {{f32, {2, 3}}}},

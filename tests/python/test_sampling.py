@@ -214,3 +214,40 @@ def test_randperm_errors_as_cpu(call):
     with pytest.raises(type(cpu.value)) as tpu:
         call("tpu")
     assert str(cpu.value).splitlines()[0] == str(tpu.value).splitlines()[0]
+
+
+# --- gamma and Dirichlet (torch.distributions Gamma, Beta, Dirichlet) ---------------------------------------------
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.5, 1.0, 2.5, 30.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_standard_gamma_moments(alpha, dtype):
+    # Gamma(alpha, 1): mean and variance alpha (acceptance-rejection on the device)
+    s = torch._standard_gamma(torch.full((20000,), alpha, dtype=dtype, device="tpu")).cpu().double()
+    tol = 0.06 * max(alpha, 0.2) + 0.01
+    assert abs(s.mean().item() - alpha) < tol and abs(s.var().item() - alpha) < 2 * tol
+    assert s.min().item() > 0
+
+
+def test_gamma_edge_concentrations_as_cpu():
+    # 0, negative and NaN concentrations give the least normal number (CPU's clamp), infinity gives infinity
+    a = torch.tensor([float("nan"), float("inf"), -1.0, 0.0])
+    assert torch.equal(torch._standard_gamma(a.to("tpu")).cpu(), torch._standard_gamma(a))
+    d = torch.tensor([[0.0, 0.0]], dtype=torch.float64)
+    assert torch.equal(torch._sample_dirichlet(d.to("tpu")).cpu(), torch._sample_dirichlet(d))
+
+
+def test_dirichlet_beta_gamma_distributions():
+    alpha = torch.tensor([0.5, 1.0, 3.0])
+    d = torch.distributions.Dirichlet(alpha.to("tpu")).sample((20000,)).cpu()
+    assert (d.sum(-1) - 1).abs().max() < 1e-5 and d.min() >= 0
+    torch.testing.assert_close(d.mean(0), alpha / alpha.sum(), atol=0.01, rtol=0)
+    b = torch.distributions.Beta(torch.tensor(2.0, device="tpu"), torch.tensor(5.0, device="tpu")).sample((20000,))
+    assert abs(b.mean().item() - 2 / 7) < 0.01
+    g = torch.distributions.Gamma(torch.tensor([3.0], device="tpu"), torch.tensor([2.0], device="tpu")).sample((20000,))
+    assert abs(g.mean().item() - 1.5) < 0.03
+    gen = torch.Generator(device="tpu")
+    gen.manual_seed(5)
+    x = torch._standard_gamma(torch.ones(5, device="tpu"), generator=gen)
+    gen.manual_seed(5)
+    assert torch.equal(x, torch._standard_gamma(torch.ones(5, device="tpu"), generator=gen))
