@@ -92,12 +92,32 @@ void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::St
   rethrowCpuTwinError(op, stack, base, {"omplex"});
 }
 
+// Subtraction with a bool operand (sub, rsub, subtract, _foreach_sub and their in-place and out= forms): CPU's
+// kernels raise ("Subtraction, the `-` operator, with a bool tensor is not supported"), PyTorch's meta kernels
+// accept it and the program would compute integers.
+void judgeBoolSubtractionOnCpu(const c10::OperatorHandle& op, const std::string& name, const torch::jit::Stack& stack,
+                               size_t base) {
+  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (!(starts("aten::sub") || starts("aten::rsub") || starts("aten::_foreach_sub"))) return;
+  bool any_bool = false;
+  for (size_t i = base; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isBool()) any_bool = true;
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == at::kBool) any_bool = true;
+    if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorList())
+        if (t.defined() && t.scalar_type() == at::kBool) any_bool = true;
+  }
+  if (any_bool) rethrowCpuTwinError(op, stack, base, {"Subtraction"});
+}
+
 }  // namespace
 
 void judgeOnCpu(const c10::OperatorHandle& op, const std::string& name, bool out_variant,
                 const torch::jit::Stack& stack, size_t base) {
   judgeOutDtypeOnCpu(op, name, out_variant, stack, base);
   judgeComplexScalarOnCpu(op, stack, base);
+  judgeBoolSubtractionOnCpu(op, name, stack, base);
   // Tensors of more than 64 dims: CPU's reductions refuse them ("only tensors with up to 64 dims are supported"),
   // their meta kernels do not; the CPU kernel judges such a call on host twins.
   for (size_t i = base; i < stack.size(); ++i)

@@ -244,3 +244,18 @@ def test_reductions_over_more_than_64_dims_raise_like_cpu():
     for fn in (lambda d: torch.argmin(t[d]), lambda d: (t[d] + 1).sum()):
         e, _ = _same_as_cpu(fn)
         assert e is None
+
+
+@pytest.mark.parametrize("call", [
+    lambda b, l: b - 1, lambda b, l: 1 - b, lambda b, l: l.sub_(b), lambda b, l: l - True,
+    lambda b, l: torch.subtract(l, b), lambda b, l: torch.sub(l, b, out=torch.empty_like(l)), lambda b, l: b - b,
+])
+def test_subtraction_with_bool_raises_as_cpu(call):
+    # PyTorch's meta kernels accept it (tpu returned integers); CPU's kernels raise
+    def run(dev):
+        return call(torch.ones(3, dtype=torch.bool, device=dev), torch.ones(3, dtype=torch.long, device=dev))
+    with pytest.raises(RuntimeError) as cpu:
+        run("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        run("tpu")
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]

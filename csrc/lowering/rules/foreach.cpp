@@ -327,22 +327,10 @@ bool floatLists(const Context& ctx) {
 void populateForeach(Registry& r) {
   // _foreach_X is X per element: `r` already holds X (the per-tensor families come first in kFamilies), whose
   // static numbers are static here too (same argument names).
-  auto addForeach = [&r](const std::string& foreach_op, const std::string& per_op, std::vector<Src> srcs) -> RuleRow {
+  auto addForeach = [&r](const std::string& foreach_op, const std::string& per_op, std::vector<Src> srcs) {
     const Rule* sub = r.find(per_op);
     if (!sub) throw std::logic_error(foreach_op + " needs a lowering rule for " + per_op);
-    return r.add(foreach_op, perElement(per_op, std::move(srcs))).staticArgs(sub->static_args).accepts(realDTypes);
-  };
-  // Subtraction with a bool operand is an error (sub's meta kernel checks it for sub itself, the foreach forms'
-  // meta kernels do not): those calls decline, and CPU's kernel raises.
-  AcceptsFn noBoolOperand = [](const Context& ctx) {
-    if (!realDTypes(ctx)) return false;
-    for (const Arg& a : ctx.args) {
-      if (a.kind == Arg::Kind::TensorList)
-        for (const Value& v : a.tensors)
-          if (v.valid() && v.dtype() == DType::Pred) return false;
-      if (a.kind == Arg::Kind::Scalar && a.scalar.kind == HostScalar::Kind::Bool) return false;
-    }
-    return true;
+    r.add(foreach_op, perElement(per_op, std::move(srcs))).staticArgs(sub->static_args).accepts(realDTypes);
   };
   // Unary: _foreach_X(Tensor[] self) -> X(self).
   for (const char* u : {"abs", "acos", "asin", "atan", "ceil", "cos", "cosh", "erf", "erfc", "exp", "expm1", "floor",
@@ -354,14 +342,9 @@ void populateForeach(Registry& r) {
   // Binary with alpha: List / Scalar / Tensor forms.
   for (const char* op : {"add", "sub"}) {
     std::string n = op;
-    RuleRow list = addForeach("aten::_foreach_" + n + ".List", "aten::" + n + ".Tensor",
-                              {E(0, "self"), E(1, "other"), P(2, "alpha")});
-    RuleRow scalar =
-        addForeach("aten::_foreach_" + n + ".Scalar", "aten::" + n + ".Scalar", {E(0, "self"), P(1, "other")});
-    if (n == "sub") {
-      list.accepts(noBoolOperand);
-      scalar.accepts(noBoolOperand);
-    }
+    addForeach("aten::_foreach_" + n + ".List", "aten::" + n + ".Tensor",
+               {E(0, "self"), E(1, "other"), P(2, "alpha")});
+    addForeach("aten::_foreach_" + n + ".Scalar", "aten::" + n + ".Scalar", {E(0, "self"), P(1, "other")});
   }
   addForeach("aten::_foreach_add.Tensor", "aten::add.Tensor", {E(0, "self"), P(1, "other"), P(2, "alpha")});
   for (const char* op : {"mul", "div"}) {
