@@ -86,10 +86,38 @@ void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::St
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[base + i];
     if (v.isComplexDouble()) complex_scalar = true;
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex()) return;
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex()) {
+      // A Python number PyTorch wrapped into a 0-d tensor (t.add_(1j)) is a complex number, not a complex tensor.
+      if (v.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) complex_scalar = true;
+      else return;
+    }
   }
   if (!complex_scalar) return;
   rethrowCpuTwinError(op, stack, base, {"omplex"});
+}
+
+// An in-place op (its first argument written, e.g. add_) whose other tensors' dtypes differ from self's: PyTorch's
+// meta kernels do not always check that the result type casts into self ("result type ComplexFloat can't be cast
+// to the desired output type Float" for float.add_(complex tensor): the program would drop the imaginary part;
+// index_add_'s "self (Long) and source (Float) must have the same scalar type").
+// The CPU kernel judges such a call on zero-filled host twins, on a miss; a cast error it raises is the call's error.
+void judgeInPlaceDtypeOnCpu(const c10::OperatorHandle& op, const std::string& name, const torch::jit::Stack& stack,
+                            size_t base) {
+  const auto& args = op.schema().arguments();
+  if (args.empty() || !args[0].alias_info() || !args[0].alias_info()->isWrite()) return;
+  const std::string base_name = name.substr(0, name.find('.'));
+  if (base_name.empty() || base_name.back() != '_') return;
+  const c10::IValue& self = stack[base];
+  if (!self.isTensor() || !self.toTensor().defined()) return;
+  const at::ScalarType t = self.toTensor().scalar_type();
+  bool differs = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const c10::IValue& v = stack[base + i];
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() != t) differs = true;
+  }
+  if (differs)
+    rethrowCpuTwinError(op, stack, base,
+                        {"can't be cast", "same scalar type", "same dtype", "expected scalar type", "scalar type of"});
 }
 
 // Subtraction with a bool operand (sub, rsub, subtract, _foreach_sub and their in-place and out= forms): CPU's
@@ -118,6 +146,7 @@ void judgeOnCpu(const c10::OperatorHandle& op, const std::string& name, bool out
   judgeOutDtypeOnCpu(op, name, out_variant, stack, base);
   judgeComplexScalarOnCpu(op, stack, base);
   judgeBoolSubtractionOnCpu(op, name, stack, base);
+  judgeInPlaceDtypeOnCpu(op, name, stack, base);
   // Tensors of more than 64 dims: CPU's reductions refuse them ("only tensors with up to 64 dims are supported"),
   // their meta kernels do not; the CPU kernel judges such a call on host twins.
   for (size_t i = base; i < stack.size(); ++i)

@@ -1,6 +1,7 @@
 // CPU's contracts that PyTorch's meta kernels do not state, for the eager kernel (kernel.cpp) on a cache miss:
 //  - errors CPU's kernels raise and the meta kernels do not (an out= dtype CPU refuses, a complex Python number given
-//    to real tensors, reductions of tensors with more than 64 dims, subtraction with a bool operand): the CPU kernel itself judges the call on
+//    to real tensors, reductions of tensors with more than 64 dims, subtraction with a bool operand, an in-place result type
+//    that does not cast into self): the CPU kernel itself judges the call on
 //    zero-filled host twins that alias as the tpu tensors do, and its error is rethrown;
 //  - result layouts CPU's kernels choose and the meta kernels do not (channels_last convolutions, out= tensors
 //    restrided after a resize).

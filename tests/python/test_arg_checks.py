@@ -259,3 +259,28 @@ def test_subtraction_with_bool_raises_as_cpu(call):
     with pytest.raises(RuntimeError) as tpu:
         run("tpu")
     assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.ones(2, device=d).add_(torch.ones(2, dtype=torch.cfloat, device=d)),
+    lambda d: torch.ones(2, device=d).add_(1j),
+    lambda d: torch.ones(2, dtype=torch.long, device=d).add_(torch.ones(2, device=d)),
+    lambda d: torch._foreach_add_([torch.ones(2, device=d)], 1j),
+    lambda d: torch.zeros(3, dtype=torch.long, device=d).index_add_(0, torch.tensor([0], device=d),
+                                                                     torch.ones(1, device=d)),
+])
+def test_in_place_result_type_must_cast_into_self(call):
+    # float.add_(complex) dropped the imaginary part on tpu; index_add_ took a float source into a long self
+    with pytest.raises(RuntimeError) as cpu:
+        call("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        call("tpu")
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
+def test_in_place_casts_that_cpu_allows_still_run():
+    a = torch.ones(2, device="tpu")
+    a.add_(torch.ones(2, dtype=torch.long, device="tpu")).add_(torch.ones(2, dtype=torch.double, device="tpu"))
+    assert a.dtype == torch.float32 and a.tolist() == [3.0, 3.0]
+    c = torch.ones(2, dtype=torch.cfloat, device="tpu").add_(1j)
+    assert c.tolist() == [1 + 1j, 1 + 1j]
