@@ -107,13 +107,38 @@ void judgeInPlaceDtypeOnCpu(const c10::OperatorHandle& op, const std::string& na
   if (args.empty() || !args[0].alias_info() || !args[0].alias_info()->isWrite()) return;
   const std::string base_name = name.substr(0, name.find('.'));
   if (base_name.empty() || base_name.back() != '_') return;
-  const c10::IValue& self = stack[base];
-  if (!self.isTensor() || !self.toTensor().defined()) return;
-  const at::ScalarType t = self.toTensor().scalar_type();
+  // self: a tensor, or the list of a foreach op (_foreach_mul_)
+  auto dtypesOf = [](const c10::IValue& v) {
+    std::vector<at::ScalarType> ts;
+    if (v.isTensor() && v.toTensor().defined()) ts.push_back(v.toTensor().scalar_type());
+    if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorList())
+        if (t.defined()) ts.push_back(t.scalar_type());
+    return ts;
+  };
+  const std::vector<at::ScalarType> self_types = dtypesOf(stack[base]);
+  if (self_types.empty()) return;
   bool differs = false;
+  for (size_t i = 1; i < args.size(); ++i)
+    for (at::ScalarType t : dtypesOf(stack[base + i]))
+      if (std::find(self_types.begin(), self_types.end(), t) == self_types.end()) differs = true;
+  for (at::ScalarType t : self_types)
+    if (t != self_types[0]) differs = true;
+  // Python numbers (a foreach op's Scalar or ScalarList): a float one into integer self, a complex one into real self.
+  bool has_float = false, has_complex = false;
+  auto noteNumber = [&](const c10::IValue& v) {
+    if (v.isDouble()) has_float = true;
+    if (v.isComplexDouble()) has_complex = true;
+  };
   for (size_t i = 1; i < args.size(); ++i) {
     const c10::IValue& v = stack[base + i];
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() != t) differs = true;
+    noteNumber(v);
+    if (v.isList())
+      for (const c10::IValue& e : v.toListRef()) noteNumber(e);
+  }
+  for (at::ScalarType t : self_types) {
+    if (has_float && (c10::isIntegralType(t, /*includeBool=*/true))) differs = true;
+    if (has_complex && !c10::isComplexType(t)) differs = true;
   }
   if (differs)
     rethrowCpuTwinError(op, stack, base,

@@ -30,16 +30,6 @@ X += xfail(["native_layer_norm", "native_batch_norm", "_native_batch_norm_legit"
 X += xfail(["native_batch_norm", "_native_batch_norm_legit"], "float32", "forward", _STATS, samples=[1],
            mismatch=r"^shape \(2,\) vs \(0,\)$")
 
-# ---- error inputs: checks the device does not make (out-of-range indices and overlapping out= tensors are
-# checked: tests/python/test_device_checks.py) ----
-X += xfail("aminmax", "any", "error_input",
-           "aminmax(..., out=(a, b)) with a wrong out dtype is not rejected: PyTorch's meta kernel for aminmax.out "
-           "does not check out dtypes (the CPU kernel does); the device converts instead", samples=[3],
-           mismatch="tpu raised nothing")
-X += xfail("narrow_copy", "any", "error_input",
-           "narrow_copy with an out-of-range dim raises IndexError on tpu (its meta kernel normalizes the dim), "
-           "RuntimeError on CPU", samples=[1], mismatch="tpu raised IndexError")
-
 # ---- numerics ----
 X += xfail("nn.functional.normalize", "bfloat16", "backward",
            "two of 40 gradient elements differ by one bf16 rounding step (0.0625 at magnitude ~8) from both CPU's "
@@ -175,12 +165,12 @@ _SGN = (
     'has no device kernel: CPU fallback')
 X += xfail('sgn', ('bfloat16', 'float32'), 'backward', _SGN, fallback=['aten::_efficientzerotensor'])
 
-_SPARSE = 'sparse layouts are not supported on tpu'
+_SPARSE = ('sparse_sampled_addmm and the reducing sparse mm (sparse.mm with reduce=) are not implemented for tpu '
+           'sparse tensors (COO and CSR/CSC hold their construction, conversions, mm/addmm, sums and elementwise '
+           'ops): PyTorch NotImplementedError')
 X += xfail('sparse.mm.reduce', ('bfloat16', 'float32'), 'forward', _SPARSE,
           error="^NotImplementedError: Could not run 'aten::\\w*sparse")
-X += xfail('sparse.sampled_addmm', 'float32', 'forward', _SPARSE,
-          error="^NotImplementedError: Could not run 'aten::\\w*sparse")
-X += xfail('to_sparse', ('bfloat16', 'bool', 'float32', 'int64'), 'forward', _SPARSE,
+X += xfail('sparse.sampled_addmm', ('float32', 'complex64'), 'forward', _SPARSE,
           error="^NotImplementedError: Could not run 'aten::\\w*sparse")
 
 X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward',

@@ -266,6 +266,8 @@ def test_subtraction_with_bool_raises_as_cpu(call):
     lambda d: torch.ones(2, device=d).add_(1j),
     lambda d: torch.ones(2, dtype=torch.long, device=d).add_(torch.ones(2, device=d)),
     lambda d: torch._foreach_add_([torch.ones(2, device=d)], 1j),
+    lambda d: torch._foreach_mul_([torch.ones(2, dtype=torch.long, device=d)], 1.5),
+    lambda d: torch._foreach_mul_([torch.ones(2, dtype=torch.long, device=d)], [1.5]),
     lambda d: torch.zeros(3, dtype=torch.long, device=d).index_add_(0, torch.tensor([0], device=d),
                                                                      torch.ones(1, device=d)),
 ])
