@@ -246,19 +246,36 @@ def test_reductions_over_more_than_64_dims_raise_like_cpu():
         assert e is None
 
 
+def _raises_as_cpu(call):
+    """call(device) raises a RuntimeError on CPU, and on tpu the same with the same first line."""
+    with pytest.raises(RuntimeError) as cpu:
+        call("cpu")
+    with pytest.raises(RuntimeError) as tpu:
+        call(TPU)
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+
+
+def _bools(d):
+    return torch.ones(3, dtype=torch.bool, device=d)
+
+
+def _longs(d):
+    return torch.ones(3, dtype=torch.long, device=d)
+
+
 @pytest.mark.parametrize("call", [
-    lambda b, l: b - 1, lambda b, l: 1 - b, lambda b, l: l.sub_(b), lambda b, l: l - True,
-    lambda b, l: torch.subtract(l, b), lambda b, l: torch.sub(l, b, out=torch.empty_like(l)), lambda b, l: b - b,
+    lambda d: _bools(d) - 1, lambda d: 1 - _bools(d), lambda d: _longs(d).sub_(_bools(d)), lambda d: _longs(d) - True,
+    lambda d: torch.subtract(_longs(d), _bools(d)), lambda d: torch.sub(_longs(d), _bools(d), out=_longs(d)),
+    lambda d: _bools(d) - _bools(d),
+    lambda d: torch._foreach_sub([torch.ones(1, 1, device=d, dtype=torch.bool).expand(2, 1, 3)], 1),
+    lambda d: torch._foreach_sub([torch.ones(3, device=d)], True),
+    lambda d: torch._foreach_sub_([_bools(d)], 1),
+    lambda d: torch._foreach_sub([_bools(d)], [_bools(d)]),
 ])
 def test_subtraction_with_bool_raises_as_cpu(call):
-    # PyTorch's meta kernels accept it (tpu returned integers); CPU's kernels raise
-    def run(dev):
-        return call(torch.ones(3, dtype=torch.bool, device=dev), torch.ones(3, dtype=torch.long, device=dev))
-    with pytest.raises(RuntimeError) as cpu:
-        run("cpu")
-    with pytest.raises(RuntimeError) as tpu:
-        run("tpu")
-    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+    # PyTorch's meta kernels accept it (tpu returned integers, also for _foreach_sub: test_foreach); CPU's kernels
+    # raise
+    _raises_as_cpu(call)
 
 
 @pytest.mark.parametrize("call", [
@@ -273,11 +290,7 @@ def test_subtraction_with_bool_raises_as_cpu(call):
 ])
 def test_in_place_result_type_must_cast_into_self(call):
     # float.add_(complex) dropped the imaginary part on tpu; index_add_ took a float source into a long self
-    with pytest.raises(RuntimeError) as cpu:
-        call("cpu")
-    with pytest.raises(RuntimeError) as tpu:
-        call("tpu")
-    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+    _raises_as_cpu(call)
 
 
 def test_in_place_casts_that_cpu_allows_still_run():

@@ -174,18 +174,3 @@ def test_tensor_lr_foreach_step():
         for a, e in zip(act, exp):
             assert a.device.type == "tpu" and a.dtype == e.dtype
             torch.testing.assert_close(a.cpu(), e)
-
-
-@pytest.mark.parametrize("call", [
-    lambda d: torch._foreach_sub([torch.ones(1, 1, device=d, dtype=torch.bool).expand(2, 1, 3)], 1),
-    lambda d: torch._foreach_sub([torch.ones(3, device=d)], True),
-    lambda d: torch._foreach_sub_([torch.ones(3, device=d, dtype=torch.bool)], 1),
-    lambda d: torch._foreach_sub([torch.ones(3, device=d, dtype=torch.bool)], [torch.ones(3, device=d, dtype=torch.bool)]),
-])
-def test_foreach_sub_of_bool_raises_as_cpu(call):
-    # _foreach_sub with a bool operand returned int64 numbers on tpu (test_foreach); CPU raises sub's error
-    with pytest.raises(RuntimeError) as cpu:
-        call("cpu")
-    with pytest.raises(RuntimeError) as tpu:
-        call("tpu")
-    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
