@@ -75,20 +75,40 @@ void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const std::string& name, 
   rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast", "expected scalar_type", "only supports bool tensor"});
 }
 
+// The defined tensors an argument holds: a tensor, or a list's (a foreach op's).
+std::vector<at::Tensor> tensorsOf(const c10::IValue& v) {
+  std::vector<at::Tensor> ts;
+  if (v.isTensor() && v.toTensor().defined()) ts.push_back(v.toTensor());
+  if (v.isTensorList())
+    for (const at::Tensor& t : v.toTensorList())
+      if (t.defined()) ts.push_back(t);
+  return ts;
+}
+
+// The Python numbers an argument holds: a Scalar, or a foreach op's ScalarList.
+std::vector<c10::IValue> numbersOf(const c10::IValue& v) {
+  if (!v.isList()) return {v};
+  std::vector<c10::IValue> out;
+  for (const c10::IValue& e : v.toListRef()) out.push_back(e);
+  return out;
+}
+
 // A complex Python number given to an op whose tensors are all real: PyTorch's meta kernels accept it (and the
 // program would keep the real part), while CPU kernels such as index_fill_ and fill_ raise ("Converting complex
-// Scalar to non-complex type is not supported"). The CPU kernel judges the call on zero-filled host twins, on a miss
-// (complex numbers are part of the cache key, and an error is never cached); an error naming complex numbers is the
-// call's error.
+// Scalar to non-complex type is not supported"; float.add_(1j), _foreach_add_'s "result type ComplexFloat can't be
+// cast"). The CPU kernel judges the call on zero-filled host twins, on a miss (complex numbers are part of the cache
+// key, and an error is never cached); an error naming complex numbers is the call's error.
 void judgeComplexScalarOnCpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t base) {
   const auto& args = op.schema().arguments();
   bool complex_scalar = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = stack[base + i];
-    if (v.isComplexDouble()) complex_scalar = true;
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().is_complex()) {
+    for (const c10::IValue& n : numbersOf(v))
+      if (n.isComplexDouble()) complex_scalar = true;
+    for (const at::Tensor& t : tensorsOf(v)) {
+      if (!t.is_complex()) continue;
       // A Python number PyTorch wrapped into a 0-d tensor (t.add_(1j)) is a complex number, not a complex tensor.
-      if (v.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) complex_scalar = true;
+      if (t.unsafeGetTensorImpl()->is_wrapped_number()) complex_scalar = true;
       else return;
     }
   }
@@ -108,37 +128,19 @@ void judgeInPlaceDtypeOnCpu(const c10::OperatorHandle& op, const std::string& na
   const std::string base_name = name.substr(0, name.find('.'));
   if (base_name.empty() || base_name.back() != '_') return;
   // self: a tensor, or the list of a foreach op (_foreach_mul_)
-  auto dtypesOf = [](const c10::IValue& v) {
-    std::vector<at::ScalarType> ts;
-    if (v.isTensor() && v.toTensor().defined()) ts.push_back(v.toTensor().scalar_type());
-    if (v.isTensorList())
-      for (const at::Tensor& t : v.toTensorList())
-        if (t.defined()) ts.push_back(t.scalar_type());
-    return ts;
-  };
-  const std::vector<at::ScalarType> self_types = dtypesOf(stack[base]);
+  std::vector<at::ScalarType> self_types;
+  for (const at::Tensor& t : tensorsOf(stack[base])) self_types.push_back(t.scalar_type());
   if (self_types.empty()) return;
   bool differs = false;
-  for (size_t i = 1; i < args.size(); ++i)
-    for (at::ScalarType t : dtypesOf(stack[base + i]))
-      if (std::find(self_types.begin(), self_types.end(), t) == self_types.end()) differs = true;
   for (at::ScalarType t : self_types)
     if (t != self_types[0]) differs = true;
-  // Python numbers (a foreach op's Scalar or ScalarList): a float one into integer self, a complex one into real self.
-  bool has_float = false, has_complex = false;
-  auto noteNumber = [&](const c10::IValue& v) {
-    if (v.isDouble()) has_float = true;
-    if (v.isComplexDouble()) has_complex = true;
-  };
   for (size_t i = 1; i < args.size(); ++i) {
-    const c10::IValue& v = stack[base + i];
-    noteNumber(v);
-    if (v.isList())
-      for (const c10::IValue& e : v.toListRef()) noteNumber(e);
-  }
-  for (at::ScalarType t : self_types) {
-    if (has_float && (c10::isIntegralType(t, /*includeBool=*/true))) differs = true;
-    if (has_complex && !c10::isComplexType(t)) differs = true;
+    for (const at::Tensor& t : tensorsOf(stack[base + i]))
+      if (std::find(self_types.begin(), self_types.end(), t.scalar_type()) == self_types.end()) differs = true;
+    // A float Python number (a foreach op's Scalar or ScalarList) into integer self; complex numbers into real self
+    // are judgeComplexScalarOnCpu's.
+    for (const c10::IValue& n : numbersOf(stack[base + i]))
+      if (n.isDouble() && c10::isIntegralType(self_types[0], /*includeBool=*/true)) differs = true;
   }
   if (differs)
     rethrowCpuTwinError(op, stack, base,
@@ -154,12 +156,9 @@ void judgeBoolSubtractionOnCpu(const c10::OperatorHandle& op, const std::string&
   if (!(starts("aten::sub") || starts("aten::rsub") || starts("aten::_foreach_sub"))) return;
   bool any_bool = false;
   for (size_t i = base; i < stack.size(); ++i) {
-    const c10::IValue& v = stack[i];
-    if (v.isBool()) any_bool = true;
-    if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() == at::kBool) any_bool = true;
-    if (v.isTensorList())
-      for (const at::Tensor& t : v.toTensorList())
-        if (t.defined() && t.scalar_type() == at::kBool) any_bool = true;
+    if (stack[i].isBool()) any_bool = true;
+    for (const at::Tensor& t : tensorsOf(stack[i]))
+      if (t.scalar_type() == at::kBool) any_bool = true;
   }
   if (any_bool) rethrowCpuTwinError(op, stack, base, {"Subtraction"});
 }
