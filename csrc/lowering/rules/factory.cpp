@@ -15,18 +15,36 @@ namespace {
 using shlo::Cmp;
 using shlo::isFloat;
 
+// Uniform [0, 1) values of dtype c (F64: the top 53 of the random bits; F32: the top 24) from random bits (U32 or
+// U64).
+Value uniformFromBits(Builder& b, Value bits, DType c) {
+  int keep = c == DType::F64 ? 53 : 24;
+  Value top = b.shiftRightLogical(bits, b.constantF(shlo::bitWidth(bits.dtype()) - keep, bits.dtype(), bits.shape()));
+  return b.mul(b.convert(top, c), b.constantF(std::ldexp(1.0, -keep), c, bits.shape()));
+}
+
 // Uniform floats in [0, 1) of dtype F64 (53 random bits) or F32 (24 random bits, used for every other dtype).
 // `shape` may have an extra leading dimension for ops that need several draws per element.
 Value uniform01(Context& ctx, const Shape& shape, DType want) {
-  Builder& b = ctx.b;
-  if (want == DType::F64) {
-    Value bits = b.rngBitGenerator(ctx.rngState(), {DType::U64, shape})[1];
-    Value top = b.shiftRightLogical(bits, b.constantF(11, DType::U64, shape));
-    return b.mul(b.convert(top, DType::F64), b.constantF(std::ldexp(1.0, -53), DType::F64, shape));
-  }
-  Value bits = b.rngBitGenerator(ctx.rngState(), {DType::U32, shape})[1];
-  Value top = b.shiftRightLogical(bits, b.constantF(8, DType::U32, shape));
-  return b.mul(b.convert(top, DType::F32), b.constantF(std::ldexp(1.0, -24), DType::F32, shape));
+  DType c = want == DType::F64 ? DType::F64 : DType::F32;
+  DType bits = want == DType::F64 ? DType::U64 : DType::U32;
+  return uniformFromBits(ctx.b, ctx.b.rngBitGenerator(ctx.rngState(), {bits, shape})[1], c);
+}
+
+// Entry k of `u`'s leading dimension (draws made several per element), of u's shape without that dimension.
+Value leadingEntry(Builder& b, Value u, int64_t k) {
+  const Shape& s = u.shape();
+  std::vector<int64_t> lo(s.size(), 0), hi = s, st(s.size(), 1);
+  lo[0] = k;
+  hi[0] = k + 1;
+  return b.reshape(b.slice(u, lo, hi, st), Shape(s.begin() + 1, s.end()));
+}
+
+// Standard normal values from two uniform [0, 1) draws of the same shape (Box-Muller; 1 - u1 keeps the log finite).
+Value boxMuller(Builder& b, Value u1, Value u2) {
+  u1 = b.sub(b.onesLike(u1), u1);
+  Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
+  return b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
 }
 
 DType drawType(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
@@ -140,27 +158,12 @@ Value standardNormal(Context& ctx, const Shape& shape, DType c) {
   Shape s2 = shape;
   s2.insert(s2.begin(), 2);
   Value u = uniform01(ctx, s2, c);
-  std::vector<int64_t> lo(s2.size(), 0), hi = s2, st(s2.size(), 1);
-  hi[0] = 1;
-  Value u1 = b.reshape(b.slice(u, lo, hi, st), shape);
-  lo[0] = 1;
-  hi[0] = 2;
-  Value u2 = b.reshape(b.slice(u, lo, hi, st), shape);
-  u1 = b.sub(b.onesLike(u1), u1);  // (0, 1]: log is finite
-  Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
-  return b.mul(radius, b.cos(b.mul(cst(b, 2.0 * M_PI, u2), u2)));
+  return boxMuller(b, leadingEntry(b, u, 0), leadingEntry(b, u, 1));
 }
 
 // The smallest positive normal number of a floating dtype (std::numeric_limits<T>::min()).
 double leastNormal(DType t) {
   return t == DType::F64 ? std::ldexp(1.0, -1022) : t == DType::F16 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -126);
-}
-
-// Uniform [0, 1) values of dtype c (f32: 24 random bits, f64: 53) from 64-bit random bits.
-Value uniformFromBits(Builder& b, Value bits, DType c) {
-  int keep = c == DType::F64 ? 53 : 24;
-  Value top = b.shiftRightLogical(bits, b.constantF(64 - keep, DType::U64, bits.shape()));
-  return b.mul(b.convert(top, c), b.constantF(std::ldexp(1.0, -keep), c, bits.shape()));
 }
 
 // Standard gamma samples of concentration `alpha` (dtype c), as PyTorch CPU's sample_gamma draws them: Marsaglia
@@ -178,17 +181,11 @@ Value sampleGamma(Context& ctx, Value alpha) {
   Value cc = b.div(one, b.sqrt(b.mul(cst(b, 9.0, d), d)));
   Shape s3 = shape;
   s3.insert(s3.begin(), 4);
-  auto part = [&](Builder& lb, Value u, int64_t k) {
-    std::vector<int64_t> lo(s3.size(), 0), hi = s3, st(s3.size(), 1);
-    lo[0] = k;
-    hi[0] = k + 1;
-    return lb.reshape(lb.slice(u, lo, hi, st), shape);
-  };
   // Concentrations that are not positive (or NaN) draw nothing: CPU's loop gives them NaN or 0, clamped below.
   Value none = b.notOp(b.compare(alpha, b.zerosLike(alpha), Cmp::GT));
-  std::vector<Value> init = {ctx.rngState(), b.zerosLike(alpha), none};
+  // Loop values: the random state, the samples, which are done, d and c.
   auto out = b.whileLoop(
-      {init[0], init[1], init[2], d, cc},
+      {ctx.rngState(), b.zerosLike(alpha), none, d, cc},
       [&](Builder& lb, const std::vector<Value>& v) {
         Value left = lb.reduce(lb.notOp(v[2]), range(0, int64_t(shape.size())), ReduceKind::Or);
         return lb.reshape(left, {});
@@ -197,11 +194,10 @@ Value sampleGamma(Context& ctx, Value alpha) {
         std::vector<Value> g = lb.rngBitGenerator(v[0], {DType::U64, s3});
         Value u = uniformFromBits(lb, g[1], c);
         Value dd = v[3], ccv = v[4];
-        Value u1 = lb.sub(lb.onesLike(dd), part(lb, u, 0)), u2 = part(lb, u, 1);
-        Value x = lb.mul(lb.sqrt(lb.mul(cst(lb, -2.0, u1), lb.log(u1))), lb.cos(lb.mul(cst(lb, 2.0 * M_PI, u2), u2)));
+        Value x = boxMuller(lb, leadingEntry(lb, u, 0), leadingEntry(lb, u, 1));
         Value y = lb.add(lb.onesLike(x), lb.mul(ccv, x));
         Value vv = lb.mul(lb.mul(y, y), y);
-        Value uu = lb.sub(lb.onesLike(dd), part(lb, u, 2));
+        Value uu = lb.sub(lb.onesLike(dd), leadingEntry(lb, u, 2));
         Value xx = lb.mul(x, x);
         Value quick = lb.compare(uu, lb.sub(lb.onesLike(xx), lb.mul(cst(lb, 0.0331, xx), lb.mul(xx, xx))), Cmp::LT);
         Value positive = lb.compare(y, lb.zerosLike(y), Cmp::GT);
