@@ -389,6 +389,15 @@ Value logSigmoid(Builder& b, Value x) {
   return b.sub(b.min(x, b.zerosLike(x)), b.log1p(b.exp(b.neg(b.abs(x)))));
 }
 
+Value cubicConvolution1(Builder& b, Value x, double A) {
+  return b.add(b.mul(b.sub(b.mul(cst(b, A + 2, x), x), cst(b, A + 3, x)), b.mul(x, x)), cst(b, 1, x));
+}
+
+Value cubicConvolution2(Builder& b, Value x, double A) {
+  return b.sub(b.mul(b.add(b.mul(b.sub(b.mul(cst(b, A, x), x), cst(b, 5 * A, x)), x), cst(b, 8 * A, x)), x),
+               cst(b, 4 * A, x));
+}
+
 Value gelu(Builder& b, Value x, const std::string& approximate) {
   Value half = cst(b, 0.5, x), one = cst(b, 1, x);
   if (approximate == "tanh") {

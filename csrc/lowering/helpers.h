@@ -110,6 +110,12 @@ Value takeAlong(Builder& b, Value x, int64_t dim, const std::vector<int64_t>& id
 // log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), finite for every finite x.
 Value logSigmoid(Builder& b, Value x);
 
+// PyTorch's cubic convolution kernel with parameter A (bicubic interpolation: A = -0.75; anti-aliased bicubic:
+// A = -0.5), for x >= 0. conv1 (x <= 1): ((A + 2) x - (A + 3)) x^2 + 1; conv2 (1 < x < 2):
+// ((A x - 5A) x + 8A) x - 4A.
+Value cubicConvolution1(Builder& b, Value x, double A);
+Value cubicConvolution2(Builder& b, Value x, double A);
+
 // gelu(x) as PyTorch CPU computes it: 0.5 x (1 + erf(x / sqrt 2)), or with approximate == "tanh"
 // 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
 Value gelu(Builder& b, Value x, const std::string& approximate);

@@ -4,8 +4,8 @@
 // height, in [-1, 1]), unnormalized and folded into the input by the padding mode as PyTorch's CPU kernel does:
 // zeros (taps outside read 0), border (clipped), reflection (mirrored, then clipped). Bilinear interpolation weighs
 // the 2^n neighbours, nearest takes the nearest one (ties to even), bicubic (2-d) the 4x4 neighbours with
-// A = -0.75, each tap folded by the padding mode. Taps are gathers of the input's rows (one per (n, y, x), holding the C
-// channels); the backward scatters the weighted output gradient back into those rows and differentiates the
+// A = -0.75, each tap folded by the padding mode. Taps are gathers of the input's rows (one per (n, y, x), holding
+// the C channels); the backward scatters the weighted output gradient back into those rows and differentiates the
 // weights for the grid (bilinear; nearest gives the grid no gradient). The bicubic backward declines (CPU kernel).
 // Half types compute in f32 and round once.
 #include <cmath>
@@ -105,7 +105,8 @@ struct Sampler {
     Value ok;
     for (int64_t d = 0; d < ns; ++d) {
       Value i = idx[size_t(d)];
-      Value in = b.andOp(b.compare(i, b.zerosLike(i), Cmp::GE), b.compare(i, cst(b, double(in_sp[size_t(d)]), i), Cmp::LT));
+      Value in = b.andOp(b.compare(i, b.zerosLike(i), Cmp::GE),
+                         b.compare(i, cst(b, double(in_sp[size_t(d)]), i), Cmp::LT));
       ok = d == 0 ? in : b.andOp(ok, in);
     }
     return ok;
@@ -141,13 +142,9 @@ struct Sampler {
 // PyTorch's cubic convolution coefficients of the 4 taps around fraction t (A = -0.75).
 std::vector<Value> cubicCoefficients(Builder& b, Value t) {
   const double A = -0.75;
-  auto k = [&](double v) { return cst(b, v, t); };
-  auto conv1 = [&](Value x) { return b.add(b.mul(b.sub(b.mul(k(A + 2), x), k(A + 3)), b.mul(x, x)), k(1)); };
-  auto conv2 = [&](Value x) {
-    return b.sub(b.mul(b.add(b.mul(b.sub(b.mul(k(A), x), k(5 * A)), x), k(8 * A)), x), k(4 * A));
-  };
-  Value x2 = b.sub(k(1), t);
-  return {conv2(b.add(t, k(1))), conv1(t), conv1(x2), conv2(b.add(x2, k(1)))};
+  Value one = cst(b, 1, t), x2 = b.sub(one, t);
+  return {cubicConvolution2(b, b.add(t, one), A), cubicConvolution1(b, t, A), cubicConvolution1(b, x2, A),
+          cubicConvolution2(b, b.add(x2, one), A)};
 }
 
 // The grid's component for input spatial dim d (the grid lists x, y[, z]: width first).

@@ -16,6 +16,7 @@
 //                     matrices backward
 // Half types compute in f32 and round once.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -470,8 +471,9 @@ float scaleValue(const HostScalar* scale, int64_t in, int64_t out) {
 }
 
 struct Taps {
-  std::vector<int64_t> i0, i1, i2, i3;  // i1: linear and cubic; i2, i3: cubic
-  std::vector<float> l0, l1, l2, l3;    // their weights
+  int n = 1;                                // taps per output: 1 (nearest modes), 2 (linear), 4 (cubic)
+  std::array<std::vector<int64_t>, 4> idx;  // idx[k][o]: output o's k-th tap
+  std::array<std::vector<float>, 4> w;      // its weight (linear and cubic)
 };
 
 // PyTorch's cubic convolution coefficients (A = -0.75) of the four taps around a source position with fraction t,
@@ -489,16 +491,17 @@ void cubicCoefficients(float t, float c[4]) {
 
 Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScalar* scale) {
   Taps t;
+  t.n = mode == Mode::Cubic ? 4 : mode == Mode::Linear ? 2 : 1;
   for (int64_t o = 0; o < out; ++o) {
     if (mode == Mode::Nearest) {
       int64_t idx;
       if (out == in) idx = o;
       else if (out == 2 * in) idx = o >> 1;
       else idx = std::min(int64_t(std::floor(float(o) * scaleValue(scale, in, out))), in - 1);
-      t.i0.push_back(idx);
+      t.idx[0].push_back(idx);
     } else if (mode == Mode::NearestExact) {
       float s = scaleValue(scale, in, out);
-      t.i0.push_back(std::min(int64_t(std::floor(float((double(o) + 0.5) * s))), in - 1));
+      t.idx[0].push_back(std::min(int64_t(std::floor(float((double(o) + 0.5) * s))), in - 1));
     } else if (mode == Mode::Cubic) {
       // Source position unclamped below (cubic), its floor clamped to the input, the four taps around it clamped.
       float s = align_corners ? (out > 1 ? float(in - 1) / float(out - 1) : 0.f) : scaleValue(scale, in, out);
@@ -508,14 +511,10 @@ Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScal
       float c[4];
       cubicCoefficients(lambda, c);
       auto at = [in](int64_t k) { return std::min(std::max(k, int64_t(0)), in - 1); };
-      t.i0.push_back(at(a - 1));
-      t.i1.push_back(at(a));
-      t.i2.push_back(at(a + 1));
-      t.i3.push_back(at(a + 2));
-      t.l0.push_back(c[0]);
-      t.l1.push_back(c[1]);
-      t.l2.push_back(c[2]);
-      t.l3.push_back(c[3]);
+      for (int k = 0; k < 4; ++k) {
+        t.idx[size_t(k)].push_back(at(a - 1 + k));
+        t.w[size_t(k)].push_back(c[k]);
+      }
     } else {
       float s;
       if (align_corners) s = out > 1 ? float(in - 1) / float(out - 1) : 0.f;
@@ -524,10 +523,10 @@ Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScal
       int64_t a = std::min(int64_t(src), in - 1);
       int64_t off = a < in - 1 ? 1 : 0;
       float l1 = std::min(std::max(src - float(a), 0.f), 1.f);
-      t.i0.push_back(a);
-      t.i1.push_back(a + off);
-      t.l1.push_back(l1);
-      t.l0.push_back(1.f - l1);
+      t.idx[0].push_back(a);
+      t.idx[1].push_back(a + off);
+      t.w[0].push_back(1.f - l1);
+      t.w[1].push_back(l1);
     }
   }
   return t;
@@ -544,20 +543,20 @@ Value floatTable(Builder& b, const std::vector<float>& v) {
 }
 
 // Interpolation matrix [out, in] of the taps (weights summed where taps coincide).
-Value tapMatrix(Builder& b, const Taps& t, Mode mode, int64_t in, DType c) {
-  int64_t out = int64_t(t.i0.size());
+Value tapMatrix(Builder& b, const Taps& t, int64_t in, DType c) {
+  int64_t out = int64_t(t.idx[0].size());
   Shape s = {out, in};
   Value col = b.iota({DType::S64, s}, 1);
-  auto hit = [&](const std::vector<int64_t>& idx) {
-    return b.compare(col, b.broadcastInDim(b.constantI64s(idx, DType::S64), s, {0}), Cmp::EQ);
+  auto hit = [&](int k) {
+    return b.compare(col, b.broadcastInDim(b.constantI64s(t.idx[size_t(k)], DType::S64), s, {0}), Cmp::EQ);
   };
-  if (mode == Mode::Nearest || mode == Mode::NearestExact) return b.convert(hit(t.i0), c);
+  if (t.n == 1) return b.convert(hit(0), c);
   Value z = b.zeros({c, s});
-  auto term = [&](const std::vector<int64_t>& idx, const std::vector<float>& w) {
-    return b.select(hit(idx), b.broadcastInDim(b.convert(floatTable(b, w), c), s, {0}), z);
-  };
-  Value m = b.add(term(t.i0, t.l0), term(t.i1, t.l1));
-  if (mode == Mode::Cubic) m = b.add(b.add(m, term(t.i2, t.l2)), term(t.i3, t.l3));
+  Value m;
+  for (int k = 0; k < t.n; ++k) {
+    Value term = b.select(hit(k), b.broadcastInDim(b.convert(floatTable(b, t.w[size_t(k)]), c), s, {0}), z);
+    m = k == 0 ? term : b.add(m, term);
+  }
   return m;
 }
 
@@ -600,17 +599,17 @@ std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
   for (int64_t i = nsp - 1; i >= 0; --i) {
     int64_t d = lead + i, in = x.shape()[size_t(d)], out = out_shape[size_t(d)];
     Taps t = taps(mode, in, out, ac, scales[size_t(i)]);
-    if (!linear) {
-      y = takeAlong(b, y, d, t.i0);
+    if (t.n == 1) {
+      y = takeAlong(b, y, d, t.idx[0]);
       continue;
     }
     // sum_k w_k * x[i_k], left to right as PyTorch's kernels add the taps
-    auto weighted = [&](const std::vector<int64_t>& idx, const std::vector<float>& w) {
-      Value a = takeAlong(b, y, d, idx);
-      return b.mul(b.broadcastInDim(b.convert(floatTable(b, w), c), a.shape(), {d}), a);
-    };
-    Value acc = b.add(weighted(t.i0, t.l0), weighted(t.i1, t.l1));
-    if (mode == Mode::Cubic) acc = b.add(b.add(acc, weighted(t.i2, t.l2)), weighted(t.i3, t.l3));
+    Value acc;
+    for (int k = 0; k < t.n; ++k) {
+      Value a = takeAlong(b, y, d, t.idx[size_t(k)]);
+      Value term = b.mul(b.broadcastInDim(b.convert(floatTable(b, t.w[size_t(k)]), c), a.shape(), {d}), a);
+      acc = k == 0 ? term : b.add(acc, term);
+    }
     y = acc;
   }
   return {b.convert(y, x.dtype())};
@@ -630,7 +629,7 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
   for (int64_t i = 0; i < nsp; ++i) {
     int64_t d = lead + i, in = in_size[size_t(int64_t(in_size.size()) - nsp + i)], out = g.shape()[size_t(d)];
     Taps t = taps(mode, in, out, ac, scales[size_t(i)]);
-    y = applyAlong(b, y, tapMatrix(b, t, mode, in, c), d, 0);
+    y = applyAlong(b, y, tapMatrix(b, t, in, c), d, 0);
   }
   return {b.convert(y, g.dtype())};
 }
@@ -663,11 +662,8 @@ Value aaMatrix(Builder& b, bool cubic, int64_t in, int64_t out, bool align_corne
     w = b.select(b.compare(x, one, Cmp::LT), b.sub(one, x), zero);
   } else {
     const double a = -0.5;
-    auto k = [&](double v) { return b.constantF(v, c, sh); };
-    Value x2 = b.mul(x, x);
-    Value near = b.add(b.mul(b.sub(b.mul(k(a + 2), x), k(a + 3)), x2), one);
-    Value far = b.sub(b.mul(b.add(b.mul(b.sub(b.mul(k(a), x), k(5 * a)), x), k(8 * a)), x), k(4 * a));
-    w = b.select(b.compare(x, one, Cmp::LT), near, b.select(b.compare(x, k(2), Cmp::LT), far, zero));
+    w = b.select(b.compare(x, one, Cmp::LT), cubicConvolution1(b, x, a),
+                 b.select(b.compare(x, b.constantF(2, c, sh), Cmp::LT), cubicConvolution2(b, x, a), zero));
   }
   Value inside = b.andOp(b.compare(col, b.broadcastInDim(b.constantI64s(lo, DType::S64), sh, {0}), Cmp::GE),
                          b.compare(col, b.broadcastInDim(b.constantI64s(hi, DType::S64), sh, {0}), Cmp::LT));
