@@ -27,6 +27,7 @@ void populateCompileExtra(Registry& r);  // other graph-only ops (prims casts, u
 void populateConv(Registry& r);          // convolution (1-3d, groups, transposed) and its backward
 void populatePooling(Registry& r);       // avg/max/adaptive pooling, upsampling, and their backward
 void populateGridSampler(Registry& r);   // grid_sampler_2d/3d (F.grid_sample) and their backward
+void populateEmbeddingBag(Registry& r);  // _embedding_bag (nn.EmbeddingBag) and its backward kernels
 void populateFft(Registry& r);           // _fft_c2c, _fft_r2c, _fft_c2r (torch.fft, stft, istft)
 void populateForeach(Registry& r);       // _foreach_* list ops, fused optimizers (after the per-tensor families)
 void populateSampling(Registry& r);       // multinomial (graphs; eager: csrc/eager/sampling.cpp)

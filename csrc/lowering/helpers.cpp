@@ -238,6 +238,25 @@ Value takeRows(Builder& b, Value table, Value idx) {
   return b.gather(table, idx, gd, sizes, out);
 }
 
+Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Value v, int64_t n, bool right) {
+  const Shape vs = v.shape();
+  Value lo = b.zeros({DType::S64, vs});
+  Value hi = b.broadcastTo(b.constantInt(n, DType::S64), vs);
+  Value one = b.broadcastTo(b.constantInt(1, DType::S64), vs);
+  Value last = b.broadcastTo(b.constantInt(std::max<int64_t>(n - 1, 0), DType::S64), vs);
+  int steps = 0;
+  while ((int64_t(1) << steps) <= n) ++steps;
+  for (int i = 0; i < steps; ++i) {
+    Value active = b.compare(lo, hi, Cmp::LT);
+    Value mid = b.add(lo, b.shiftRightLogical(b.sub(hi, lo), one));
+    Value bm = boundaryAt(b.clamp(b.zerosLike(mid), mid, last));
+    Value go_right = b.notOp(b.compare(bm, v, right ? Cmp::GT : Cmp::GE));
+    lo = b.select(b.andOp(active, go_right), b.add(mid, one), lo);
+    hi = b.select(b.andOp(active, b.notOp(go_right)), mid, hi);
+  }
+  return lo;
+}
+
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
   if (d < -r || d >= r)

@@ -69,6 +69,12 @@ std::vector<int64_t> range(int64_t lo, int64_t hi);
 // table gives its elements).
 Value takeRows(Builder& b, Value table, Value idx);
 
+// PyTorch's binary search of sorted boundaries, for every value of `v` at once (log2(n) + 1 steps, the same
+// answer as CPU's even where the boundaries are not sorted): while start < end, mid = start + (end - start) / 2;
+// start = mid + 1 unless boundary(mid) >= value (right: > value; false for NaNs, which sort last), else end = mid.
+// `boundaryAt(mid)` gives the boundaries at positions `mid` (S64, v's shape, in [0, n)). Returns start (S64).
+Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Value v, int64_t n, bool right);
+
 // Normalizes a possibly negative dimension for a tensor of rank `rank` (a 0-d tensor accepts -1 and 0 and maps
 // them to 0). Raises via ctx on an out-of-range dimension.
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank);

@@ -180,6 +180,7 @@ const Registry& registry() {
         populateConv,
         populatePooling,
         populateGridSampler,
+        populateEmbeddingBag,
         populateSampling,
         populateRnn,
         populateGrouped,

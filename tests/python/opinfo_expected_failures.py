@@ -90,16 +90,6 @@ X += xfail('linalg.eigvals', 'float32', 'forward', _EIG, fallback=['aten::linalg
 X += xfail(['linalg.eig', 'linalg.eigvals'], 'float32', 'backward', _EIG, fallback=['aten::linalg_eig'])
 X += xfail(['linalg.eig', 'linalg.eigvals'], 'complex64', ('backward', 'forward'), _EIG, fallback=['aten::linalg_eig'])
 
-_EMBBAG = 'embedding_bag has no lowering (embedding does): CPU fallback'
-X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'backward', _EMBBAG,
-          fallback=['aten::_embedding_bag',
-                    'aten::_embedding_bag_backward',
-                    'aten::_embedding_bag_per_sample_weights_backward'])
-X += xfail('nn.functional.embedding_bag', ('bfloat16', 'float32'), 'forward', _EMBBAG,
-          fallback=['aten::_embedding_bag'])
-
-
-
 _HIST = (
     'histogram bin-edge ops (the edges from the data, then the counts) have no device kernel (histc and '
     'bincount run on the device): CPU fallback')

@@ -121,25 +121,7 @@ void populateSortSearch(Registry& r) {
       gd.index_vector_dim = r;
       return b.gather(seq, b.concatenate(parts, r), gd, std::vector<int64_t>(size_t(r), 1), vs);
     };
-    // PyTorch's own binary search, step by step for every value at once, so that the answer is CPU's even when the
-    // sequence is not sorted: while start < end, mid = start + (end - start) / 2; left: start = mid + 1 unless
-    // boundary[mid] >= value, right: unless boundary[mid] > value (false for NaNs: they sort last); else end = mid.
-    Value lo = b.zeros({DType::S64, vs});
-    Value hi = b.broadcastTo(b.constantInt(n, DType::S64), vs);
-    Value one = b.broadcastTo(b.constantInt(1, DType::S64), vs);
-    Value last = b.broadcastTo(b.constantInt(n - 1, DType::S64), vs);
-    Value zero = b.zeros({DType::S64, vs});
-    int steps = 0;
-    while ((int64_t(1) << steps) <= n) ++steps;
-    for (int i = 0; i < steps; ++i) {
-      Value active = b.compare(lo, hi, Cmp::LT);
-      Value mid = b.add(lo, b.shiftRightLogical(b.sub(hi, lo), one));
-      Value bm = boundaryAt(b.clamp(zero, mid, last));
-      Value go_right = b.notOp(b.compare(bm, v, right ? Cmp::GT : Cmp::GE));
-      lo = b.select(b.andOp(active, go_right), b.add(mid, one), lo);
-      hi = b.select(b.andOp(active, b.notOp(go_right)), mid, hi);
-    }
-    return lo;
+    return binarySearch(b, boundaryAt, v, n, right);
   };
   // PyTorch CPU has no bool searchsorted: declined, and its kernel raises
   for (const char* op : {"aten::searchsorted.Tensor", "aten::searchsorted.Scalar"})
