@@ -130,10 +130,6 @@ _NORMAL_STD = (
 X += xfail('normal', ('bfloat16', 'float32'), ('backward', 'forward'), _NORMAL_STD,
           samples=[0, 1, 2], fallback=['aten::normal.Tensor_Tensor'])
 
-_PDIST = 'pdist has no lowering (cdist does): CPU fallback'
-X += xfail('nn.functional.pdist', 'float32', 'backward', _PDIST,
-          fallback=['aten::_pdist_backward', 'aten::_pdist_forward'])
-X += xfail('nn.functional.pdist', 'float32', 'forward', _PDIST, fallback=['aten::_pdist_forward'])
 
 _QR = 'geqrf has no meta kernel, so no lowering (linalg_qr, householder_product and ormqr do): CPU fallback'
 X += xfail('geqrf', ('complex64', 'float32'), 'forward', _QR, fallback=['aten::geqrf'])

@@ -253,3 +253,29 @@ def test_cdist_backward_where_a_coordinate_difference_is_zero(p):
     for g, w in zip(grads["tpu"], grads["cpu"]):
         assert not g.isnan().any()
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+@pytest.mark.parametrize("n,m", [(1, 3), (2, 3), (7, 5), (33, 4), (6, 0)])
+def test_pdist_forward_backward(strict_fallback, dtype, p, n, m):
+    # every pair i < j in row-major order; a repeated row (a zero distance) gives no NaN in the gradient
+    x = torch.randn(n, m, dtype=dtype, generator=torch.Generator().manual_seed(n * 10 + m))
+    if n > 3:
+        x[3] = x[1]
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    expected, got = F.pdist(xc, p), F.pdist(xt, p)
+    torch.testing.assert_close(got.cpu(), expected.detach())
+    if expected.numel():
+        g = torch.randn(expected.shape, dtype=dtype, generator=torch.Generator().manual_seed(1))
+        expected.backward(g)
+        got.backward(g.to("tpu"))
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad)
+
+
+def test_cdist_backward_infinity_norm(strict_fallback):
+    a, b = torch.randn(4, 3, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64)
+    ac, at = a.clone().requires_grad_(), a.to("tpu").requires_grad_()
+    torch.cdist(ac, b, float("inf")).sum().backward()
+    torch.cdist(at, b.to("tpu"), float("inf")).sum().backward()
+    torch.testing.assert_close(at.grad.cpu(), ac.grad)

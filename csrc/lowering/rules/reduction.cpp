@@ -210,6 +210,46 @@ Value signOp(Builder& b, Value x) {
   return b.select(b.compare(x, zero, Cmp::GT), b.onesLike(x), b.select(b.compare(x, zero, Cmp::LT), b.neg(b.onesLike(x)), zero));
 }
 
+// The gradient term of a p-norm distance for one coordinate difference d (dist: the distance, g: its gradient, all
+// of d's shape), as CPU's cdist and pdist backward kernels compute it: p = 1: g sign(d); p = 2: g d / dist (0 where
+// dist is 0); p = inf: g sign(d) where |d| is the distance; else g sign(d) |d|^(p-1) / dist^(p-1), 0 where dist is 0
+// and, for p < 1, where d is 0 (|d|^(p-1) is infinite there).
+Value distanceGradTerm(Builder& b, Value g, Value d, Value dist, double p) {
+  Value zero = b.zerosLike(d);
+  if (p == 1) return b.mul(g, signOp(b, d));
+  if (p == 2) return b.select(b.compare(dist, zero, Cmp::EQ), zero, b.div(b.mul(g, d), dist));
+  if (std::isinf(p)) return b.mul(b.mul(g, signOp(b, d)), b.convert(b.compare(b.abs(d), dist, Cmp::EQ), d.dtype()));
+  Value num = b.mul(signOp(b, d), b.pow(b.abs(d), cst(b, p - 1, d)));
+  Value none = b.compare(dist, zero, Cmp::EQ);
+  if (p < 1) none = b.orOp(none, b.compare(d, zero, Cmp::EQ));
+  return b.select(none, zero, b.div(b.mul(g, num), b.pow(dist, cst(b, p - 1, d))));
+}
+
+// The rows' pairwise differences x[i] - x[j] for i < j ([K, M], pairs in row-major order) and each pair's (i, j).
+std::pair<Value, std::pair<Value, Value>> pairDifferences(Builder& b, Value x) {
+  const int64_t n = x.shape()[0], k = n * (n - 1) / 2;
+  const Shape ks{k};
+  Value pos = b.iota({DType::S64, ks}, 0);
+  auto s64 = [&](int64_t v) { return b.broadcastTo(b.constantInt(v, DType::S64), ks); };
+  auto rowStart = [&](Value r) {  // r N - r (r + 1) / 2
+    return b.sub(b.mul(r, s64(n)), b.div(b.mul(r, b.add(r, s64(1))), s64(2)));
+  };
+  Value i = b.sub(binarySearch(b, rowStart, pos, n - 1, /*right=*/true), s64(1));
+  Value j = b.add(b.sub(pos, rowStart(i)), b.add(i, s64(1)));
+  Value d = b.sub(takeRows(b, x, i), takeRows(b, x, j));
+  return {d, {i, j}};
+}
+
+// _pdist_forward/_backward: CPU's kernel computes float32 and float64 rows of a 2-d tensor, p >= 0 (otherwise it
+// raises, or PyTorch's checks do); `p_arg` is p's argument index.
+AcceptsFn pdistAccepts(size_t p_arg) {
+  return [p_arg](const Context& ctx) {
+    const Value x = ctx.tensor(p_arg == 1 ? 0 : 1);
+    return (x.dtype() == DType::F32 || x.dtype() == DType::F64) && x.rank() == 2 && ctx.staticDouble(p_arg) >= 0;
+  };
+}
+
+
 // ---- prefix (cumulative) ops with indices, and order statistics ----
 
 // x with `dim` moved last: returns {moved, permutation}.
@@ -627,24 +667,45 @@ void populateReduction(Registry& r) {
     mg.push_back(r - 2), mg.push_back(r - 1);
     Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
     Value gb = b.broadcastInDim(g, big, mg), db = b.broadcastInDim(dist, big, mg);
-    Value zero = b.zerosLike(d);
-    Value term;
-    if (p == 1) {
-      term = b.mul(gb, signOp(b, d));
-    } else if (p == 2) {
-      term = b.select(b.compare(db, zero, Cmp::EQ), zero, b.div(b.mul(gb, d), db));
-    } else {
-      Value num = b.mul(signOp(b, d), b.pow(b.abs(d), cst(b, p - 1, d)));
-      Value none = b.compare(db, zero, Cmp::EQ);
-      // p < 1: |d|^(p-1) is infinite where d is 0, and that element's term is 0 (as on CPU), not 0 * inf
-      if (p < 1) none = b.orOp(b.broadcastTo(none, d.shape()), b.compare(d, zero, Cmp::EQ));
-      term = b.select(none, zero, b.div(b.mul(gb, num), b.pow(db, cst(b, p - 1, d))));
-    }
+    Value term = distanceGradTerm(b, gb, d, db, p);
     Value res = b.reduce(term, {r - 1}, ReduceKind::Sum);  // [..., P, M]
     return {b.convert(b.reshape(res, ot.shape), ot.dtype)};
   })
       .staticArgs({"p"})
-      .accepts([](const Context& ctx) { return floatInput(ctx) && std::isfinite(ctx.staticDouble(3)); });
+      .accepts(floatInput);
+  // _pdist_forward(self [N, M], p) -> [N (N - 1) / 2]: the p-norm distance of rows i < j, pair by pair in row-major
+  // order. Pair k's first row i is found by PyTorch's binary search of the pairs' row starts (row r starts at
+  // r N - r (r + 1) / 2), computed rather than read, so no table of pairs enters the program.
+  r.add("aten::_pdist_forward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    const int64_t n = x.shape()[0], k = n * (n - 1) / 2;
+    if (k == 0 || x.shape()[1] == 0) return {b.zeros({x.dtype(), {k}})};
+    auto [d, pairs] = pairDifferences(b, b.convert(x, accType(x.dtype())));
+    return {vectorNorm(b, d, ctx.staticDouble(1), {1}, x.dtype())};
+  }).staticArgs({"p"}).accepts(pdistAccepts(1));
+  // _pdist_backward(grad [K], self [N, M], p, pdist [K]) -> grad of self: each pair's term added to its first row
+  // and subtracted from its second.
+  r.add("aten::_pdist_backward", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(1);
+    const DType c = accType(x.dtype());
+    const int64_t n = x.shape()[0], m = x.shape()[1], k = n * (n - 1) / 2;
+    const double p = ctx.staticDouble(2);
+    if (k == 0 || m == 0 || p == 0) return {b.zeros(x.type)};
+    auto [d, pairs] = pairDifferences(b, b.convert(x, c));
+    const Shape ks{k, m};
+    Value term = distanceGradTerm(b, b.broadcastInDim(b.convert(ctx.tensor(0), c), ks, {0}), d,
+                                  b.broadcastInDim(b.convert(ctx.tensor(3), c), ks, {0}), p);
+    Builder::ScatterDims sd;
+    sd.update_window_dims = {1};
+    sd.inserted_window_dims = {0};
+    sd.scatter_dims_to_operand_dims = {0};
+    sd.index_vector_dim = 1;
+    Value gx = b.scatter(b.zeros({c, {n, m}}), b.reshape(pairs.first, {k, 1}), term, sd, ReduceKind::Sum);
+    gx = b.scatter(gx, b.reshape(pairs.second, {k, 1}), b.neg(term), sd, ReduceKind::Sum);
+    return {b.convert(gx, x.dtype())};
+  }).staticArgs({"p"}).accepts(pdistAccepts(2));
   // mode(self, dim=-1, keepdim=False) -> (values, indices): the smallest most frequent value and the last position
   // holding it (what PyTorch CPU's sort-and-scan returns for rows of up to 16 elements, where its sort is stable).
   r.add("aten::mode", [](Context& ctx) -> std::vector<Value> {
