@@ -135,6 +135,17 @@ def _sample_dirichlet(alpha, generator=None):
     return torch.empty_like(alpha)
 
 
+_SCALAR_TYPE_NAMES = {torch.float64: "Double", torch.float32: "Float", torch.float16: "Half",
+                      torch.bfloat16: "BFloat16"}
+
+
+def _binomial(count, prob, generator=None):
+    torch._check(prob.dtype == count.dtype,
+                 lambda: f"Found dtype {_SCALAR_TYPE_NAMES.get(prob.dtype, prob.dtype)} but expected "
+                         f"{_SCALAR_TYPE_NAMES.get(count.dtype, count.dtype)}")
+    return count.new_empty(torch.broadcast_shapes(count.shape, prob.shape))
+
+
 def _randperm_generator_out(n, *, generator=None, out):
     if out.dtype == torch.bool:
         raise NotImplementedError('"randperm" not implemented for \'Bool\'')
@@ -177,6 +188,7 @@ def _install() -> None:
                    ("_fused_adamw_.tensor_lr", _fused_adam_tensor_lr("_fused_adamw_")),
                    ("_masked_softmax", _masked_softmax),
                    ("_transform_bias_rescale_qkv", _transform_bias_rescale_qkv),
-                   ("_sample_dirichlet", _sample_dirichlet)):
+                   ("_sample_dirichlet", _sample_dirichlet),
+                   ("binomial", _binomial)):
         if not torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "Meta"):
             _aten_kernels.register(op, fn, "Meta")

@@ -181,6 +181,7 @@ const Registry& registry() {
         populatePooling,
         populateGridSampler,
         populateEmbeddingBag,
+        populateDistributions,
         populateSampling,
         populateRnn,
         populateGrouped,

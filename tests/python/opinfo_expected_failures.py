@@ -134,9 +134,6 @@ X += xfail('normal', ('bfloat16', 'float32'), ('backward', 'forward'), _NORMAL_S
 _QR = 'geqrf has no meta kernel, so no lowering (linalg_qr, householder_product and ormqr do): CPU fallback'
 X += xfail('geqrf', ('complex64', 'float32'), 'forward', _QR, fallback=['aten::geqrf'])
 
-_RRELU = 'randomized leaky ReLU (rrelu_with_noise, which also writes its noise argument) has no lowering: CPU fallback'
-X += xfail('nn.functional.rrelu', ('bfloat16', 'float32'), ('backward', 'forward'), _RRELU,
-          fallback=['aten::rrelu_with_noise'])
 
 _SEGMENT = 'segment_reduce has no lowering: CPU fallback'
 X += xfail('_segment_reduce.lengths', ('bfloat16', 'float32'), 'backward', _SEGMENT,

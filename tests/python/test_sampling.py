@@ -12,6 +12,7 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_tpu
 
@@ -251,3 +252,78 @@ def test_dirichlet_beta_gamma_distributions():
     x = torch._standard_gamma(torch.ones(5, device="tpu"), generator=gen)
     gen.manual_seed(5)
     assert torch.equal(x, torch._standard_gamma(torch.ones(5, device="tpu"), generator=gen))
+
+
+def _fits_pmf(samples, dist, max_k):
+    # Every value with an expected count of at least 25 is within 5 standard deviations of it (a chi-square-like
+    # check that a wrong acceptance step or constant fails), and all samples are whole numbers in the support.
+    n = samples.numel()
+    assert torch.equal(samples, samples.round()) and samples.min() >= 0
+    counts = torch.bincount(samples.long().clamp(max=max_k + 1), minlength=max_k + 2).double()
+    k = torch.arange(max_k + 1, dtype=torch.float64)
+    expected = dist.log_prob(k).exp() * n
+    keep = expected >= 25
+    assert keep.any()
+    dev = (counts[: max_k + 1][keep] - expected[keep]).abs() / expected[keep].sqrt()
+    assert dev.max() < 5, (dev.max(), k[keep][dev.argmax()])
+
+
+@pytest.mark.parametrize("rate", [0.3, 2.5, 9.9, 10.0, 37.0, 400.0])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_poisson_distribution(strict_fallback, rate, dtype):
+    # rates under 10 multiply uniforms, from 10 on transformed rejection: both follow the Poisson pmf
+    torch.manual_seed(0)
+    s = torch.poisson(torch.full((100000,), rate, dtype=dtype, device="tpu")).cpu()
+    assert s.dtype == dtype
+    _fits_pmf(s.double(), torch.distributions.Poisson(torch.tensor(rate, dtype=torch.float64)), int(rate * 3 + 30))
+
+
+def test_poisson_edge_rates_and_checks(strict_fallback):
+    r = torch.poisson(torch.tensor([0.0, float("inf"), 3.0], device="tpu")).cpu()
+    assert r[0] == 0 and r[1] == float("inf")
+    for bad in (-1.0, float("nan")):  # CPU's error, as a device-side check
+        with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+            torch.poisson(torch.tensor([bad, 1.0], device="tpu")).cpu()
+    torch.manual_seed(3)
+    a = torch.poisson(torch.full((8,), 4.0, device="tpu"))
+    torch.manual_seed(3)
+    assert torch.equal(a, torch.poisson(torch.full((8,), 4.0, device="tpu")))
+
+
+@pytest.mark.parametrize("n,p", [(5, 0.3), (20, 0.2), (20, 0.7), (100, 0.5), (1000, 0.01), (1000, 0.99), (60, 0.5)])
+def test_binomial_distribution(strict_fallback, n, p):
+    # count * min(p, 1 - p) under 10 by inversion, from 10 on BTRS; p > 1/2 counts failures
+    torch.manual_seed(0)
+    s = torch.binomial(torch.full((100000,), float(n), device="tpu"), torch.full((100000,), p, device="tpu")).cpu()
+    assert s.max() <= n
+    _fits_pmf(s.double(), torch.distributions.Binomial(n, torch.tensor(p, dtype=torch.float64)), n)
+
+
+def test_binomial_edges_and_distributions_module(strict_fallback):
+    count = torch.tensor([0.0, 10.0, 10.0, float("nan"), 7.0], device="tpu")
+    prob = torch.tensor([0.5, 0.0, 1.0, 0.5, float("nan")], device="tpu")
+    r = torch.binomial(count, prob).cpu()
+    assert r[:3].tolist() == [0.0, 0.0, 10.0] and r[3:].isnan().all()
+    b = torch.distributions.Binomial(torch.tensor([30.0, 8.0], device="tpu"), torch.tensor([0.4, 0.9], device="tpu"))
+    s = b.sample((20000,)).cpu()
+    torch.testing.assert_close(s.mean(0), torch.tensor([12.0, 7.2]), atol=0.1, rtol=0)
+    with pytest.raises(RuntimeError, match="Found dtype Double but expected Float"):
+        torch.binomial(torch.ones(3, device="tpu"), torch.full((3,), 0.5, dtype=torch.float64, device="tpu"))
+
+
+def test_rrelu_train_and_eval(strict_fallback):
+    x = torch.randn(64, 8)
+    xt = x.to("tpu").requires_grad_()
+    lower, upper = 0.1, 0.3
+    y = F.rrelu(xt, lower, upper, training=True)
+    slope = (y / xt).detach().cpu()
+    neg = x <= 0
+    assert torch.equal(y.detach().cpu()[~neg], x[~neg])
+    assert slope[neg].min() >= lower and slope[neg].max() <= upper and slope[neg].std() > 0.03
+    y.sum().backward()  # the gradient is the drawn slope (1 for positive elements)
+    torch.testing.assert_close(xt.grad.cpu()[neg], slope[neg])
+    assert torch.equal(xt.grad.cpu()[~neg], torch.ones_like(x)[~neg])
+    torch.testing.assert_close(F.rrelu(x.to("tpu"), lower, upper, training=False).cpu(),
+                               F.rrelu(x, lower, upper, training=False))
+    m = torch.nn.RReLU(lower, upper).to("tpu")
+    assert m(x.to("tpu")).shape == x.shape

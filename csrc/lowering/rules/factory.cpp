@@ -8,30 +8,23 @@
 
 #include "lowering/families.h"
 #include "lowering/helpers.h"
+#include "lowering/rules/random_common.h"
 
 namespace torch_tpu::lowering {
-namespace {
+namespace rnd {
 
-using shlo::Cmp;
-using shlo::isFloat;
-
-// Uniform [0, 1) values of dtype c (F64: the top 53 of the random bits; F32: the top 24) from random bits (U32 or
-// U64).
 Value uniformFromBits(Builder& b, Value bits, DType c) {
   int keep = c == DType::F64 ? 53 : 24;
   Value top = b.shiftRightLogical(bits, b.constantF(shlo::bitWidth(bits.dtype()) - keep, bits.dtype(), bits.shape()));
   return b.mul(b.convert(top, c), b.constantF(std::ldexp(1.0, -keep), c, bits.shape()));
 }
 
-// Uniform floats in [0, 1) of dtype F64 (53 random bits) or F32 (24 random bits, used for every other dtype).
-// `shape` may have an extra leading dimension for ops that need several draws per element.
 Value uniform01(Context& ctx, const Shape& shape, DType want) {
   DType c = want == DType::F64 ? DType::F64 : DType::F32;
   DType bits = want == DType::F64 ? DType::U64 : DType::U32;
   return uniformFromBits(ctx.b, ctx.b.rngBitGenerator(ctx.rngState(), {bits, shape})[1], c);
 }
 
-// Entry k of `u`'s leading dimension (draws made several per element), of u's shape without that dimension.
 Value leadingEntry(Builder& b, Value u, int64_t k) {
   const Shape& s = u.shape();
   std::vector<int64_t> lo(s.size(), 0), hi = s, st(s.size(), 1);
@@ -40,7 +33,6 @@ Value leadingEntry(Builder& b, Value u, int64_t k) {
   return b.reshape(b.slice(u, lo, hi, st), Shape(s.begin() + 1, s.end()));
 }
 
-// Standard normal values from two uniform [0, 1) draws of the same shape (Box-Muller; 1 - u1 keeps the log finite).
 Value boxMuller(Builder& b, Value u1, Value u2) {
   u1 = b.sub(b.onesLike(u1), u1);
   Value radius = b.sqrt(b.mul(cst(b, -2.0, u1), b.log(u1)));
@@ -48,6 +40,24 @@ Value boxMuller(Builder& b, Value u1, Value u2) {
 }
 
 DType drawType(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
+
+bool floatSelf(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()); }
+
+double staticOr(const Context& ctx, size_t i, double dflt) {
+  if (!ctx.has(i)) return dflt;
+  const Arg& a = ctx.arg(i);
+  if (a.kind == Arg::Kind::Int) return double(a.i);
+  if ((a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double) && a.scalar.known()) return a.scalar.toDouble();
+  return NAN;
+}
+
+}  // namespace rnd
+
+namespace {
+
+using namespace rnd;
+using shlo::Cmp;
+using shlo::isFloat;
 
 // The real draws a random fill of `self` makes: of its draw type and shape, or for complex numbers of the
 // component type with a trailing dimension of 2 (real part, imaginary part).
@@ -150,7 +160,6 @@ const TensorType& outType(const Context& ctx) {
   return ctx.outputs[0];
 }
 
-bool floatSelf(const Context& ctx) { return realDTypes(ctx) && isFloat(ctx.tensor(0).dtype()); }
 
 // Standard normal draws of `shape` in dtype c (Box-Muller on two uniform draws per element).
 Value standardNormal(Context& ctx, const Shape& shape, DType c) {
@@ -161,72 +170,7 @@ Value standardNormal(Context& ctx, const Shape& shape, DType c) {
   return boxMuller(b, leadingEntry(b, u, 0), leadingEntry(b, u, 1));
 }
 
-// The smallest positive normal number of a floating dtype (std::numeric_limits<T>::min()).
-double leastNormal(DType t) {
-  return t == DType::F64 ? std::ldexp(1.0, -1022) : t == DType::F16 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -126);
-}
 
-// Standard gamma samples of concentration `alpha` (dtype c), as PyTorch CPU's sample_gamma draws them: Marsaglia
-// and Tsang's acceptance-rejection, alpha < 1 boosted to alpha + 1 and scaled by U^(1/alpha), alpha <= 0 giving 0.
-// Every element draws until accepted: a stablehlo.while over the whole tensor until none is left (each round
-// accepts over 95% of what remains).
-Value sampleGamma(Context& ctx, Value alpha) {
-  Builder& b = ctx.b;
-  DType c = alpha.dtype();
-  const Shape shape = alpha.shape();
-  Value one = b.onesLike(alpha);
-  Value small = b.compare(alpha, one, Cmp::LT);
-  Value a = b.select(small, b.add(alpha, one), alpha);
-  Value d = b.sub(a, cst(b, 1.0 / 3.0, a));
-  Value cc = b.div(one, b.sqrt(b.mul(cst(b, 9.0, d), d)));
-  Shape s3 = shape;
-  s3.insert(s3.begin(), 4);
-  // Concentrations that are not positive (or NaN) draw nothing: CPU's loop gives them NaN or 0, clamped below.
-  Value none = b.notOp(b.compare(alpha, b.zerosLike(alpha), Cmp::GT));
-  // Loop values: the random state, the samples, which are done, d and c.
-  auto out = b.whileLoop(
-      {ctx.rngState(), b.zerosLike(alpha), none, d, cc},
-      [&](Builder& lb, const std::vector<Value>& v) {
-        Value left = lb.reduce(lb.notOp(v[2]), range(0, int64_t(shape.size())), ReduceKind::Or);
-        return lb.reshape(left, {});
-      },
-      [&](Builder& lb, const std::vector<Value>& v) -> std::vector<Value> {
-        std::vector<Value> g = lb.rngBitGenerator(v[0], {DType::U64, s3});
-        Value u = uniformFromBits(lb, g[1], c);
-        Value dd = v[3], ccv = v[4];
-        Value x = boxMuller(lb, leadingEntry(lb, u, 0), leadingEntry(lb, u, 1));
-        Value y = lb.add(lb.onesLike(x), lb.mul(ccv, x));
-        Value vv = lb.mul(lb.mul(y, y), y);
-        Value uu = lb.sub(lb.onesLike(dd), leadingEntry(lb, u, 2));
-        Value xx = lb.mul(x, x);
-        Value quick = lb.compare(uu, lb.sub(lb.onesLike(xx), lb.mul(cst(lb, 0.0331, xx), lb.mul(xx, xx))), Cmp::LT);
-        Value positive = lb.compare(y, lb.zerosLike(y), Cmp::GT);
-        Value safe_v = lb.select(positive, vv, lb.onesLike(vv));
-        Value slow = lb.compare(lb.log(uu),
-                                lb.add(lb.mul(cst(lb, 0.5, xx), xx),
-                                       lb.mul(dd, lb.add(lb.sub(lb.onesLike(dd), safe_v), lb.log(safe_v)))),
-                                Cmp::LT);
-        Value accept = lb.andOp(lb.andOp(lb.notOp(v[2]), positive), lb.orOp(quick, slow));
-        Value r = lb.select(accept, lb.mul(dd, vv), v[1]);
-        return {g[0], r, lb.orOp(v[2], accept), dd, ccv};
-      });
-  Value r = out[1];
-  // alpha < 1: the boost's scale U^(1/alpha) (a fresh draw). Not positive or NaN: 0 (the callers clamp it to the
-  // least normal number, as CPU's clamp does for its 0 and NaN).
-  Value boost = b.pow(b.sub(one, uniform01(ctx, shape, c)), b.div(one, alpha));
-  r = b.select(small, b.mul(r, boost), r);
-  return b.select(none, b.zerosLike(r), r);
-}
-
-// The value of static float argument i, `dflt` when absent, or NaN when its value is not known when lowering (then
-// every parameter check below fails and the call declines).
-double staticOr(const Context& ctx, size_t i, double dflt) {
-  if (!ctx.has(i)) return dflt;
-  const Arg& a = ctx.arg(i);
-  if (a.kind == Arg::Kind::Int) return double(a.i);
-  if ((a.kind == Arg::Kind::Scalar || a.kind == Arg::Kind::Double) && a.scalar.known()) return a.scalar.toDouble();
-  return NAN;
-}
 
 // The accepts predicate of a random op whose parameters PyTorch validates (from <= to, sigma > 0, ...): those
 // parameters are static (part of the program, see the rows' staticArgs), and `valid` declines a bad call, which then
@@ -496,30 +440,6 @@ void populateFactory(Registry& r) {
     return {b.convert(b.compare(u, b.convert(p, c), Cmp::LT), p.dtype())};
   }).accepts(floatSelf);
   // exponential_(self, float lambd=1): -log(1 - u) / lambd; PyTorch requires lambd > 0
-  // _standard_gamma(alpha, generator) (torch.distributions Gamma, Beta, Dirichlet): samples no smaller than the
-  // dtype's least normal number, as CPU clamps them.
-  r.add("aten::_standard_gamma", [](Context& ctx) -> std::vector<Value> {
-    Builder& b = ctx.b;
-    Value alpha = ctx.tensor(0);
-    DType c = drawType(alpha.dtype());
-    Value g = b.convert(sampleGamma(ctx, b.convert(alpha, c)), alpha.dtype());
-    Value tiny = b.constantF(leastNormal(alpha.dtype()), alpha.dtype(), alpha.shape());
-    return {b.select(b.compare(g, tiny, Cmp::LT), tiny, g)};
-  }).accepts(floatSelf);
-  // _sample_dirichlet(alpha, generator): gamma samples (at least the least normal number) normalized along the
-  // last dim.
-  r.add("aten::_sample_dirichlet", [](Context& ctx) -> std::vector<Value> {
-    Builder& b = ctx.b;
-    Value alpha = ctx.tensor(0);
-    DType c = drawType(alpha.dtype());
-    Value g = sampleGamma(ctx, b.convert(alpha, c));
-    Value tiny = b.constantF(leastNormal(c), c, g.shape());
-    g = b.select(b.compare(g, tiny, Cmp::LT), tiny, g);
-    if (g.rank() == 0) return {b.convert(b.div(g, g), alpha.dtype())};
-    int64_t last = g.rank() - 1;
-    Value sum = expandReduced(b, b.reduce(g, {last}, ReduceKind::Sum), g.shape(), {last});
-    return {b.convert(b.div(g, sum), alpha.dtype())};
-  }).accepts(floatSelf);
   r.add("aten::exponential_", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value self = ctx.tensor(0);
