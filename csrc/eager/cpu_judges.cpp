@@ -72,7 +72,8 @@ void judgeOutDtypeOnCpu(const c10::OperatorHandle& op, const std::string& name, 
         differs = true;
     }
   if (!differs) return;
-  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast", "expected scalar_type", "only supports bool tensor"});
+  rethrowCpuTwinError(op, stack, base, {"dtype", "can't be cast", "expected scalar_type", "only supports bool tensor",
+                                       "Expected object of scalar type"});
 }
 
 // The defined tensors an argument holds: a tensor, or a list's (a foreach op's).

@@ -47,6 +47,10 @@ X += xfail("nn.functional.conv_transpose3d", "bfloat16", "backward",
            "accumulates the transposed convolution's gradient in float32 and rounds once, CPU's bf16 kernel rounds "
            "differently; float32 matches (cause not narrowed down further)", samples=[2], mismatch="not close")
 
+X += xfail("renorm", "complex64", "backward",
+           "the infinity-norm sample's input gradient is NaN everywhere on CPU's complex64 kernel; CPU's complex128 "
+           "kernel and the formula differentiated by hand give tpu's values", samples=[3], mismatch="not close")
+
 # ---- no lowering, unsupported dtypes and layouts (by cause) ----
 
 _BESSEL = (
