@@ -51,6 +51,12 @@ X += xfail("renorm", "complex64", "backward",
            "the infinity-norm sample's input gradient is NaN everywhere on CPU's complex64 kernel; CPU's complex128 "
            "kernel and the formula differentiated by hand give tpu's values", samples=[3], mismatch="not close")
 
+X += xfail(["svd_lowrank", "pca_lowrank"], "complex64", "backward",
+           "complex64 gradients through the randomized low-rank SVD are ill-conditioned: on these samples CPU's and "
+           "tpu's complex64 gradients are each up to 6e-4 from the complex128 gradient (tpu's as close as CPU's or "
+           "closer), so they differ from each other by more than the 3e-4 tolerance", samples=[0, 2, 3],
+           mismatch="not close")
+
 # ---- no lowering, unsupported dtypes and layouts (by cause) ----
 
 _BESSEL = (
