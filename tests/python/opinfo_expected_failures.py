@@ -57,6 +57,10 @@ X += xfail(["svd_lowrank", "pca_lowrank"], "complex64", "backward",
            "closer), so they differ from each other by more than the 3e-4 tolerance", samples=[0, 2, 3],
            mismatch="not close")
 
+X += xfail("matrix_exp", "bfloat16", "backward",
+           "CPU's bfloat16 kernel gives a NaN gradient everywhere (its float64 gradient of the same input agrees with "
+           "tpu's to bfloat16 precision)", samples=[0, 1], mismatch="not close")
+
 # ---- no lowering, unsupported dtypes and layouts (by cause) ----
 
 _BESSEL = (
@@ -128,10 +132,6 @@ X += xfail('logcumsumexp', 'complex64', ('backward', 'forward'),
 _LSTSQ = 'least squares (QR / SVD based) has no lowering: CPU fallback'
 X += xfail(['linalg.lstsq', 'linalg.lstsq.grad_oriented'], ('complex64', 'float32'), ('backward', 'forward'), _LSTSQ,
           fallback=['aten::linalg_lstsq.out'])
-
-_MATEXP = 'matrix exponential has no lowering: CPU fallback'
-X += xfail('matrix_exp', ('bfloat16', 'complex64', 'float32'), ('backward', 'forward'), _MATEXP,
-          fallback=['aten::linalg_matrix_exp'])
 
 
 _NORMAL_STD = (

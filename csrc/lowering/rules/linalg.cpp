@@ -1,5 +1,5 @@
 // Linear-algebra family, products: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot, vdot, _addmm_activation, addr,
-// the out_dtype forms, _int_mm, _scaled_mm, and linalg_cross. Factorizations and solves: linalg_solve.cpp (Cholesky,
+// the out_dtype forms, _int_mm, _scaled_mm, linalg_cross and linalg_matrix_exp. Factorizations and solves: linalg_solve.cpp (Cholesky,
 // triangular solves, LU) and linalg_decomp.cpp (QR, Hermitian eigendecomposition, SVD).
 //
 // matmul/linear are CompositeImplicit in PyTorch and reach these through views. bf16/f16 products accumulate in f32
@@ -12,6 +12,7 @@
 
 #include "lowering/families.h"
 #include "lowering/helpers.h"
+#include "lowering/rules/linalg_common.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -297,6 +298,47 @@ void populateLinalg(Registry& r) {
     auto part = [&](int64_t i, int64_t j) { return b.sub(b.mul(at(x, i), at(y, j)), b.mul(at(x, j), at(y, i))); };
     return {b.concatenate({part(1, 2), part(2, 0), part(0, 1)}, d)};
   }).accepts(realDTypes).complex();
+  // linalg_matrix_exp(self [..., n, n]): scaling and squaring. Each matrix is divided by 2^s, s the least power that
+  // brings its 1-norm to at most 1, its exponential taken by the degree-18 Taylor polynomial (Horner's rule; the
+  // truncation is below 1e-16 relative), then squared s times: a loop to the batch's largest s in which each matrix
+  // squares only while below its own. Half types compute in f32. Matrices that are not finite give what the polynomial gives them (NaN).
+  // Backward: PyTorch differentiates through the exponential of a block matrix, this rule again.
+  r.add("aten::linalg_matrix_exp", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    const Value a0 = ctx.tensor(0);
+    if (a0.type.numel() == 0) return {a0};
+    const DType t = accType(a0.dtype());  // half types compute in f32
+    Value a = b.convert(a0, t);
+    const Shape shape = a.shape();
+    const int64_t r = a.rank();
+    const Shape bs(shape.begin(), shape.end() - 2);
+    std::vector<int64_t> batch = range(0, r - 2);
+    auto mm = [&](Builder& lb, Value x, Value y) { return lb.dotGeneral(x, y, batch, batch, {r - 1}, {r - 2}); };
+    Value norm = b.reduce(b.reduce(b.abs(a), {r - 2}, ReduceKind::Sum), {r - 2}, ReduceKind::Max);  // [...]
+    Value sf = b.ceil(b.div(b.log(norm), cst(b, std::log(2.0), norm)));
+    sf = b.select(b.isFinite(sf), b.clamp(cst(b, 0, sf), sf, cst(b, 64, sf)), b.zerosLike(sf));
+    Value scale = b.convert(b.pow(cst(b, 2.0, sf), b.neg(sf)), t);
+    Value x = b.mul(a, b.broadcastInDim(scale, shape, batch));
+    Value eye = linalg::identity(b, shape, t);
+    Value e = eye;
+    for (int k = 18; k >= 1; --k) e = b.add(eye, b.div(mm(b, x, e), b.constantF(k, t, shape)));
+    Value times = b.convert(sf, DType::S64);
+    Value most = bs.empty() ? times : b.reduce(times, batch, ReduceKind::Max);
+    auto out = b.whileLoop(
+        {b.constantInt(0, DType::S64), e, times, most},
+        [&](Builder& lb, const std::vector<Value>& v) { return lb.compare(v[0], v[3], Cmp::LT); },
+        [&](Builder& lb, const std::vector<Value>& v) -> std::vector<Value> {
+          Value more = lb.compare(lb.broadcastTo(v[0], bs), v[2], Cmp::LT);
+          Value sq = lb.select(lb.broadcastInDim(more, shape, batch), mm(lb, v[1], v[1]), v[1]);
+          return {lb.add(v[0], lb.constantInt(1, DType::S64)), sq, v[2], v[3]};
+        });
+    return {b.convert(out[1], a0.dtype())};
+  }).accepts([](const Context& ctx) {
+    const DType t = ctx.tensor(0).dtype();
+    const Value a = ctx.tensor(0);
+    return (shlo::isFloat(t) || t == DType::C64 || t == DType::C128) && a.rank() >= 2 &&
+           a.shape()[a.rank() - 1] == a.shape()[a.rank() - 2];
+  }).complex();
 }
 
 }  // namespace torch_tpu::lowering
