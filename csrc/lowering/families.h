@@ -29,6 +29,7 @@ void populatePooling(Registry& r);       // avg/max/adaptive pooling, upsampling
 void populateGridSampler(Registry& r);   // grid_sampler_2d/3d (F.grid_sample) and their backward
 void populateEmbeddingBag(Registry& r);  // _embedding_bag (nn.EmbeddingBag) and its backward kernels
 void populateDistributions(Registry& r);  // gamma, Dirichlet, Poisson, binomial sampling; rrelu_with_noise
+void populateSegmentReduce(Registry& r);  // segment_reduce and its backward
 void populateFft(Registry& r);           // _fft_c2c, _fft_r2c, _fft_c2r (torch.fft, stft, istft)
 void populateForeach(Registry& r);       // _foreach_* list ops, fused optimizers (after the per-tensor families)
 void populateSampling(Registry& r);       // multinomial (graphs; eager: csrc/eager/sampling.cpp)

@@ -182,6 +182,7 @@ const Registry& registry() {
         populateGridSampler,
         populateEmbeddingBag,
         populateDistributions,
+        populateSegmentReduce,
         populateSampling,
         populateRnn,
         populateGrouped,

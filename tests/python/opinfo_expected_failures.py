@@ -145,14 +145,6 @@ _QR = 'geqrf has no meta kernel, so no lowering (linalg_qr, householder_product 
 X += xfail('geqrf', ('complex64', 'float32'), 'forward', _QR, fallback=['aten::geqrf'])
 
 
-_SEGMENT = 'segment_reduce has no lowering: CPU fallback'
-X += xfail('_segment_reduce.lengths', ('bfloat16', 'float32'), 'backward', _SEGMENT,
-          fallback=['aten::_segment_reduce_backward', 'aten::segment_reduce'])
-X += xfail('_segment_reduce.lengths', ('bfloat16', 'float32'), 'forward', _SEGMENT, fallback=['aten::segment_reduce'])
-X += xfail('_segment_reduce.offsets', ('bfloat16', 'float32'), 'backward', _SEGMENT,
-          fallback=['aten::_segment_reduce_backward', 'aten::segment_reduce'])
-X += xfail('_segment_reduce.offsets', ('bfloat16', 'float32'), 'forward', _SEGMENT, fallback=['aten::segment_reduce'])
-
 _SGN = (
     'the gradient of sgn at real inputs is an efficient zero tensor (aten::_efficientzerotensor), which '
     'has no device kernel: CPU fallback')
