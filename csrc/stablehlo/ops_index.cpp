@@ -95,7 +95,16 @@ Value Builder::scatter(Value operand, Value indices, Value updates, const Scatte
   checkDimsUnique("scatter", d.scatter_dims_to_operand_dims, operand.rank(), "scatter_dims_to_operand_dims");
   DType t = operand.dtype();
   std::string region;
-  if (combiner) {
+  if (combiner && (*combiner == ReduceKind::Max || *combiner == ReduceKind::Min) && isFloat(t)) {
+    // max/min that propagate a NaN from either side (XLA's CPU backend may lower maximum/minimum with the
+    // NaN-ignoring maxnum/minnum): scatter_reduce, index_reduce and segment reductions keep PyTorch's NaN
+    Impl::Region r(*impl_);
+    std::string a = r.arg(t), b = r.arg(t);
+    std::string m = r.bin(Impl::combinerOp("scatter", *combiner, t), a, b, t);
+    m = r.select(r.cmp(b, b, t, Cmp::NE), b, m, t);
+    m = r.select(r.cmp(a, a, t, Cmp::NE), a, m, t);
+    region = r.finish({{m, t}});
+  } else if (combiner) {
     region = impl_->combinerRegion("scatter", *combiner, t);
   } else {
     Impl::Region r(*impl_);

@@ -42,3 +42,34 @@ def test_segment_reduce_matches_cpu(strict_fallback, case, reduce, initial, dtyp
 def test_segment_reduce_checks(lengths, message):
     with pytest.raises(RuntimeError, match=message):
         torch.segment_reduce(torch.randn(6, device="tpu"), "sum", lengths=torch.tensor(lengths, device="tpu")).cpu()
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [False, True])
+def test_scatter_and_index_reduce_keep_nan(reduce, include_self):
+    # a NaN among the values a max/min scatter combines gives NaN, as on CPU (it used to be skipped)
+    src = torch.tensor([1.0, float("nan"), 3.0, 2.0, 5.0, float("nan")])
+    idx = torch.tensor([0, 0, 1, 1, 2, 2])
+    expected = torch.zeros(3).scatter_reduce(0, idx, src, reduce, include_self=include_self)
+    got = torch.zeros(3, device="tpu").scatter_reduce(0, idx.to("tpu"), src.to("tpu"), reduce,
+                                                      include_self=include_self)
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+    expected = torch.zeros(3).index_reduce(0, idx, src, reduce, include_self=include_self)
+    got = torch.zeros(3, device="tpu").index_reduce(0, idx.to("tpu"), src.to("tpu"), reduce,
+                                                    include_self=include_self)
+    torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("reduce", ["max", "min", "prod"])
+def test_segment_reduce_nan(strict_fallback, reduce):
+    # a NaN wins a max/min segment and gets its gradient; prod's gradient of a NaN or zero is the others' product
+    x0 = torch.tensor([1, float("nan"), 3, 4, 5, 5, 0, 0, 2, 0, float("nan")])
+    lengths = torch.tensor([1, 2, 3, 0, 2, 3])
+    results = []
+    for dev in ("cpu", "tpu"):
+        x = x0.clone().to(dev).requires_grad_()
+        out = torch.segment_reduce(x, reduce, lengths=lengths.to(dev), initial=2.0)
+        out.sum().backward()
+        results.append((out.detach().cpu(), x.grad.cpu()))
+    for e, g in zip(*results):
+        torch.testing.assert_close(g, e, equal_nan=True)

@@ -7,11 +7,12 @@
 // go nowhere). As CPU computes them: an empty segment gives `initial` when given, else 0 (sum), 1 (prod), -inf
 // (max), inf (min) or NaN (mean); `initial` joins every segment's sum, product or extreme, and a mean is
 // (sum + initial) / length. Gradients: sum and mean spread the segment's gradient (mean divided by the length), max
-// and min share it among the elements equal to the result, prod gives output / x, or for a segment's only zero the
-// product of the others (and initial), 0 to zeros of a segment with several. Half types compute in f32.
+// and min share it among the elements equal to the result (a NaN matching a NaN result), prod gives output / x, or for
+// a zero or NaN the product of the others (and initial). Half types compute in f32.
 //
 // Checked as CPU checks (device-side, at the next synchronization): lengths are not negative and, unless `unsafe`,
 // each row's lengths add up to the axis' size.
+#include <cmath>
 #include <limits>
 
 #include "lowering/families.h"
@@ -190,20 +191,27 @@ void populateSegmentReduce(Registry& r) {
     if (reduce == "mean") {
       res = b.div(grad, atSegments(b, g, countAt(b, g, g.count, c)));
     } else if (reduce == "max" || reduce == "min") {
+      // the elements equal to the result (NaN counting as equal to a NaN result) share its gradient
       Value out = atSegments(b, g, b.reshape(b.convert(ctx.tensor(1), c), lst));
-      Value hit = b.andOp(b.compare(x, out, Cmp::EQ), b.broadcastInDim(g.valid, lat, {0, 1}));
+      Value same = b.orOp(b.compare(x, out, Cmp::EQ), b.andOp(isNan(b, x), isNan(b, out)));
+      Value hit = b.andOp(same, b.broadcastInDim(g.valid, lat, {0, 1}));
       Value ties = scatterSegments(b, g, b.zeros({c, lst}), b.convert(hit, c), ReduceKind::Sum);
       res = b.select(hit, b.div(grad, atSegments(b, g, ties)), zero);
     } else if (reduce == "prod") {
+      // output / x, except for zeros and NaNs: the product of the others (and initial), which is 0 (or NaN) when
+      // another zero (or NaN) is among them
       Value out = atSegments(b, g, b.reshape(b.convert(ctx.tensor(1), c), lst));
-      Value nonzero = b.compare(x, zero, Cmp::NE);
+      Value nan = isNan(b, x);
+      Value special = b.orOp(b.compare(x, zero, Cmp::EQ), nan);
       const double initial = ctx.has(7) ? ctx.arg(7).scalar.toDouble() : 1.0;
-      Value others = scatterSegments(b, g, b.constantF(initial, c, lst), b.select(nonzero, x, b.onesLike(x)),
+      Value others = scatterSegments(b, g, b.constantF(initial, c, lst), b.select(special, b.onesLike(x), x),
                                      ReduceKind::Prod);
-      Value zeros = scatterSegments(b, g, b.zeros({c, lst}), b.convert(b.notOp(nonzero), c), ReduceKind::Sum);
-      Value only_zero = b.compare(atSegments(b, g, zeros), b.onesLike(x), Cmp::EQ);
-      res = b.select(nonzero, b.div(b.mul(grad, out), b.select(nonzero, x, b.onesLike(x))),
-                     b.select(only_zero, b.mul(grad, atSegments(b, g, others)), zero));
+      Value specials = atSegments(b, g, scatterSegments(b, g, b.zeros({c, lst}), b.convert(special, c), ReduceKind::Sum));
+      Value nans = atSegments(b, g, scatterSegments(b, g, b.zeros({c, lst}), b.convert(nan, c), ReduceKind::Sum));
+      Value other_nan = b.compare(b.sub(nans, b.convert(nan, c)), zero, Cmp::GT);
+      Value exclusive = b.select(b.compare(specials, b.onesLike(x), Cmp::EQ), atSegments(b, g, others),
+                                 b.select(other_nan, b.constantF(NAN, c, lat), zero));
+      res = b.select(special, b.mul(grad, exclusive), b.div(b.mul(grad, out), b.select(special, b.onesLike(x), x)));
     }
     res = b.select(b.broadcastInDim(g.valid, lat, {0, 1}), res, zero);
     return {b.convert(b.reshape(res, data.shape()), data.dtype())};
