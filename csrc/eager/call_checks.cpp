@@ -4,6 +4,9 @@
 //    value or sorter tensor is not contiguous, since they copy it first; the rule reads any layout.
 //  - arange(out=) into a tensor of another number of elements warns that it resizes it (rounding errors make the
 //    count differ from what the caller expects), then resizes it.
+// And checks CPU's and CUDA's kernels make by reading values back (one synchronization):
+//  - segment_reduce with lengths and not `unsafe`: no length is negative and each row's lengths add up to the axis'
+//    size.
 // And checks of Python numbers a cached program takes as inputs (so no cache miss sees a new value):
 //  - leaky_relu_backward and elu_backward of an in-place forward (self_is_result / is_result) with a negative slope
 //    raise CPU's error (the result cannot be inverted).
@@ -94,9 +97,28 @@ void eluBackward(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::j
   loweringKernel(op, ks, stack);
 }
 
+void segmentReduce(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const c10::IValue* lengths = argNamed(op, stack, "lengths");
+  const c10::IValue* unsafe = argNamed(op, stack, "unsafe");
+  const c10::IValue* axis = argNamed(op, stack, "axis");
+  const c10::IValue* data = argNamed(op, stack, "data");
+  if (lengths && lengths->isTensor() && lengths->toTensor().defined() && !(unsafe && unsafe->toBool()) &&
+      lengths->toTensor().numel() > 0) {
+    const at::Tensor& l = lengths->toTensor();
+    const int64_t size = data->toTensor().size(axis ? axis->toInt() : 0);
+    // one transfer for both conditions
+    at::Tensor flags = at::stack({l.min().ge(0), l.sum({-1}).eq(size).all()}).to(at::kCPU);
+    TORCH_CHECK(flags[0].item<bool>(), "lengths contains negative value!");
+    TORCH_CHECK(flags[1].item<bool>(), "segment_reduce(): Expected all rows of lengths along axis ",
+                "to sum to data.size(lengths.dim()-1) when !unsafe.");
+  }
+  loweringKernel(op, ks, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("segment_reduce", torch::CppFunction::makeFromBoxedFunction<&segmentReduce>());
   m.impl("leaky_relu_backward", torch::CppFunction::makeFromBoxedFunction<&leakyReluBackward>());
   m.impl("elu_backward", torch::CppFunction::makeFromBoxedFunction<&eluBackward>());
   m.impl("arange.start_out", torch::CppFunction::makeFromBoxedFunction<&arangeOut>());

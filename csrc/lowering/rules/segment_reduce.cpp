@@ -10,8 +10,8 @@
 // and min share it among the elements equal to the result (a NaN matching a NaN result), prod gives output / x, or for
 // a zero or NaN the product of the others (and initial). Half types compute in f32.
 //
-// Checked as CPU checks (device-side, at the next synchronization): lengths are not negative and, unless `unsafe`,
-// each row's lengths add up to the axis' size.
+// CPU's checks of the lengths (not negative, adding up to the axis' size, unless `unsafe`) read them back, as CPU's
+// and CUDA's kernels do: eager mode makes them before the rule runs (eager/call_checks.cpp).
 #include <cmath>
 #include <limits>
 
@@ -33,8 +33,7 @@ struct Segments {
 
 Value s64(Builder& b, int64_t v, const Shape& s) { return b.broadcastTo(b.constantInt(v, DType::S64), s); }
 
-Segments segmentsOf(Context& ctx, const Shape& data, int64_t axis, Value lengths, Value offsets, bool check,
-                    bool unsafe) {
+Segments segmentsOf(Context& ctx, const Shape& data, int64_t axis, Value lengths, Value offsets) {
   Builder& b = ctx.b;
   Segments g;
   for (int64_t d = 0; d < axis; ++d) g.L *= data[size_t(d)];
@@ -45,15 +44,6 @@ Segments segmentsOf(Context& ctx, const Shape& data, int64_t axis, Value lengths
   if (lengths.valid()) {
     g.S = lengths.shape().back();
     Value lens = b.reshape(b.convert(lengths, DType::S64), {L, g.S});
-    if (check) {
-      ctx.check(b.compare(lens, s64(b, 0, {L, g.S}), Cmp::GE), "lengths contains negative value!", Value(),
-                Context::CheckError::Runtime);
-      if (!unsafe)
-        ctx.check(b.compare(b.reduce(lens, {1}, ReduceKind::Sum), s64(b, A, {L}), Cmp::EQ),
-                  "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
-                  "when !unsafe.",
-                  Value(), Context::CheckError::Runtime);
-    }
     // the exclusive prefix sums, and the total: a window of S over S zeros and the lengths
     std::vector<int64_t> one{1, 1};
     bounds = b.reduceWindow(lens, b.constantInt(0, DType::S64), ReduceKind::Sum, {1, g.S}, one, one, one,
@@ -151,9 +141,8 @@ void populateSegmentReduce(Registry& r) {
     Value data = ctx.tensor(0);
     const std::string reduce = ctx.arg(1).s;
     const int64_t axis = ctx.has(5) ? ctx.toInt(5) : 0;
-    const bool unsafe = ctx.has(6) && ctx.toBool(6);
     Segments g = segmentsOf(ctx, data.shape(), axis, ctx.has(2) ? ctx.tensor(2) : Value(),
-                            ctx.has(4) ? ctx.tensor(4) : Value(), true, unsafe);
+                            ctx.has(4) ? ctx.tensor(4) : Value());
     const DType c = accType(data.dtype());
     const bool has_initial = ctx.has(7);
     const double initial = has_initial ? ctx.arg(7).scalar.toDouble() : 0;
@@ -181,7 +170,7 @@ void populateSegmentReduce(Registry& r) {
     const std::string reduce = ctx.arg(3).s;
     const int64_t axis = ctx.has(6) ? ctx.toInt(6) : 0;
     Segments g = segmentsOf(ctx, data.shape(), axis, ctx.has(4) ? ctx.tensor(4) : Value(),
-                            ctx.has(5) ? ctx.tensor(5) : Value(), false, true);
+                            ctx.has(5) ? ctx.tensor(5) : Value());
     const DType c = accType(data.dtype());
     const Shape lst{g.L, g.S, g.T}, lat{g.L, g.A, g.T};
     Value x = b.reshape(b.convert(data, c), lat);
