@@ -202,7 +202,7 @@ void compileSweep() {
   for (const char* op : {"aten::new_zeros", "aten::new_ones"})
     sweep(std::string(op), kAll, [](DType t) { return std::vector<In>{T(t, {1}), L({2, 3}), N()}; },
           [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
-  for (const char* op : {"aten::zeros", "aten::ones"})
+  for (const char* op : {"aten::zeros", "aten::ones", "aten::_efficientzerotensor"})
     sweep(std::string(op), kAll, [](DType) { return std::vector<In>{L({2, 3}), N()}; },
           [](DType t) { return std::vector<TensorType>{{t, {2, 3}}}; });
   sweep("aten::scalar_tensor", kAll, [](DType) { return std::vector<In>{S(2.5), N()}; },

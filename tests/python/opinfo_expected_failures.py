@@ -145,11 +145,6 @@ _QR = 'geqrf has no meta kernel, so no lowering (linalg_qr, householder_product 
 X += xfail('geqrf', ('complex64', 'float32'), 'forward', _QR, fallback=['aten::geqrf'])
 
 
-_SGN = (
-    'the gradient of sgn at real inputs is an efficient zero tensor (aten::_efficientzerotensor), which '
-    'has no device kernel: CPU fallback')
-X += xfail('sgn', ('bfloat16', 'float32'), 'backward', _SGN, fallback=['aten::_efficientzerotensor'])
-
 _SPARSE = ('sparse_sampled_addmm and the reducing sparse mm (sparse.mm with reduce=) are not implemented for tpu '
            'sparse tensors (COO and CSR/CSC hold their construction, conversions, mm/addmm, sums and elementwise '
            'ops): PyTorch NotImplementedError')

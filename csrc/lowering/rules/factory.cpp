@@ -206,7 +206,9 @@ void populateFactory(Registry& r) {
   r.add("aten::full_like", [](Context& ctx) { return fillLike(ctx, 1, outType(ctx)); }).dtypes(kRestricted);
   r.add("aten::new_full", [](Context& ctx) { return fillLike(ctx, 2, outType(ctx)); }).dtypes(kRestricted);
   r.add("aten::scalar_tensor", [](Context& ctx) { return fillLike(ctx, 0, outType(ctx)); }).dtypes(kRestricted);
-  for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros"})
+  // _efficientzerotensor (the gradient autograd gives for an input a function ignores, e.g. sgn at real inputs): CPU
+  // and CUDA make a storage-less ZeroTensor; here it is an ordinary tensor of zeros.
+  for (const char* op : {"aten::zeros", "aten::zeros_like", "aten::new_zeros", "aten::_efficientzerotensor"})
     r.add(op, [](Context& ctx) -> std::vector<Value> { return {ctx.b.zeros(outType(ctx))}; }).dtypes(kRestricted);
   for (const char* op : {"aten::ones", "aten::ones_like", "aten::new_ones"})
     r.add(op, [](Context& ctx) -> std::vector<Value> {
