@@ -146,6 +146,12 @@ def _binomial(count, prob, generator=None):
     return count.new_empty(torch.broadcast_shapes(count.shape, prob.shape))
 
 
+def _geqrf(self):
+    torch._check(self.dim() >= 2, lambda: "torch.geqrf: input must have at least 2 dimensions.")
+    *batch, m, n = self.shape
+    return torch.empty_like(self), self.new_empty((*batch, min(m, n)))
+
+
 def _randperm_generator_out(n, *, generator=None, out):
     if out.dtype == torch.bool:
         raise NotImplementedError('"randperm" not implemented for \'Bool\'')
@@ -178,6 +184,7 @@ def _install() -> None:
         op.py_kernels[torch._C.DispatchKey.Meta] = _randperm_generator_out
         op._dispatch_cache.clear()
     _replace_meta("multi_margin_loss", _multi_margin_loss)
+    _replace_meta("geqrf", _geqrf)  # PyTorch's Meta kernel for geqrf is not usable by eager kernels
     _replace_meta("multilabel_margin_loss_forward", _multilabel_margin_loss_forward)
     for op, fn in (("fractional_max_pool3d_backward", _fractional_max_pool3d_backward),
                    ("multi_margin_loss_backward", _multi_margin_loss_backward),

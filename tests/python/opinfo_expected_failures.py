@@ -141,10 +141,6 @@ X += xfail('normal', ('bfloat16', 'float32'), ('backward', 'forward'), _NORMAL_S
           samples=[0, 1, 2], fallback=['aten::normal.Tensor_Tensor'])
 
 
-_QR = 'geqrf has no meta kernel, so no lowering (linalg_qr, householder_product and ormqr do): CPU fallback'
-X += xfail('geqrf', ('complex64', 'float32'), 'forward', _QR, fallback=['aten::geqrf'])
-
-
 _SPARSE = ('sparse_sampled_addmm and the reducing sparse mm (sparse.mm with reduce=) are not implemented for tpu '
            'sparse tensors (COO and CSR/CSC hold their construction, conversions, mm/addmm, sums and elementwise '
            'ops): PyTorch NotImplementedError')

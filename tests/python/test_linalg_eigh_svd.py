@@ -124,3 +124,15 @@ def test_double_precision_declines_to_the_cpu():
     a = rand(4, 4, dtype=torch.float64)
     with pytest.raises(NotImplementedError, match="no lowering for aten::_linalg_eigh"):
         torch.linalg.eigh(a.to(DEV))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (5, 0)])
+def test_geqrf_matches_cpu(strict_fallback, dtype, shape):
+    # LAPACK's compact QR: R on and above the diagonal, the Householder vectors below it, and their scales
+    x = torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    a, tau = torch.geqrf(x)
+    ta, ttau = torch.geqrf(x.to("tpu"))
+    tol = 1e-5 if dtype != torch.float64 else 1e-12
+    torch.testing.assert_close(ta.cpu(), a, rtol=tol, atol=tol)
+    torch.testing.assert_close(ttau.cpu(), tau, rtol=tol, atol=tol)

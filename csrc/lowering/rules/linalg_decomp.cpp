@@ -230,6 +230,15 @@ void populateLinalgDecomp(Registry& r) {
     int64_t m = left ? x.shape()[size_t(x.rank() - 2)] : x.shape().back();
     return a.shape()[size_t(a.rank() - 2)] == m && tau.shape().back() <= std::min(m, a.shape().back());
   }).complex();
+  // geqrf(A [..., m, n]) -> (a, tau): LAPACK's compact QR (R on and above the diagonal, the reflectors below it).
+  r.add("aten::geqrf", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value a0 = ctx.tensor(0);
+    const DType t = a0.dtype();
+    if (a0.type.numel() == 0) return {a0, b.zeros(ctx.outputs.at(1))};
+    QR f = householderQR(b, b.convert(a0, accType(t)));
+    return {b.convert(f.a, t), b.convert(f.tau, t)};
+  }).accepts(qrAccepts).complex();
   // linalg_qr(A, mode='reduced') -> (Q, R); 'complete' gives Q m x m, 'r' an empty Q.
   r.add("aten::linalg_qr", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
