@@ -113,9 +113,6 @@ X += xfail('histogramdd', 'float32', 'forward', _HIST,
                     'aten::_histogramdd_from_bin_cts',
                     'aten::_histogramdd_from_bin_tensors'])
 
-_IGAMMA = 'regularized incomplete gamma functions have no lowering: CPU fallback'
-X += xfail('igamma', ('bfloat16', 'float32'), 'forward', _IGAMMA, fallback=['aten::igamma.out'])
-X += xfail('igammac', ('bfloat16', 'float32'), 'forward', _IGAMMA, fallback=['aten::igammac.out'])
 
 _LDL = 'LDL factorization has no lowering (LU and Cholesky do): CPU fallback'
 X += xfail('linalg.ldl_factor', 'float32', 'forward', _LDL, fallback=['aten::linalg_ldl_factor_ex.out'])
