@@ -76,3 +76,28 @@ def test_segment_reduce_nan(strict_fallback, reduce):
         results.append((out.detach().cpu(), x.grad.cpu()))
     for e, g in zip(*results):
         torch.testing.assert_close(g, e, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_scatter_reduce_complex(strict_fallback, dtype):
+    # sum, prod and mean of complex values on the device (amax/amin raise on CPU and are left to it)
+    g = torch.Generator().manual_seed(0)
+    self = torch.randn(4, 5, dtype=dtype, generator=g)
+    src = torch.randn(4, 5, dtype=dtype, generator=g)
+    idx = torch.randint(0, 4, (4, 5), generator=g)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.complex64 else {}
+    for red in ("sum", "prod", "mean"):
+        for include_self in (True, False):
+            got = self.to("tpu").scatter_reduce(0, idx.to("tpu"), src.to("tpu"), red, include_self=include_self)
+            torch.testing.assert_close(got.cpu(), self.scatter_reduce(0, idx, src, red, include_self=include_self),
+                                       **tol)
+    for red in ("add", "multiply"):
+        got = self.to("tpu").scatter(0, idx.to("tpu"), src.to("tpu"), reduce=red)
+        torch.testing.assert_close(got.cpu(), self.scatter(0, idx, src, reduce=red), **tol)
+
+
+def test_segment_reduce_negative_axis(strict_fallback):
+    x = torch.arange(12.0).reshape(2, 6)
+    lengths = torch.tensor([[2, 4], [3, 3]])
+    got = torch.segment_reduce(x.to("tpu"), "sum", lengths=lengths.to("tpu"), axis=-1)
+    torch.testing.assert_close(got.cpu(), torch.segment_reduce(x, "sum", lengths=lengths, axis=-1))

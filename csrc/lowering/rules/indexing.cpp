@@ -252,7 +252,7 @@ bool indexPutAccepts(const Context& ctx) {
 // A reduction's mean from its sum and count (count >= 1): integer means floor, as PyTorch divides them with
 // rounding_mode="floor".
 Value meanOf(Builder& b, Value sum, Value count) {
-  if (isFloat(sum.dtype())) return b.div(sum, count);
+  if (isFloat(sum.dtype()) || shlo::isComplex(sum.dtype())) return b.div(sum, count);
   Value q = b.div(sum, count), rm = b.rem(sum, count);
   Value adj = b.andOp(b.compare(rm, b.zerosLike(rm), Cmp::NE),
                       b.compare(b.compare(rm, b.zerosLike(rm), Cmp::LT), b.compare(count, b.zerosLike(count), Cmp::LT),
@@ -376,7 +376,7 @@ void populateIndexing(Registry& r) {
   r.add("aten::scatter.reduce", [](Context& ctx) {
     const std::string& red = ctx.arg(4).s;
     return scatterRule(ctx, false, red == "multiply" ? ReduceKind::Prod : ReduceKind::Sum);
-  }).accepts(realDTypes);
+  }).accepts(realDTypes).complex();
   // scatter_reduce.two(self, dim, index, src, str reduce, *, bool include_self=True)
   r.add("aten::scatter_reduce.two", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -395,20 +395,23 @@ void populateIndexing(Registry& r) {
       base = scatterAlong(ctx, self, dim, index, b.constantF(identityOf(kind, self.dtype()), self.dtype(), index.shape()),
                           std::nullopt);
     Value res = scatterAlong(ctx, base, dim, index, src, kind);
-    if (red == "mean") {
-      Value ones = b.constantF(1, self.dtype(), index.shape());
-      Value cnt0 = include_self ? b.onesLike(self) : b.zerosLike(self);
+    if (red == "mean") {  // counted in the real component type (complex numbers have no max)
+      const DType ct = shlo::isComplex(self.dtype()) ? shlo::componentType(self.dtype()) : self.dtype();
+      Value ones = b.constantF(1, ct, index.shape());
+      Value cnt0 = include_self ? b.constantF(1, ct, self.shape()) : b.zeros({ct, self.shape()});
       Value cnt = scatterAlong(ctx, cnt0, dim, index, ones, ReduceKind::Sum);
       Value safe = b.max(cnt, b.onesLike(cnt));
-      res = meanOf(b, res, safe);
+      res = meanOf(b, res, b.convert(safe, self.dtype()));
     }
     return {res};
   }).accepts([](const Context& ctx) {
     if (!realDTypes(ctx)) return false;
     const std::string& red = ctx.arg(4).s;
     if (red == "mean" && ctx.tensor(0).dtype() == DType::Pred) return false;
+    // complex numbers: sum, prod and mean (CPU raises for amax/amin)
+    if (shlo::isComplex(ctx.tensor(0).dtype())) return red == "sum" || red == "prod" || red == "mean";
     return red == "sum" || red == "prod" || red == "mean" || red == "amax" || red == "amin";
-  });
+  }).complex();
   // index_add(self, dim, index, source, *, alpha=1)
   r.add("aten::index_add", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;

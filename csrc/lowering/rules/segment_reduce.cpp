@@ -123,7 +123,8 @@ AcceptsFn segmentAccepts(size_t data_i, size_t reduce_i, size_t lengths_i, size_
     if (ctx.has(lengths_i) == ctx.has(offsets_i)) return false;
     const Value seg = ctx.tensor(ctx.has(lengths_i) ? lengths_i : offsets_i);
     if (seg.dtype() != DType::S64 && seg.dtype() != DType::S32) return false;
-    const int64_t axis = ctx.has(axis_i) ? ctx.toInt(axis_i) : 0;
+    int64_t axis = ctx.has(axis_i) ? ctx.toInt(axis_i) : 0;
+    if (axis < 0) axis += data.rank();
     if (axis < 0 || axis >= data.rank() || seg.rank() != axis + 1) return false;
     for (int64_t d = 0; d < axis; ++d)
       if (seg.shape()[size_t(d)] != data.shape()[size_t(d)]) return false;
@@ -140,7 +141,7 @@ void populateSegmentReduce(Registry& r) {
     Builder& b = ctx.b;
     Value data = ctx.tensor(0);
     const std::string reduce = ctx.arg(1).s;
-    const int64_t axis = ctx.has(5) ? ctx.toInt(5) : 0;
+    const int64_t axis = normDim(ctx, ctx.has(5) ? ctx.toInt(5) : 0, data.rank());
     Segments g = segmentsOf(ctx, data.shape(), axis, ctx.has(2) ? ctx.tensor(2) : Value(),
                             ctx.has(4) ? ctx.tensor(4) : Value());
     const DType c = accType(data.dtype());
@@ -168,7 +169,7 @@ void populateSegmentReduce(Registry& r) {
     Builder& b = ctx.b;
     Value data = ctx.tensor(2);
     const std::string reduce = ctx.arg(3).s;
-    const int64_t axis = ctx.has(6) ? ctx.toInt(6) : 0;
+    const int64_t axis = normDim(ctx, ctx.has(6) ? ctx.toInt(6) : 0, data.rank());
     Segments g = segmentsOf(ctx, data.shape(), axis, ctx.has(4) ? ctx.tensor(4) : Value(),
                             ctx.has(5) ? ctx.tensor(5) : Value());
     const DType c = accType(data.dtype());
