@@ -7,6 +7,7 @@
 // And checks CPU's and CUDA's kernels make by reading values back (one synchronization):
 //  - segment_reduce with lengths and not `unsafe`: no length is negative and each row's lengths add up to the axis'
 //    size.
+//  - normal with a std tensor: every std is at least 0 (not NaN).
 // And checks of Python numbers a cached program takes as inputs (so no cache miss sees a new value):
 //  - leaky_relu_backward and elu_backward of an in-place forward (self_is_result / is_result) with a negative slope
 //    raise CPU's error (the result cannot be inverted).
@@ -115,9 +116,22 @@ void segmentReduce(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch:
   loweringKernel(op, ks, stack);
 }
 
+void normalStdTensor(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const c10::IValue* std_arg = argNamed(op, stack, "std");
+  if (std_arg && std_arg->isTensor()) {
+    const at::Tensor& s = std_arg->toTensor();
+    TORCH_CHECK(!s.is_complex(), "normal expects standard deviation to be non-complex");
+    TORCH_CHECK(s.numel() == 0 || s.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+  }
+  loweringKernel(op, ks, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"normal.Tensor_Tensor", "normal.Tensor_Tensor_out", "normal.float_Tensor",
+                           "normal.float_Tensor_out"})
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&normalStdTensor>());
   m.impl("segment_reduce", torch::CppFunction::makeFromBoxedFunction<&segmentReduce>());
   m.impl("leaky_relu_backward", torch::CppFunction::makeFromBoxedFunction<&leakyReluBackward>());
   m.impl("elu_backward", torch::CppFunction::makeFromBoxedFunction<&eluBackward>());

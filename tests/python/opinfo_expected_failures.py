@@ -131,13 +131,6 @@ X += xfail(['linalg.lstsq', 'linalg.lstsq.grad_oriented'], ('complex64', 'float3
           fallback=['aten::linalg_lstsq.out'])
 
 
-_NORMAL_STD = (
-    'normal(mean, std) with a std tensor stays on the CPU kernel: PyTorch checks std >= 0 element by '
-    'element, which needs the values on the host (normal with a float std is lowered)')
-X += xfail('normal', ('bfloat16', 'float32'), ('backward', 'forward'), _NORMAL_STD,
-          samples=[0, 1, 2], fallback=['aten::normal.Tensor_Tensor'])
-
-
 _SPARSE = ('sparse_sampled_addmm and the reducing sparse mm (sparse.mm with reduce=) are not implemented for tpu '
            'sparse tensors (COO and CSR/CSC hold their construction, conversions, mm/addmm, sums and elementwise '
            'ops): PyTorch NotImplementedError')

@@ -327,3 +327,20 @@ def test_rrelu_train_and_eval(strict_fallback):
                                F.rrelu(x, lower, upper, training=False))
     m = torch.nn.RReLU(lower, upper).to("tpu")
     assert m(x.to("tpu")).shape == x.shape
+
+
+def test_normal_with_std_tensor(strict_fallback):
+    # mean + std * z on the device, broadcast as CPU; std >= 0 checked at the call (std's minimum read back, as CUDA)
+    torch.manual_seed(0)
+    mean, std = torch.randn(4000, device="tpu"), torch.rand(4000, device="tpu") * 2 + 0.1
+    z = ((torch.normal(mean, std) - mean) / std).cpu()
+    assert abs(z.mean().item()) < 0.05 and abs(z.std().item() - 1) < 0.05
+    assert abs(torch.normal(3.0, std).mean().item() - 3.0) < 0.1
+    out = torch.empty(4000, device="tpu")
+    assert torch.normal(mean, std, out=out) is out
+    assert torch.normal(torch.zeros(3, 1, device="tpu"), torch.ones(1, 4, device="tpu")).shape == (3, 4)
+    s = torch.distributions.Normal(torch.zeros(2, device="tpu"), torch.ones(2, device="tpu")).sample((3000,)).cpu()
+    assert abs(s.std().item() - 1) < 0.05
+    for bad in ([1.0, -1.0], [1.0, float("nan")]):
+        with pytest.raises(RuntimeError, match="normal expects all elements of std >= 0.0"):
+            torch.normal(torch.zeros(2, device="tpu"), torch.tensor(bad, device="tpu"))

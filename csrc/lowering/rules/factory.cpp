@@ -369,8 +369,23 @@ void populateFactory(Registry& r) {
     return {drawnAs(b, b.add(mean, b.mul(z, stdv)), self)};
   }).staticArgs({"std"}).accepts(randomAccepts([](const Context& ctx) { return staticOr(ctx, 2, 1.0) >= 0; }))
       .complex();
-  // normal.Tensor_float(mean, float std=1): mean + std * z. (The forms with a std tensor stay on the CPU kernel:
-  // PyTorch checks std >= 0 element by element, which needs the values on the host.)
+  // normal.Tensor_Tensor(mean, std) / normal.float_Tensor(float mean, std): mean + std * z, broadcast. std >= 0 is
+  // checked by reading std's minimum back, as CUDA's kernel does (eager/call_checks.cpp).
+  for (const char* op : {"aten::normal.Tensor_Tensor", "aten::normal.float_Tensor"})
+    r.add(op, [](Context& ctx) -> std::vector<Value> {
+      Builder& b = ctx.b;
+      const TensorType& t = outType(ctx);
+      const DType c = drawType(t.dtype);
+      Value z = standardNormal(ctx, t.shape, c);
+      Value mean = ctx.arg(0).kind == Arg::Kind::Tensor ? b.broadcastTo(b.convert(ctx.tensor(0), c), t.shape)
+                                                        : b.broadcastTo(scalarArg(ctx, 0, c), t.shape);
+      Value stdv = b.broadcastTo(b.convert(ctx.tensor(1), c), t.shape);
+      return {b.convert(b.add(mean, b.mul(z, stdv)), t.dtype)};
+    }).accepts([](const Context& ctx) {
+      return shlo::isFloat(outType(ctx).dtype) && shlo::isFloat(ctx.tensor(1).dtype()) &&
+             (ctx.arg(0).kind != Arg::Kind::Tensor || shlo::isFloat(ctx.tensor(0).dtype()));
+    });
+  // normal.Tensor_float(mean, float std=1): mean + std * z.
   r.add("aten::normal.Tensor_float", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     const TensorType& t = outType(ctx);
