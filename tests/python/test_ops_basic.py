@@ -641,3 +641,23 @@ def test_embedding_max_norm_renormalizes_on_device(strict_fallback, norm_type):
     torch.testing.assert_close(wt.cpu(), wc, atol=1e-6, rtol=1e-6)
     torch.testing.assert_close(got.cpu(), expected, atol=1e-6, rtol=1e-6)
     assert torch.equal(wt.cpu()[2], w[2])  # rows not named are untouched
+
+
+_CORNERS = torch.tensor([-20.0, -6.0, -3.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, 6.0, 20.0])
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("hardswish", F.hardswish), ("hardsigmoid", F.hardsigmoid), ("hardtanh", F.hardtanh), ("relu6", F.relu6),
+    ("relu", F.relu), ("hardshrink", lambda x: F.hardshrink(x, 0.5)), ("softshrink", lambda x: F.softshrink(x, 0.5)),
+    ("threshold", lambda x: F.threshold(x, 1.0, 2.0)), ("leaky_relu", F.leaky_relu), ("elu", F.elu),
+    ("celu", F.celu), ("selu", F.selu), ("softplus", lambda x: F.softplus(x, 2.0, 1.0)),
+    ("clamp", lambda x: x.clamp(-1, 1)), ("abs", torch.abs),
+])
+def test_activation_gradients_at_their_corners(name, fn):
+    # the gradient exactly at each breakpoint is CPU's (hardswish at -3 and 3: 0 and 1, as torch 2.13's kernel)
+    grads = []
+    for dev in ("cpu", "tpu"):
+        x = _CORNERS.clone().to(dev).requires_grad_()
+        fn(x).sum().backward()
+        grads.append(x.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0])

@@ -279,3 +279,18 @@ def test_cdist_backward_infinity_norm(strict_fallback):
     torch.cdist(ac, b, float("inf")).sum().backward()
     torch.cdist(at, b.to("tpu"), float("inf")).sum().backward()
     torch.testing.assert_close(at.grad.cpu(), ac.grad)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: F.avg_pool2d(x, 2, stride=(1, 3010182406857593769)),
+    lambda x: F.max_pool2d(x, 2, stride=(1, 3010182406857593769)),
+    lambda x: F.avg_pool2d(x, (9223372036854775807, 100), stride=1),
+    lambda x: F.max_pool3d(x.unsqueeze(0), (1, 2, 2), stride=(1, 1, 3010182406857593769)),
+])
+def test_pool_window_arguments_past_int_raise_as_cpu(call):
+    # CPU's kernels convert windows to int and raise instead of overflowing
+    x = torch.randn(1, 2, 4, 4)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
+        call(x)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
+        call(x.to("tpu"))

@@ -163,7 +163,7 @@ void populateActivation(Registry& r) {
   r.add("aten::hardswish_backward", gradOp(0, 1, [](Context& ctx, DType, Value g, Value x) {
     Builder& b = ctx.b;
     Value mid = b.mul(g, b.add(b.div(x, cst(b, 3, x)), cst(b, 0.5, x)));
-    return b.select(cmpc(b, x, -3, Cmp::LT), b.zerosLike(g), b.select(cmpc(b, x, 3, Cmp::LE), mid, g));
+    return b.select(cmpc(b, x, -3, Cmp::LE), b.zerosLike(g), b.select(cmpc(b, x, 3, Cmp::LT), mid, g));
   })).accepts(elementwiseAccepts);
   r.add("aten::softplus_backward", gradOp(0, 1, [](Context& ctx, DType c, Value g, Value x) {
     Builder& b = ctx.b;

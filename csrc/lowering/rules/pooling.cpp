@@ -19,6 +19,7 @@
 #include <array>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 
@@ -723,19 +724,31 @@ std::vector<Value> maxUnpoolRule(Context& ctx, int64_t nsp) {
 // its kernel raises.
 bool floatInput(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()); }
 
+// Pooling windows whose kernel sizes, strides, paddings and dilations fit in an int: CPU's kernels convert them
+// (safe_downcast) and raise "value cannot be converted to type int without overflow" otherwise; such calls decline,
+// and the CPU kernel raises.
+bool windowAccepts(const Context& ctx) {
+  if (!realDTypes(ctx)) return false;
+  for (const Arg& a : ctx.args)
+    if (a.kind == Arg::Kind::IntList)
+      for (int64_t v : a.ints)
+        if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min()) return false;
+  return true;
+}
+
 }  // namespace
 
 void populatePooling(Registry& r) {
   for (int64_t n = 1; n <= 3; ++n) {
     std::string nd = std::to_string(n) + "d";
     if (n > 1) {  // avg_pool1d / max_pool1d are composites of the 2-d ops
-      r.add("aten::avg_pool" + nd, [n](Context& ctx) { return avgPoolRule(ctx, n); }).accepts(realDTypes);
+      r.add("aten::avg_pool" + nd, [n](Context& ctx) { return avgPoolRule(ctx, n); }).accepts(windowAccepts);
       r.add("aten::avg_pool" + nd + "_backward", [n](Context& ctx) { return avgPoolBackwardRule(ctx, n); })
-          .accepts(realDTypes);
+          .accepts(windowAccepts);
       r.add("aten::max_pool" + nd + "_with_indices", [n](Context& ctx) { return maxPoolRule(ctx, n); })
-          .accepts(realDTypes);
+          .accepts(windowAccepts);
       r.add("aten::max_pool" + nd + "_with_indices_backward", [n](Context& ctx) { return maxPoolBackwardRule(ctx, n); })
-          .accepts(realDTypes);
+          .accepts(windowAccepts);
       r.add("aten::_adaptive_avg_pool" + nd, [n](Context& ctx) { return adaptiveAvgRule(ctx, n); }).accepts(realDTypes);
       r.add("aten::_adaptive_avg_pool" + nd + "_backward",
             [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); })
