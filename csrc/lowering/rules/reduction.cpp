@@ -225,6 +225,15 @@ Value distanceGradTerm(Builder& b, Value g, Value d, Value dist, double p) {
   return b.select(none, zero, b.div(b.mul(g, num), b.pow(dist, cst(b, p - 1, d))));
 }
 
+// The p-norm of coordinate differences d over `dims` as CPU's cdist and pdist kernels take it: vectorNorm, except
+// that for p = 0 a NaN difference makes the distance NaN (vector_norm's ord 0 counts a NaN as nonzero).
+Value distanceNorm(Builder& b, Value d, double p, const std::vector<int64_t>& dims, DType out) {
+  if (p != 0) return vectorNorm(b, d, p, dims, out);
+  Value nz = b.select(isNan(b, d), b.constantF(NAN, d.dtype(), d.shape()),
+                      b.convert(b.compare(d, b.zerosLike(d), Cmp::NE), d.dtype()));
+  return b.convert(b.reduce(nz, dims, ReduceKind::Sum), out);
+}
+
 // The rows' pairwise differences x[i] - x[j] for i < j ([K, M], pairs in row-major order) and each pair's (i, j).
 std::pair<Value, std::pair<Value, Value>> pairDifferences(Builder& b, Value x) {
   const int64_t n = x.shape()[0], k = n * (n - 1) / 2;
@@ -636,7 +645,7 @@ void populateReduction(Registry& r) {
     m2.push_back(r);
     Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
     if (m == 0) return {b.zeros(ot)};
-    return {vectorNorm(b, d, p, {r}, ot.dtype)};
+    return {distanceNorm(b, d, p, {r}, ot.dtype)};
     // PyTorch CPU's cdist implements float32/float64 only (half types raise there)
   }).staticArgs({"p"}).accepts([](const Context& ctx) {
     return realDTypes(ctx) && (ctx.tensor(0).dtype() == DType::F32 || ctx.tensor(0).dtype() == DType::F64);
@@ -682,7 +691,7 @@ void populateReduction(Registry& r) {
     const int64_t n = x.shape()[0], k = n * (n - 1) / 2;
     if (k == 0 || x.shape()[1] == 0) return {b.zeros({x.dtype(), {k}})};
     auto [d, pairs] = pairDifferences(b, b.convert(x, accType(x.dtype())));
-    return {vectorNorm(b, d, ctx.staticDouble(1), {1}, x.dtype())};
+    return {distanceNorm(b, d, ctx.staticDouble(1), {1}, x.dtype())};
   }).staticArgs({"p"}).accepts(pdistAccepts(1));
   // _pdist_backward(grad [K], self [N, M], p, pdist [K]) -> grad of self: each pair's term added to its first row
   // and subtracted from its second.
