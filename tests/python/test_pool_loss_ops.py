@@ -304,7 +304,8 @@ def test_pool_window_arguments_past_int_raise_as_cpu(call):
 
 @pytest.mark.parametrize("p", [0.0, 1.0, 2.0, float("inf")])
 def test_pdist_cdist_propagate_nan(p):
-    # infinite rows differ by NaN: every distance is NaN, p = 0 included (as CPU; vector_norm's ord 0 counts a NaN)
+    # infinite rows differ by NaN: distances are NaN as on CPU (p = 0 included, where vector_norm counts a NaN as
+    # nonzero), except cdist's infinity norm, whose running max skips NaN on CPU and CUDA
     x = torch.full((2, 2), float("inf"), dtype=torch.float64)
     for f in (lambda t: F.pdist(t, p), lambda t: torch.cdist(t, t, p)):
         torch.testing.assert_close(f(x.to("tpu")).cpu(), f(x), equal_nan=True)

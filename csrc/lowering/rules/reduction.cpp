@@ -226,8 +226,11 @@ Value distanceGradTerm(Builder& b, Value g, Value d, Value dist, double p) {
 }
 
 // The p-norm of coordinate differences d over `dims` as CPU's cdist and pdist kernels take it: vectorNorm, except
-// that for p = 0 a NaN difference makes the distance NaN (vector_norm's ord 0 counts a NaN as nonzero).
-Value distanceNorm(Builder& b, Value d, double p, const std::vector<int64_t>& dims, DType out) {
+// that for p = 0 a NaN difference makes the distance NaN (vector_norm's ord 0 counts a NaN as nonzero), and that
+// cdist's infinity norm (`nan_free_max`) skips NaN differences, as CPU's (and CUDA's) running max does.
+Value distanceNorm(Builder& b, Value d, double p, const std::vector<int64_t>& dims, DType out,
+                   bool nan_free_max = false) {
+  if (std::isinf(p) && p > 0 && nan_free_max) d = b.select(isNan(b, d), b.zerosLike(d), d);
   if (p != 0) return vectorNorm(b, d, p, dims, out);
   Value nz = b.select(isNan(b, d), b.constantF(NAN, d.dtype(), d.shape()),
                       b.convert(b.compare(d, b.zerosLike(d), Cmp::NE), d.dtype()));
@@ -645,7 +648,7 @@ void populateReduction(Registry& r) {
     m2.push_back(r);
     Value d = b.sub(b.broadcastInDim(x1, big, m1), b.broadcastInDim(x2, big, m2));
     if (m == 0) return {b.zeros(ot)};
-    return {distanceNorm(b, d, p, {r}, ot.dtype)};
+    return {distanceNorm(b, d, p, {r}, ot.dtype, /*nan_free_max=*/true)};
     // PyTorch CPU's cdist implements float32/float64 only (half types raise there)
   }).staticArgs({"p"}).accepts([](const Context& ctx) {
     return realDTypes(ctx) && (ctx.tensor(0).dtype() == DType::F32 || ctx.tensor(0).dtype() == DType::F64);
