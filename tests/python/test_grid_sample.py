@@ -122,3 +122,22 @@ def test_interpolate_antialias(strict_fallback, mode, size):
     expected.backward(go)
     got.backward(go.to("tpu"))
     torch.testing.assert_close(xt.grad.cpu(), x.grad, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("scale_factor", [0.5, 1.5, 2.0, 0.37])
+def test_interpolate_float64_weights(strict_fallback, mode, align_corners, scale_factor):
+    # float64 inputs are weighed in float64, as CPU's kernels (their opmath type): ones stay ones to 1e-14, and
+    # results and gradients agree with CPU to 1e-12 (float weights were off by 1e-7)
+    x = torch.randn(2, 3, 8, 8, dtype=torch.float64)
+    kw = dict(scale_factor=scale_factor, mode=mode, align_corners=align_corners)
+    xc, xt = x.clone().requires_grad_(), x.to("tpu").requires_grad_()
+    expected, got = F.interpolate(xc, **kw), F.interpolate(xt, **kw)
+    torch.testing.assert_close(got.detach().cpu(), expected.detach(), rtol=1e-12, atol=1e-12)
+    go = torch.randn_like(expected)
+    expected.backward(go)
+    got.backward(go.to("tpu"))
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-12, atol=1e-12)
+    ones = F.interpolate(torch.ones(1, 1, 8, 8, dtype=torch.float64, device="tpu"), **kw).cpu()
+    torch.testing.assert_close(ones, torch.ones_like(ones), rtol=0, atol=1e-14)

@@ -465,69 +465,83 @@ std::vector<Value> adaptiveAvgBackwardRule(Context& ctx, int64_t nsp) {
 
 enum class Mode { Nearest, NearestExact, Linear, Cubic };
 
-// PyTorch's compute_scales_value / area_pixel_compute_scale in float.
-float scaleValue(const HostScalar* scale, int64_t in, int64_t out) {
-  if (scale && scale->known() && scale->toDouble() > 0) return float(1.0 / scale->toDouble());
-  return float(in) / float(out);
+// PyTorch's compute_scales_value / area_pixel_compute_scale in S (float for the nearest modes and for float and half
+// inputs, double for double inputs: the linear kernels' opmath type).
+template <typename S>
+S scaleValue(const HostScalar* scale, int64_t in, int64_t out) {
+  if (scale && scale->known() && scale->toDouble() > 0) return S(1.0 / scale->toDouble());
+  return S(in) / S(out);
 }
 
 struct Taps {
   int n = 1;                                // taps per output: 1 (nearest modes), 2 (linear), 4 (cubic)
   std::array<std::vector<int64_t>, 4> idx;  // idx[k][o]: output o's k-th tap
-  std::array<std::vector<float>, 4> w;      // its weight (linear and cubic)
+  std::array<std::vector<double>, 4> w;     // its weight (linear and cubic), a value of the kernel's opmath type
 };
 
 // PyTorch's cubic convolution coefficients (A = -0.75) of the four taps around a source position with fraction t,
-// in float as its CPU kernel computes them.
-void cubicCoefficients(float t, float c[4]) {
-  const float A = -0.75f;
-  auto conv1 = [A](float x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
-  auto conv2 = [A](float x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
-  c[0] = conv2(t + 1.0f);
+// in S as its CPU kernel computes them.
+template <typename S>
+void cubicCoefficients(S t, S c[4]) {
+  const S A = S(-0.75);
+  auto conv1 = [A](S x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
+  auto conv2 = [A](S x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
+  c[0] = conv2(t + S(1));
   c[1] = conv1(t);
-  float x2 = 1.0f - t;
+  S x2 = S(1) - t;
   c[2] = conv1(x2);
-  c[3] = conv2(x2 + 1.0f);
+  c[3] = conv2(x2 + S(1));
 }
 
-Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScalar* scale) {
+// The taps of the linear and cubic modes, in S.
+template <typename S>
+void linearTaps(Taps& t, Mode mode, int64_t in, int64_t out, bool align_corners, const HostScalar* scale) {
+  const S s = align_corners ? (out > 1 ? S(in - 1) / S(out - 1) : S(0)) : scaleValue<S>(scale, in, out);
+  for (int64_t o = 0; o < out; ++o) {
+    if (mode == Mode::Cubic) {
+      // Source position unclamped below (cubic), its floor clamped to the input, the four taps around it clamped.
+      S src = align_corners ? s * S(o) : s * (S(o) + S(0.5)) - S(0.5);
+      int64_t a = std::min(int64_t(std::floor(src)), in - 1);
+      S lambda = std::min(std::max(src - S(a), S(0)), S(1));
+      S c[4];
+      cubicCoefficients<S>(lambda, c);
+      auto at = [in](int64_t k) { return std::min(std::max(k, int64_t(0)), in - 1); };
+      for (int k = 0; k < 4; ++k) {
+        t.idx[size_t(k)].push_back(at(a - 1 + k));
+        t.w[size_t(k)].push_back(double(c[k]));
+      }
+    } else {
+      S src = align_corners ? s * S(o) : std::max(s * (S(o) + S(0.5)) - S(0.5), S(0));
+      int64_t a = std::min(int64_t(src), in - 1);
+      int64_t off = a < in - 1 ? 1 : 0;
+      S l1 = std::min(std::max(src - S(a), S(0)), S(1));
+      t.idx[0].push_back(a);
+      t.idx[1].push_back(a + off);
+      t.w[0].push_back(double(S(1) - l1));
+      t.w[1].push_back(double(l1));
+    }
+  }
+}
+
+// The taps of each output; linear and cubic weights in double for double inputs (`dbl`), else in float.
+Taps taps(Mode mode, int64_t in, int64_t out, bool align_corners, const HostScalar* scale, bool dbl = false) {
   Taps t;
   t.n = mode == Mode::Cubic ? 4 : mode == Mode::Linear ? 2 : 1;
+  if (t.n > 1) {
+    if (dbl) linearTaps<double>(t, mode, in, out, align_corners, scale);
+    else linearTaps<float>(t, mode, in, out, align_corners, scale);
+    return t;
+  }
   for (int64_t o = 0; o < out; ++o) {
     if (mode == Mode::Nearest) {
       int64_t idx;
       if (out == in) idx = o;
       else if (out == 2 * in) idx = o >> 1;
-      else idx = std::min(int64_t(std::floor(float(o) * scaleValue(scale, in, out))), in - 1);
+      else idx = std::min(int64_t(std::floor(float(o) * scaleValue<float>(scale, in, out))), in - 1);
       t.idx[0].push_back(idx);
-    } else if (mode == Mode::NearestExact) {
-      float s = scaleValue(scale, in, out);
-      t.idx[0].push_back(std::min(int64_t(std::floor(float((double(o) + 0.5) * s))), in - 1));
-    } else if (mode == Mode::Cubic) {
-      // Source position unclamped below (cubic), its floor clamped to the input, the four taps around it clamped.
-      float s = align_corners ? (out > 1 ? float(in - 1) / float(out - 1) : 0.f) : scaleValue(scale, in, out);
-      float src = align_corners ? s * float(o) : s * (float(o) + 0.5f) - 0.5f;
-      int64_t a = std::min(int64_t(std::floor(src)), in - 1);
-      float lambda = std::min(std::max(src - float(a), 0.f), 1.f);
-      float c[4];
-      cubicCoefficients(lambda, c);
-      auto at = [in](int64_t k) { return std::min(std::max(k, int64_t(0)), in - 1); };
-      for (int k = 0; k < 4; ++k) {
-        t.idx[size_t(k)].push_back(at(a - 1 + k));
-        t.w[size_t(k)].push_back(c[k]);
-      }
     } else {
-      float s;
-      if (align_corners) s = out > 1 ? float(in - 1) / float(out - 1) : 0.f;
-      else s = scaleValue(scale, in, out);
-      float src = align_corners ? s * float(o) : std::max(s * (float(o) + 0.5f) - 0.5f, 0.f);
-      int64_t a = std::min(int64_t(src), in - 1);
-      int64_t off = a < in - 1 ? 1 : 0;
-      float l1 = std::min(std::max(src - float(a), 0.f), 1.f);
-      t.idx[0].push_back(a);
-      t.idx[1].push_back(a + off);
-      t.w[0].push_back(1.f - l1);
-      t.w[1].push_back(l1);
+      float s = scaleValue<float>(scale, in, out);
+      t.idx[0].push_back(std::min(int64_t(std::floor(float((double(o) + 0.5) * s))), in - 1));
     }
   }
   return t;
@@ -543,6 +557,21 @@ Value floatTable(Builder& b, const std::vector<float>& v) {
   return b.bitcastConvert(b.constantI64s(bits, DType::S32), DType::F32);
 }
 
+// Tap weights as a table of dtype c: exact doubles for F64, else the floats they hold.
+Value weightTable(Builder& b, const std::vector<double>& v, DType c) {
+  if (c == DType::F64) {
+    std::vector<int64_t> bits;
+    for (double d : v) {
+      int64_t i;
+      std::memcpy(&i, &d, 8);
+      bits.push_back(i);
+    }
+    return b.bitcastConvert(b.constantI64s(bits, DType::S64), DType::F64);
+  }
+  std::vector<float> f(v.begin(), v.end());
+  return b.convert(floatTable(b, f), c);
+}
+
 // Interpolation matrix [out, in] of the taps (weights summed where taps coincide).
 Value tapMatrix(Builder& b, const Taps& t, int64_t in, DType c) {
   int64_t out = int64_t(t.idx[0].size());
@@ -555,7 +584,7 @@ Value tapMatrix(Builder& b, const Taps& t, int64_t in, DType c) {
   Value z = b.zeros({c, s});
   Value m;
   for (int k = 0; k < t.n; ++k) {
-    Value term = b.select(hit(k), b.broadcastInDim(b.convert(floatTable(b, t.w[size_t(k)]), c), s, {0}), z);
+    Value term = b.select(hit(k), b.broadcastInDim(weightTable(b, t.w[size_t(k)], c), s, {0}), z);
     m = k == 0 ? term : b.add(m, term);
   }
   return m;
@@ -599,7 +628,7 @@ std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
   // Last dim first: the order of PyTorch's separable arithmetic for linear modes.
   for (int64_t i = nsp - 1; i >= 0; --i) {
     int64_t d = lead + i, in = x.shape()[size_t(d)], out = out_shape[size_t(d)];
-    Taps t = taps(mode, in, out, ac, scales[size_t(i)]);
+    Taps t = taps(mode, in, out, ac, scales[size_t(i)], c == DType::F64);
     if (t.n == 1) {
       y = takeAlong(b, y, d, t.idx[0]);
       continue;
@@ -608,7 +637,7 @@ std::vector<Value> upsampleRule(Context& ctx, Mode mode, int64_t nsp) {
     Value acc;
     for (int k = 0; k < t.n; ++k) {
       Value a = takeAlong(b, y, d, t.idx[size_t(k)]);
-      Value term = b.mul(b.broadcastInDim(b.convert(floatTable(b, t.w[size_t(k)]), c), a.shape(), {d}), a);
+      Value term = b.mul(b.broadcastInDim(weightTable(b, t.w[size_t(k)], c), a.shape(), {d}), a);
       acc = k == 0 ? term : b.add(acc, term);
     }
     y = acc;
@@ -629,7 +658,7 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
   Value y = b.convert(g, c);
   for (int64_t i = 0; i < nsp; ++i) {
     int64_t d = lead + i, in = in_size[size_t(int64_t(in_size.size()) - nsp + i)], out = g.shape()[size_t(d)];
-    Taps t = taps(mode, in, out, ac, scales[size_t(i)]);
+    Taps t = taps(mode, in, out, ac, scales[size_t(i)], c == DType::F64);
     y = applyAlong(b, y, tapMatrix(b, t, in, c), d, 0);
   }
   return {b.convert(y, g.dtype())};
@@ -641,7 +670,7 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
 // on the device from per-output centres and window bounds computed on the host in float; the last dim first, and a
 // dim whose size does not change is left alone (as CPU's kernel skips it).
 Value aaMatrix(Builder& b, bool cubic, int64_t in, int64_t out, bool align_corners, const HostScalar* scale, DType c) {
-  float s = align_corners ? (out > 1 ? float(in - 1) / float(out - 1) : 0.f) : scaleValue(scale, in, out);
+  float s = align_corners ? (out > 1 ? float(in - 1) / float(out - 1) : 0.f) : scaleValue<float>(scale, in, out);
   float half_size = cubic ? 2.f : 1.f;
   float support = s >= 1.f ? half_size * s : half_size;
   float invscale = s >= 1.f ? 1.f / s : 1.f;
