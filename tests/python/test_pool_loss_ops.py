@@ -284,20 +284,32 @@ def test_cdist_backward_infinity_norm(strict_fallback):
 @pytest.mark.parametrize("call", [
     lambda x: F.avg_pool2d(x, 2, stride=(1, 3010182406857593769)),
     lambda x: F.max_pool2d(x, 2, stride=(1, 3010182406857593769)),
-    lambda x: F.avg_pool2d(x, (9223372036854775807, 100), stride=1),
     lambda x: F.max_pool3d(x.unsqueeze(0), (1, 2, 2), stride=(1, 1, 3010182406857593769)),
 ])
 def test_pool_window_arguments_past_int_raise_as_cpu(call):
-    # CPU's kernels convert windows to int and raise instead of overflowing: the rules decline such calls, and the
-    # CPU kernel raises its error (fallbacks allowed for this test)
+    # CPU's kernels convert windows to int and raise instead of overflowing; so do these calls (CPU's error)
     x = torch.randn(1, 2, 4, 4)
     with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
         call(x)
+    with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
+        call(x.to("tpu"))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(kernel_size=(0, 1)), "kernel size should be greater than zero"),
+    (dict(kernel_size=(3, 3), dilation=(0, 1)), "dilation should be greater than zero"),
+    (dict(kernel_size=(3, 3), padding=(-1, 0)), "padding should be non-negative"),
+    (dict(kernel_size=(3, 3), stride=(0, 1)), "stride should be greater than zero"),
+])
+def test_unfold_invalid_windows_raise_as_cpu(kwargs, message):
+    # CPU's error (in strict fallback mode, PyTorch's meta kernel words some of them differently)
+    x = torch.randn(1, 3, 8, 8)
     prev = torch_tpu.fallback_strict()
     torch_tpu.set_fallback_strict(False)
     try:
-        with pytest.raises(RuntimeError, match="value cannot be converted to type int without overflow"):
-            call(x.to("tpu"))
+        for t in (x, x.to("tpu")):
+            with pytest.raises(RuntimeError, match=message):
+                F.unfold(t, **kwargs)
     finally:
         torch_tpu.set_fallback_strict(prev)
 

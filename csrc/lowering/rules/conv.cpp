@@ -12,6 +12,7 @@
 // bf16/f16 convolve in f32 (PyTorch CPU accumulates in float) and round once.
 // im2col / col2im (F.unfold / F.fold): one gather / one scatter-add at patch positions computed with iotas.
 #include <algorithm>
+#include <limits>
 
 #include "lowering/families.h"
 #include "lowering/helpers.h"
@@ -286,6 +287,17 @@ int64_t blocks(int64_t size, int64_t k, int64_t dil, int64_t pad, int64_t st) {
 // col2im(self, output_size, kernel_size, dilation, padding, stride) (F.fold): columns (N, C*kh*kw, L) or
 // (C*kh*kw, L) summed into the image (N, C, H, W): one scatter-add of every column element at its patch position
 // into a flat image with one extra slot that takes the padding's elements and is cut off. Sums in accType.
+// im2col/col2im's window arguments as CPU's im2col_shape_check/col2im_shape_check want them (kernel sizes, dilations
+// and strides positive, paddings not negative, all within int): otherwise the CPU kernel raises PyTorch's error.
+void checkUnfoldWindows(const Context& ctx, const std::vector<int64_t>& ks, const std::vector<int64_t>& dil,
+                        const std::vector<int64_t>& pad, const std::vector<int64_t>& st) {
+  const int64_t big = std::numeric_limits<int32_t>::max();
+  for (size_t i = 0; i < ks.size(); ++i)
+    if (ks[i] <= 0 || dil[i] <= 0 || pad[i] < 0 || st[i] <= 0 || ks[i] > big || dil[i] > big || pad[i] > big ||
+        st[i] > big)
+      throw InvalidCall(ctx.op(), "window argument out of range");
+}
+
 std::vector<Value> col2imRule(Context& ctx) {
   Builder& b = ctx.b;
   Value x = ctx.tensor(0);
@@ -293,6 +305,7 @@ std::vector<Value> col2imRule(Context& ctx) {
                              st = ctx.toInts(5);
   if (os.size() != 2 || ks.size() != 2 || dil.size() != 2 || pad.size() != 2 || st.size() != 2)
     ctx.fail("needs two entries per size argument");
+  checkUnfoldWindows(ctx, ks, dil, pad, st);
   bool batched = x.rank() == 3;
   int64_t N = batched ? x.shape()[0] : 1, CK = x.shape()[batched ? 1 : 0], L = x.shape().back();
   int64_t K = ks[0] * ks[1], C = CK / K, H = os[0], W = os[1];
@@ -322,6 +335,7 @@ std::vector<Value> im2colRule(Context& ctx) {
   const std::vector<int64_t> ks = ctx.toInts(1), dil = ctx.toInts(2), pad = ctx.toInts(3), st = ctx.toInts(4);
   if (ks.size() != 2 || dil.size() != 2 || pad.size() != 2 || st.size() != 2)
     ctx.fail("needs two entries per size argument");
+  checkUnfoldWindows(ctx, ks, dil, pad, st);
   bool batched = x.rank() == 4;
   int64_t N = batched ? x.shape()[0] : 1, C = x.shape()[batched ? 1 : 0];
   int64_t H = x.shape()[size_t(x.rank() - 2)], W = x.shape()[size_t(x.rank() - 1)];

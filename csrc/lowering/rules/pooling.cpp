@@ -754,15 +754,14 @@ std::vector<Value> maxUnpoolRule(Context& ctx, int64_t nsp) {
 bool floatInput(const Context& ctx) { return realDTypes(ctx) && shlo::isFloat(ctx.tensor(0).dtype()); }
 
 // Pooling windows whose kernel sizes, strides, paddings and dilations fit in an int: CPU's kernels convert them
-// (safe_downcast) and raise "value cannot be converted to type int without overflow" otherwise; such calls decline,
-// and the CPU kernel raises.
-bool windowAccepts(const Context& ctx) {
-  if (!realDTypes(ctx)) return false;
+// (safe_downcast) and raise "value cannot be converted to type int without overflow" otherwise, and so do these
+// calls (the CPU kernel raises its error).
+void requireIntWindows(const Context& ctx) {
   for (const Arg& a : ctx.args)
     if (a.kind == Arg::Kind::IntList)
       for (int64_t v : a.ints)
-        if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min()) return false;
-  return true;
+        if (v > std::numeric_limits<int32_t>::max() || v < std::numeric_limits<int32_t>::min())
+          throw InvalidCall(ctx.op(), "window argument past int");
 }
 
 }  // namespace
@@ -771,13 +770,22 @@ void populatePooling(Registry& r) {
   for (int64_t n = 1; n <= 3; ++n) {
     std::string nd = std::to_string(n) + "d";
     if (n > 1) {  // avg_pool1d / max_pool1d are composites of the 2-d ops
-      r.add("aten::avg_pool" + nd, [n](Context& ctx) { return avgPoolRule(ctx, n); }).accepts(windowAccepts);
-      r.add("aten::avg_pool" + nd + "_backward", [n](Context& ctx) { return avgPoolBackwardRule(ctx, n); })
-          .accepts(windowAccepts);
-      r.add("aten::max_pool" + nd + "_with_indices", [n](Context& ctx) { return maxPoolRule(ctx, n); })
-          .accepts(windowAccepts);
-      r.add("aten::max_pool" + nd + "_with_indices_backward", [n](Context& ctx) { return maxPoolBackwardRule(ctx, n); })
-          .accepts(windowAccepts);
+      r.add("aten::avg_pool" + nd, [n](Context& ctx) {
+        requireIntWindows(ctx);
+        return avgPoolRule(ctx, n);
+      }).accepts(realDTypes);
+      r.add("aten::avg_pool" + nd + "_backward", [n](Context& ctx) {
+        requireIntWindows(ctx);
+        return avgPoolBackwardRule(ctx, n);
+      }).accepts(realDTypes);
+      r.add("aten::max_pool" + nd + "_with_indices", [n](Context& ctx) {
+        requireIntWindows(ctx);
+        return maxPoolRule(ctx, n);
+      }).accepts(realDTypes);
+      r.add("aten::max_pool" + nd + "_with_indices_backward", [n](Context& ctx) {
+        requireIntWindows(ctx);
+        return maxPoolBackwardRule(ctx, n);
+      }).accepts(realDTypes);
       r.add("aten::_adaptive_avg_pool" + nd, [n](Context& ctx) { return adaptiveAvgRule(ctx, n); }).accepts(realDTypes);
       r.add("aten::_adaptive_avg_pool" + nd + "_backward",
             [n](Context& ctx) { return adaptiveAvgBackwardRule(ctx, n); })
