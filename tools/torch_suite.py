@@ -68,6 +68,8 @@ FILES = OrderedDict(
         ("test_view_ops", "views: view, as_strided, unfold, flatten, dtype views"),
         ("test_type_promotion", "type promotion of ops, out= and sparse tensors"),
         ("test_tensor_creation_ops", "factories: arange, linspace, logspace, full, cat, ..."),
+        ("test_segment_reductions", "segment_reduce: lengths, offsets, initial, backward"),
+        ("test_scatter_gather_ops", "gather, scatter, scatter_add, scatter_reduce"),
     ]
 )
 

@@ -47,4 +47,25 @@ KNOWN_FAILURES = {
         ("error", "quantized tensors are not supported on tpu (a clear NotImplementedError)"),
     "test_view_ops::TestOldViewOpsDEV::test_ravel_DEV":
         ("error", "quantized tensors are not supported on tpu (a clear NotImplementedError)"),
+    # test_nn's device-generic class (the 2.15 copy's TestNNDeviceType, tests/torch_suite/README.md).
+    # Bilinear and bicubic interpolation of uint8 images runs on tpu as on CPU (the same results); the test expects
+    # CUDA's "not implemented for 'Byte'" on every device but cpu.
+    "test_nn::TestNNDeviceTypeDEV::test_upsamplingBiMode2d_nonsupported_dtypes_*_uint8_DEV_uint8":
+        ("missing-check", "uint8 bilinear/bicubic interpolation is supported as on CPU; the test expects CUDA's error"),
+    # PyTorch's TransformerEncoderLayer takes its fast path on PrivateUse1 devices as on cpu/cuda, and the fast path
+    # gives NaN for a fully masked row (on CPU too); the test expects the slow path's numbers on any device but those
+    # two.
+    "test_nn::TestNNDeviceTypeDEV::test_transformerencoderlayer_DEV_float32":
+        ("other", "PyTorch takes its fast path on tpu (NaN for a fully masked row, as CPU's fast path)"),
+    # Unit-in-the-last-place bounds on linear + cross entropy against a float64 reference: the device's float32
+    # matrix products round differently from CPU's (output 3 ULP where 2 are allowed; float16 compact 309 of 250).
+    "test_nn::TestNNDeviceTypeDEV::test_linear_cross_entropy_loss_*":
+        ("other", "ULP bounds of the fused linear + cross entropy: the device's products round differently"),
+    # test_scatter_gather_ops (2.15 copy): complex products and means compared with exact equality against a
+    # reference built by a Python loop of *= and /=: the device's complex multiply rounds within an ulp of CPU's,
+    # and a scatter combines in another order.
+    "test_scatter_gather_ops::TestScatterGatherDEV::test_scatter__reductions_DEV_complex64":
+        ("other", "complex products within an ulp of CPU's, compared exactly"),
+    "test_scatter_gather_ops::TestScatterGatherDEV::test_scatter_reduce_prod_DEV_complex*":
+        ("other", "complex products within an ulp of CPU's, compared exactly"),
 }
