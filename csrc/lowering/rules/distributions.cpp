@@ -6,6 +6,7 @@
 // draws a fresh round of uniforms for every element still waiting and stops when none is left, so an element's
 // sample follows CPU's distribution (not CPU's random stream). Rates and probabilities CPU rejects raise CPU's error
 // as a device-side check (at the next synchronization).
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -81,6 +82,15 @@ Value anyLeft(Builder& lb, const std::vector<Value>& v, const Shape& shape) {
   return lb.reshape(lb.reduce(lb.notOp(v[2]), range(0, int64_t(shape.size())), ReduceKind::Or), {});
 }
 
+// One round's two uniform draws per element (dtype c, `shape`) from the loop's random state: the new state, u0, u1.
+std::array<Value, 3> drawPair(Builder& lb, Value state, const Shape& shape, DType c) {
+  Shape s2 = shape;
+  s2.insert(s2.begin(), 2);
+  std::vector<Value> g = lb.rngBitGenerator(state, {DType::U64, s2});
+  Value u = uniformFromBits(lb, g[1], c);
+  return {g[0], leadingEntry(lb, u, 0), leadingEntry(lb, u, 1)};
+}
+
 // Poisson samples of rate `lam` (dtype c), as PyTorch CPU's sample_poisson draws them: rates of 10 and more by
 // Hoermann's transformed rejection (PTRS), smaller ones by multiplying uniforms until the product falls to
 // exp(-rate), 0 for a rate of 0. Rates that are negative or not finite draw nothing (the caller checks them).
@@ -96,17 +106,13 @@ Value samplePoisson(Context& ctx, Value lam) {
   Value invalpha = b.add(k(1.1239), b.div(k(1.1328), b.sub(bb, k(3.4))));
   Value vr = b.sub(k(0.9277), b.div(k(3.6224), b.sub(bb, k(2))));
   Value none = b.notOp(b.andOp(b.compare(lam, b.zerosLike(lam), Cmp::GT), b.isFinite(lam)));
-  Shape s2 = shape;
-  s2.insert(s2.begin(), 2);
   // Loop values: random state, samples, done, the running product (small rates), rate, exp(-rate), a, b,
   // 1/alpha, v_r.
   auto out = b.whileLoop(
       {ctx.rngState(), b.zerosLike(lam), none, b.onesLike(lam), lam, b.exp(b.neg(lam)), aa, bb, invalpha, vr},
       [&](Builder& lb, const std::vector<Value>& v) { return anyLeft(lb, v, shape); },
       [&](Builder& lb, const std::vector<Value>& v) -> std::vector<Value> {
-        std::vector<Value> g = lb.rngBitGenerator(v[0], {DType::U64, s2});
-        Value u = uniformFromBits(lb, g[1], c);
-        Value u0 = leadingEntry(lb, u, 0), V = leadingEntry(lb, u, 1);
+        auto [state, u0, V] = drawPair(lb, v[0], shape, c);
         auto kk = [&](double x) { return cst(lb, x, u0); };
         Value rate = v[4], a = v[6], bv = v[7];
         Value waiting = lb.notOp(v[2]);
@@ -129,7 +135,7 @@ Value samplePoisson(Context& ctx, Value lam) {
         Value r = lb.select(lb.andOp(waiting, take_big), kval,
                             lb.select(lb.andOp(waiting, more), lb.add(v[1], kk(1)), v[1]));
         Value done = lb.orOp(v[2], lb.orOp(take_big, stop_small));
-        return {g[0], r, done, lb.select(waiting, prod, v[3]), v[4], v[5], v[6], v[7], v[8], v[9]};
+        return {state, r, done, lb.select(waiting, prod, v[3]), v[4], v[5], v[6], v[7], v[8], v[9]};
       });
   return out[1];
 }
@@ -182,8 +188,6 @@ Value sampleBinomial(Context& ctx, Value count, Value prob) {
   Value bound0 = b.add(b.add(b.mul(b.add(m, k(0.5)), b.log(b.div(b.add(m, k(1)), b.mul(rr, b.add(b.sub(count, m), k(1)))))),
                              stirlingTail(b, m)),
                        stirlingTail(b, b.sub(count, m)));
-  Shape s2 = shape;
-  s2.insert(s2.begin(), 2);
   // Loop values: random state, samples, done, the geometric sum (inversion), count, q, log1p(-q), a, b, c, v_r,
   // r, alpha, m, bound0.
   auto out = b.whileLoop(
@@ -191,9 +195,7 @@ Value sampleBinomial(Context& ctx, Value count, Value prob) {
        alpha, m, bound0},
       [&](Builder& lb, const std::vector<Value>& v) { return anyLeft(lb, v, shape); },
       [&](Builder& lb, const std::vector<Value>& v) -> std::vector<Value> {
-        std::vector<Value> g = lb.rngBitGenerator(v[0], {DType::U64, s2});
-        Value u = uniformFromBits(lb, g[1], c);
-        Value u0 = leadingEntry(lb, u, 0), V = leadingEntry(lb, u, 1);
+        auto [state, u0, V] = drawPair(lb, v[0], shape, c);
         auto kk = [&](double x) { return cst(lb, x, u0); };
         Value n = v[4], qq = v[5], a = v[7], bv = v[8];
         Value waiting = lb.notOp(v[2]);
@@ -222,7 +224,7 @@ Value sampleBinomial(Context& ctx, Value count, Value prob) {
         Value r = lb.select(lb.andOp(waiting, take_btrs), kval,
                             lb.select(lb.andOp(waiting, more), lb.add(v[1], kk(1)), v[1]));
         Value done = lb.orOp(v[2], lb.orOp(take_btrs, stop_inv));
-        return {g[0], r, done, lb.select(waiting, sum, v[3]), v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12],
+        return {state, r, done, lb.select(waiting, sum, v[3]), v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12],
                 v[13], v[14]};
       });
   Value r = b.select(flip, b.sub(count, out[1]), out[1]);

@@ -26,6 +26,7 @@ using shlo::Cmp;
 // A row's positions and their segments.
 struct Segments {
   int64_t L = 1, A = 0, T = 1, S = 0;
+  int64_t axis = 0;
   Value index;  // [L, A, 2] S64: (row, segment), the segment S (outside the result) for a position in none
   Value valid;  // [L, A] pred: the position is in a segment
   Value count;  // [L, S] S64: each segment's length
@@ -36,6 +37,7 @@ Value s64(Builder& b, int64_t v, const Shape& s) { return b.broadcastTo(b.consta
 Segments segmentsOf(Context& ctx, const Shape& data, int64_t axis, Value lengths, Value offsets) {
   Builder& b = ctx.b;
   Segments g;
+  g.axis = axis;
   for (int64_t d = 0; d < axis; ++d) g.L *= data[size_t(d)];
   g.A = data[size_t(axis)];
   for (size_t d = size_t(axis) + 1; d < data.size(); ++d) g.T *= data[d];
@@ -133,6 +135,14 @@ AcceptsFn segmentAccepts(size_t data_i, size_t reduce_i, size_t lengths_i, size_
   };
 }
 
+// The segments of a call: data at `data_i`, lengths/offsets/axis at the given argument indices.
+Segments segmentsOfCall(Context& ctx, size_t data_i, size_t lengths_i, size_t offsets_i, size_t axis_i) {
+  const Value data = ctx.tensor(data_i);
+  const int64_t axis = normDim(ctx, ctx.has(axis_i) ? ctx.toInt(axis_i) : 0, data.rank());
+  return segmentsOf(ctx, data.shape(), axis, ctx.has(lengths_i) ? ctx.tensor(lengths_i) : Value(),
+                    ctx.has(offsets_i) ? ctx.tensor(offsets_i) : Value());
+}
+
 }  // namespace
 
 void populateSegmentReduce(Registry& r) {
@@ -141,9 +151,7 @@ void populateSegmentReduce(Registry& r) {
     Builder& b = ctx.b;
     Value data = ctx.tensor(0);
     const std::string reduce = ctx.arg(1).s;
-    const int64_t axis = normDim(ctx, ctx.has(5) ? ctx.toInt(5) : 0, data.rank());
-    Segments g = segmentsOf(ctx, data.shape(), axis, ctx.has(2) ? ctx.tensor(2) : Value(),
-                            ctx.has(4) ? ctx.tensor(4) : Value());
+    Segments g = segmentsOfCall(ctx, 0, 2, 4, 5);
     const DType c = accType(data.dtype());
     const bool has_initial = ctx.has(7);
     const double initial = has_initial ? ctx.arg(7).scalar.toDouble() : 0;
@@ -162,16 +170,14 @@ void populateSegmentReduce(Registry& r) {
       out = b.div(out, n);
       if (has_initial) out = b.select(b.compare(n, b.zerosLike(n), Cmp::EQ), b.constantF(initial, c, lst), out);
     }
-    return {b.convert(b.reshape(out, outShape(data.shape(), axis, g.S)), data.dtype())};
+    return {b.convert(b.reshape(out, outShape(data.shape(), g.axis, g.S)), data.dtype())};
   }).staticArgs({"initial"}).accepts(segmentAccepts(0, 1, 2, 4, 5, 7));
   // _segment_reduce_backward(grad, output, data, reduce, *, lengths, offsets, axis, initial)
   r.add("aten::_segment_reduce_backward", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
     Value data = ctx.tensor(2);
     const std::string reduce = ctx.arg(3).s;
-    const int64_t axis = normDim(ctx, ctx.has(6) ? ctx.toInt(6) : 0, data.rank());
-    Segments g = segmentsOf(ctx, data.shape(), axis, ctx.has(4) ? ctx.tensor(4) : Value(),
-                            ctx.has(5) ? ctx.tensor(5) : Value());
+    Segments g = segmentsOfCall(ctx, 2, 4, 5, 6);
     const DType c = accType(data.dtype());
     const Shape lst{g.L, g.S, g.T}, lat{g.L, g.A, g.T};
     Value x = b.reshape(b.convert(data, c), lat);
