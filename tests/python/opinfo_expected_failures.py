@@ -36,12 +36,6 @@ X += xfail("nn.functional.normalize", "bfloat16", "backward",
            "bf16 result and its float32 result rounded to bf16: the backward's intermediate bf16 roundings differ",
            samples=[2], mismatch="not close")
 
-X += xfail("nn.functional.conv2d", "bfloat16", "backward",
-           "2 of 48 input-gradient elements differ by one bf16 rounding step (0.078 at magnitude ~10) from CPU's bf16 "
-           "result: the device accumulates the gradient convolution in float32 and rounds once (with ones as the "
-           "output gradient its largest error against the float32 result is 0.041, CPU bf16's 0.084)",
-           samples=[0], mismatch="not close")
-
 X += xfail("nn.functional.conv_transpose3d", "bfloat16", "backward",
            "5 of 480 gradient elements differ by up to 0.09 (tolerance 0.02) from CPU's bf16 result: the device "
            "accumulates the transposed convolution's gradient in float32 and rounds once, CPU's bf16 kernel rounds "
