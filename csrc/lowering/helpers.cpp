@@ -238,12 +238,16 @@ Value takeRows(Builder& b, Value table, Value idx) {
   return b.gather(table, idx, gd, sizes, out);
 }
 
+Value constantS64(Builder& b, int64_t v, const Shape& shape) {
+  return b.broadcastTo(b.constantInt(v, DType::S64), shape);
+}
+
 Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Value v, int64_t n, bool right) {
   const Shape vs = v.shape();
   Value lo = b.zeros({DType::S64, vs});
-  Value hi = b.broadcastTo(b.constantInt(n, DType::S64), vs);
-  Value one = b.broadcastTo(b.constantInt(1, DType::S64), vs);
-  Value last = b.broadcastTo(b.constantInt(std::max<int64_t>(n - 1, 0), DType::S64), vs);
+  Value hi = constantS64(b, n, vs);
+  Value one = constantS64(b, 1, vs);
+  Value last = constantS64(b, std::max<int64_t>(n - 1, 0), vs);
   int steps = 0;
   while ((int64_t(1) << steps) <= n) ++steps;
   for (int i = 0; i < steps; ++i) {

@@ -90,6 +90,8 @@ int64_t reducedCount(const Shape& shape, const std::vector<int64_t>& dims);
 
 // Splat constant of `like`'s type.
 Value cst(Builder& b, double v, const Value& like);
+// Splat int64 constant of `shape` (exact for every int64, unlike cst's double).
+Value constantS64(Builder& b, int64_t v, const Shape& shape);
 // NaN-propagating elementwise max/min (PyTorch maximum/minimum/clamp semantics) for any dtype.
 Value nanMax(Builder& b, Value x, Value y);
 Value nanMin(Builder& b, Value x, Value y);

@@ -25,6 +25,11 @@ double leastNormal(DType t) {
   return t == DType::F64 ? std::ldexp(1.0, -1022) : t == DType::F16 ? std::ldexp(1.0, -14) : std::ldexp(1.0, -126);
 }
 
+// Whether any element is still drawing (the loops' condition): `done` is loop value 2.
+Value anyLeft(Builder& lb, const std::vector<Value>& v, const Shape& shape) {
+  return lb.reshape(lb.reduce(lb.notOp(v[2]), range(0, int64_t(shape.size())), ReduceKind::Or), {});
+}
+
 // Standard gamma samples of concentration `alpha` (dtype c), as PyTorch CPU's sample_gamma draws them: Marsaglia
 // and Tsang's acceptance-rejection, alpha < 1 boosted to alpha + 1 and scaled by U^(1/alpha), alpha <= 0 giving 0.
 // Every element draws until accepted: a stablehlo.while over the whole tensor until none is left (each round
@@ -45,10 +50,7 @@ Value sampleGamma(Context& ctx, Value alpha) {
   // Loop values: the random state, the samples, which are done, d and c.
   auto out = b.whileLoop(
       {ctx.rngState(), b.zerosLike(alpha), none, d, cc},
-      [&](Builder& lb, const std::vector<Value>& v) {
-        Value left = lb.reduce(lb.notOp(v[2]), range(0, int64_t(shape.size())), ReduceKind::Or);
-        return lb.reshape(left, {});
-      },
+      [&](Builder& lb, const std::vector<Value>& v) { return anyLeft(lb, v, shape); },
       [&](Builder& lb, const std::vector<Value>& v) -> std::vector<Value> {
         std::vector<Value> g = lb.rngBitGenerator(v[0], {DType::U64, s3});
         Value u = uniformFromBits(lb, g[1], c);
@@ -77,10 +79,6 @@ Value sampleGamma(Context& ctx, Value alpha) {
   return b.select(none, b.zerosLike(r), r);
 }
 
-// Whether any element is still drawing (the loops' condition): `done` is loop value 2.
-Value anyLeft(Builder& lb, const std::vector<Value>& v, const Shape& shape) {
-  return lb.reshape(lb.reduce(lb.notOp(v[2]), range(0, int64_t(shape.size())), ReduceKind::Or), {});
-}
 
 // One round's two uniform draws per element (dtype c, `shape`) from the loop's random state: the new state, u0, u1.
 std::array<Value, 3> drawPair(Builder& lb, Value state, const Shape& shape, DType c) {
@@ -155,9 +153,8 @@ Value stirlingTail(Builder& b, Value k) {
   Value small = takeRows(b, tab, idx);
   Value kp1 = b.add(k, cst(b, 1, k));
   Value kp1sq = b.mul(kp1, kp1);
-  Value series = b.div(b.sub(cst(b, 1.0 / 12, k), b.div(b.sub(cst(b, 1.0 / 360, k), b.div(cst(b, 1.0 / 1260, k), kp1sq)),
-                                                        kp1sq)),
-                       kp1);
+  Value inner = b.sub(cst(b, 1.0 / 360, k), b.div(cst(b, 1.0 / 1260, k), kp1sq));
+  Value series = b.div(b.sub(cst(b, 1.0 / 12, k), b.div(inner, kp1sq)), kp1);
   return b.select(b.compare(k, cst(b, 9, k), Cmp::LE), small, series);
 }
 
@@ -185,9 +182,9 @@ Value sampleBinomial(Context& ctx, Value count, Value prob) {
   Value alpha = b.mul(b.add(k(2.83), b.div(k(5.1), bb)), stddev);
   Value m = b.floor(b.mul(b.add(count, k(1)), q));
   // the part of the acceptance bound that does not depend on the draw
-  Value bound0 = b.add(b.add(b.mul(b.add(m, k(0.5)), b.log(b.div(b.add(m, k(1)), b.mul(rr, b.add(b.sub(count, m), k(1)))))),
-                             stirlingTail(b, m)),
-                       stirlingTail(b, b.sub(count, m)));
+  Value ratio = b.div(b.add(m, k(1)), b.mul(rr, b.add(b.sub(count, m), k(1))));
+  Value bound0 =
+      b.add(b.add(b.mul(b.add(m, k(0.5)), b.log(ratio)), stirlingTail(b, m)), stirlingTail(b, b.sub(count, m)));
   // Loop values: random state, samples, done, the geometric sum (inversion), count, q, log1p(-q), a, b, c, v_r,
   // r, alpha, m, bound0.
   auto out = b.whileLoop(

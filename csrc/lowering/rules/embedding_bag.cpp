@@ -27,8 +27,6 @@ namespace {
 
 enum Mode : int64_t { kSum = 0, kMean = 1, kMax = 2 };
 
-Value s64(Builder& b, int64_t v, const Shape& s) { return b.broadcastTo(b.constantInt(v, DType::S64), s); }
-
 // What a bag kernel knows of its indices.
 struct Bags {
   Value idx;   // [n] S64, clamped into the table
@@ -44,10 +42,10 @@ Bags bagsOf(Builder& b, Value indices, Value offset2bag, int64_t num_bags, int64
   const Shape s{g.n};
   Value idx = b.convert(b.reshape(indices, s), DType::S64);
   Value bag = b.convert(b.reshape(offset2bag, s), DType::S64);
-  g.keep = b.andOp(b.compare(bag, s64(b, 0, s), Cmp::GE), b.compare(bag, s64(b, num_bags, s), Cmp::LT));
-  if (padding_idx >= 0) g.keep = b.andOp(g.keep, b.compare(idx, s64(b, padding_idx, s), Cmp::NE));
-  g.idx = b.clamp(s64(b, 0, s), idx, s64(b, std::max<int64_t>(num_weights - 1, 0), s));
-  g.bag = b.clamp(s64(b, 0, s), bag, s64(b, std::max<int64_t>(num_bags - 1, 0), s));
+  g.keep = b.andOp(b.compare(bag, constantS64(b, 0, s), Cmp::GE), b.compare(bag, constantS64(b, num_bags, s), Cmp::LT));
+  if (padding_idx >= 0) g.keep = b.andOp(g.keep, b.compare(idx, constantS64(b, padding_idx, s), Cmp::NE));
+  g.idx = b.clamp(constantS64(b, 0, s), idx, constantS64(b, std::max<int64_t>(num_weights - 1, 0), s));
+  g.bag = b.clamp(constantS64(b, 0, s), bag, constantS64(b, std::max<int64_t>(num_bags - 1, 0), s));
   return g;
 }
 
@@ -57,7 +55,7 @@ Value offset2bagOf(Builder& b, Value offsets, int64_t n) {
   Value starts = b.convert(b.reshape(offsets, {m}), DType::S64);
   Value pos = b.iota({DType::S64, {n}}, 0);
   auto at = [&](Value i) { return takeRows(b, starts, i); };
-  return b.sub(binarySearch(b, at, pos, m, /*right=*/true), s64(b, 1, {n}));
+  return b.sub(binarySearch(b, at, pos, m, /*right=*/true), constantS64(b, 1, {n}));
 }
 
 // `updates` ([n] + trailing dims) combined into rows `at` ([n], S64) of `into`.
@@ -76,12 +74,12 @@ Value bagCount(Builder& b, const Bags& g, DType t, int64_t size) {
 }
 
 // Each index's factor in a sum or a mean: 0 where it does not count, else its per-sample weight (or 1), divided by
-// its bag's count for a mean (dtype c, [n]).
-Value rowFactor(Builder& b, const Bags& g, int64_t mode, Value per_sample, DType c) {
+// its bag's count for a mean (dtype c, [n]). `counts`: bagCount's first num_bags entries (read for a mean only).
+Value rowFactor(Builder& b, const Bags& g, int64_t mode, Value per_sample, Value counts, DType c) {
   Value f = b.convert(g.keep, c);
   if (per_sample.valid()) f = b.mul(f, b.convert(b.reshape(per_sample, {g.n}), c));
   if (mode == kMean) {
-    Value count = b.max(bagCount(b, g, c, g.num_bags), b.constantF(1, c, {g.num_bags}));
+    Value count = b.max(b.convert(counts, c), b.constantF(1, c, {g.num_bags}));
     f = b.div(f, takeRows(b, count, g.bag));
   }
   return f;
@@ -110,12 +108,12 @@ std::vector<Value> embeddingBagRule(Context& ctx) {
                   Context::CheckError::Runtime);
   if (m > 0) {
     Value first = b.convert(b.slice(offsets, {0}, {1}, {1}), DType::S64);
-    ctx.check(b.compare(first, s64(b, 0, {1}), Cmp::EQ),
+    ctx.check(b.compare(first, constantS64(b, 0, {1}), Cmp::EQ),
               "offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from position 0. "
               "However, got {}",
               first, Context::CheckError::Runtime);
     Value last = b.convert(b.slice(offsets, {m - 1}, {m}, {1}), DType::S64);
-    ctx.check(b.compare(last, s64(b, n, {1}), Cmp::LE),
+    ctx.check(b.compare(last, constantS64(b, n, {1}), Cmp::LE),
               "offsets[-1] can not be greater than input's length " + std::to_string(n) + " but got offsets[-1] of {}",
               last, Context::CheckError::Runtime);
   }
@@ -124,16 +122,18 @@ std::vector<Value> embeddingBagRule(Context& ctx) {
   Value empty_max = b.zeros({it, {0}});
   if (n == 0) {
     Value out = b.zeros({weight.dtype(), out_shape});
-    Value max_idx = mode == kMax ? b.convert(s64(b, -1, out_shape), it) : empty_max;
+    Value max_idx = mode == kMax ? b.convert(constantS64(b, -1, out_shape), it) : empty_max;
     return {out, b.zeros({it, {0}}), b.zeros({it, {m}}), max_idx};
   }
   Value o2b = offset2bagOf(b, include_last ? b.sliceInDim(offsets, 0, num_bags, 1, 0) : offsets, n);
   Bags g = bagsOf(b, indices, o2b, num_bags, num_weights, padding_idx);
   Value rows = b.convert(takeRows(b, weight, g.idx), c);  // [n, dim]
-  Value bag_size = b.convert(bagCount(b, g, DType::S64, m), it);
+  Value counts = bagCount(b, g, DType::S64, m);  // per offset (CUDA's bag_size); the last one 0 with include_last
+  Value bag_counts = b.sliceInDim(counts, 0, num_bags, 1, 0);
+  Value bag_size = b.convert(counts, it);
   if (mode != kMax) {
-    Value out = intoRows(b, b.zeros({c, out_shape}), g.bag, rowsTimes(b, rows, rowFactor(b, g, mode, per_sample, c)),
-                         ReduceKind::Sum);
+    Value f = rowFactor(b, g, mode, per_sample, bag_counts, c);
+    Value out = intoRows(b, b.zeros({c, out_shape}), g.bag, rowsTimes(b, rows, f), ReduceKind::Sum);
     return {b.convert(out, weight.dtype()), b.convert(o2b, it), bag_size, empty_max};
   }
   // max: the largest counted row of each bag, and the first index (in input order) whose row holds it
@@ -143,16 +143,14 @@ std::vector<Value> embeddingBagRule(Context& ctx) {
   Value mx = intoRows(b, b.constantF(-std::numeric_limits<double>::infinity(), c, out_shape), g.bag,
                       b.select(counted, rows, lowest), ReduceKind::Max);
   Value hit = b.andOp(counted, b.compare(rows, takeRows(b, mx, g.bag), Cmp::EQ));
-  Value pos = b.select(hit, b.iota({DType::S64, rs}, 0), s64(b, n, rs));
-  Value first = intoRows(b, s64(b, n, out_shape), g.bag, pos, ReduceKind::Min);
-  Value found = b.compare(first, s64(b, n, out_shape), Cmp::LT);
-  Value word = takeRows(b, g.idx, b.clamp(s64(b, 0, out_shape), first, s64(b, n - 1, out_shape)));
-  Value nonempty = b.broadcastInDim(
-      b.compare(b.sliceInDim(bagCount(b, g, DType::S64, m), 0, num_bags, 1, 0), s64(b, 0, {num_bags}), Cmp::GT),
-      out_shape, {0});
+  Value pos = b.select(hit, b.iota({DType::S64, rs}, 0), constantS64(b, n, rs));
+  Value first = intoRows(b, constantS64(b, n, out_shape), g.bag, pos, ReduceKind::Min);
+  Value found = b.compare(first, constantS64(b, n, out_shape), Cmp::LT);
+  Value word = takeRows(b, g.idx, b.clamp(constantS64(b, 0, out_shape), first, constantS64(b, n - 1, out_shape)));
+  Value nonempty = b.broadcastInDim(b.compare(bag_counts, constantS64(b, 0, {num_bags}), Cmp::GT), out_shape, {0});
   Value out = b.select(nonempty, mx, b.zeros({c, out_shape}));
   return {b.convert(out, weight.dtype()), b.convert(o2b, it), bag_size,
-          b.convert(b.select(found, word, s64(b, -1, out_shape)), it)};
+          b.convert(b.select(found, word, constantS64(b, -1, out_shape)), it)};
 }
 
 bool isFloatDType(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64; }
@@ -186,8 +184,9 @@ Value gradWeight(Builder& b, Value grad, Value indices, Value offset2bag, Value 
   if (mode == kMax) {
     const int64_t k = num_bags * dim;
     Value mi = b.reshape(b.convert(max_indices, DType::S64), {k});
-    Value valid = b.andOp(b.compare(mi, s64(b, 0, {k}), Cmp::GE), b.compare(mi, s64(b, num_weights, {k}), Cmp::LT));
-    Value row = b.select(valid, mi, s64(b, 0, {k}));
+    Value valid = b.andOp(b.compare(mi, constantS64(b, 0, {k}), Cmp::GE),
+                          b.compare(mi, constantS64(b, num_weights, {k}), Cmp::LT));
+    Value row = b.select(valid, mi, constantS64(b, 0, {k}));
     Value col = b.reshape(b.iota({DType::S64, {num_bags, dim}}, 1), {k});
     Value at = b.concatenate({b.reshape(row, {k, 1}), b.reshape(col, {k, 1})}, 1);
     Value upd = b.select(valid, b.reshape(g32, {k}), b.zeros({c, {k}}));
@@ -200,7 +199,7 @@ Value gradWeight(Builder& b, Value grad, Value indices, Value offset2bag, Value 
   const int64_t n = indices.type.numel();
   if (n == 0) return b.zeros({grad.dtype(), ws});
   Bags g = bagsOf(b, indices, offset2bag, num_bags, num_weights, padding_idx);
-  Value f = rowFactor(b, g, mode, per_sample, c);
+  Value f = rowFactor(b, g, mode, per_sample, mode == kMean ? bagCount(b, g, DType::S64, num_bags) : Value(), c);
   if (scale) {
     Value freq = intoRows(b, b.zeros({c, {num_weights}}), g.idx, b.constantF(1, c, {n}), ReduceKind::Sum);
     f = b.div(f, takeRows(b, freq, g.idx));

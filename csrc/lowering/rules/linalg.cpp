@@ -1,6 +1,6 @@
 // Linear-algebra family, products: mm, bmm, addmm, baddbmm, addbmm, mv, addmv, dot, vdot, _addmm_activation, addr,
-// the out_dtype forms, _int_mm, _scaled_mm, linalg_cross and linalg_matrix_exp. Factorizations and solves: linalg_solve.cpp (Cholesky,
-// triangular solves, LU) and linalg_decomp.cpp (QR, Hermitian eigendecomposition, SVD).
+// the out_dtype forms, _int_mm, _scaled_mm, linalg_cross and linalg_matrix_exp. Factorizations and solves:
+// linalg_solve.cpp (Cholesky, triangular solves, LU) and linalg_decomp.cpp (QR, Hermitian eigendecomposition, SVD).
 //
 // matmul/linear are CompositeImplicit in PyTorch and reach these through views. bf16/f16 products accumulate in f32
 // (dot_general with an f32 result) and the whole epilogue (beta*self + alpha*product) runs in f32 before one

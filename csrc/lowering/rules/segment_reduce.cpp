@@ -32,8 +32,6 @@ struct Segments {
   Value count;  // [L, S] S64: each segment's length
 };
 
-Value s64(Builder& b, int64_t v, const Shape& s) { return b.broadcastTo(b.constantInt(v, DType::S64), s); }
-
 Segments segmentsOf(Context& ctx, const Shape& data, int64_t axis, Value lengths, Value offsets) {
   Builder& b = ctx.b;
   Segments g;
@@ -67,12 +65,13 @@ Segments segmentsOf(Context& ctx, const Shape& data, int64_t axis, Value lengths
     Value at = b.concatenate({b.reshape(row, {L, A, 1}), b.reshape(mid, {L, A, 1})}, 2);
     return b.gather(starts, at, gd, {1, 1}, la);
   };
-  Value seg = S == 0 ? s64(b, -1, la) : b.sub(binarySearch(b, startAt, pos, S, /*right=*/true), s64(b, 1, la));
+  Value seg = S == 0 ? constantS64(b, -1, la)
+                     : b.sub(binarySearch(b, startAt, pos, S, /*right=*/true), constantS64(b, 1, la));
   Value first = b.broadcastInDim(b.reshape(b.sliceInDim(bounds, 0, 1, 1, 1), {L}), la, {0});
   Value last = b.broadcastInDim(b.reshape(b.sliceInDim(bounds, S, S + 1, 1, 1), {L}), la, {0});
   g.valid = b.andOp(b.andOp(b.compare(pos, first, Cmp::GE), b.compare(pos, last, Cmp::LT)),
-                    b.compare(seg, s64(b, 0, la), Cmp::GE));
-  seg = b.select(g.valid, seg, s64(b, S, la));
+                    b.compare(seg, constantS64(b, 0, la), Cmp::GE));
+  seg = b.select(g.valid, seg, constantS64(b, S, la));
   g.index = b.concatenate({b.reshape(row, {L, A, 1}), b.reshape(seg, {L, A, 1})}, 2);
   return g;
 }
@@ -96,7 +95,7 @@ Value atSegments(Builder& b, const Segments& g, Value v) {
   gd.index_vector_dim = 2;
   const Shape la{g.L, g.A};
   Value seg = b.reshape(b.sliceInDim(g.index, 1, 2, 1, 2), la);
-  seg = b.clamp(s64(b, 0, la), seg, s64(b, std::max<int64_t>(g.S - 1, 0), la));
+  seg = b.clamp(constantS64(b, 0, la), seg, constantS64(b, std::max<int64_t>(g.S - 1, 0), la));
   Value at = b.concatenate({b.sliceInDim(g.index, 0, 1, 1, 2), b.reshape(seg, {g.L, g.A, 1})}, 2);
   return b.gather(v, at, gd, {1, 1, g.T}, {g.L, g.A, g.T});
 }
@@ -202,8 +201,10 @@ void populateSegmentReduce(Registry& r) {
       const double initial = ctx.has(7) ? ctx.arg(7).scalar.toDouble() : 1.0;
       Value others = scatterSegments(b, g, b.constantF(initial, c, lst), b.select(special, b.onesLike(x), x),
                                      ReduceKind::Prod);
-      Value specials = atSegments(b, g, scatterSegments(b, g, b.zeros({c, lst}), b.convert(special, c), ReduceKind::Sum));
-      Value nans = atSegments(b, g, scatterSegments(b, g, b.zeros({c, lst}), b.convert(nan, c), ReduceKind::Sum));
+      auto flagsAt = [&](Value flag) {  // each element's segment's number of `flag` elements
+        return atSegments(b, g, scatterSegments(b, g, b.zeros({c, lst}), b.convert(flag, c), ReduceKind::Sum));
+      };
+      Value specials = flagsAt(special), nans = flagsAt(nan);
       Value other_nan = b.compare(b.sub(nans, b.convert(nan, c)), zero, Cmp::GT);
       Value exclusive = b.select(b.compare(specials, b.onesLike(x), Cmp::EQ), atSegments(b, g, others),
                                  b.select(other_nan, b.constantF(NAN, c, lat), zero));

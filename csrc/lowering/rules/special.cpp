@@ -1,6 +1,6 @@
 // Special functions: polygamma, Hurwitz zeta and the incomplete gamma functions (PyTorch's Cephes algorithms),
-// xlog1py, the modified Bessel functions i0/i0e/i1/i1e, spherical Bessel j0, erfcx, log_ndtr, ndtri, entr, and the orthogonal polynomials of
-// torch.special (Chebyshev, Hermite, Laguerre, Legendre). CHLO ops serve where XLA has them.
+// xlog1py, the modified Bessel functions i0/i0e/i1/i1e, spherical Bessel j0, erfcx, log_ndtr, ndtri, entr, and the
+// orthogonal polynomials of torch.special (Chebyshev, Hermite, Laguerre, Legendre). CHLO ops serve where XLA has them.
 #include <cmath>
 #include <limits>
 
