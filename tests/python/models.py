@@ -69,6 +69,9 @@ class DecoderConfig:
     intermediate: int = 128
     rope_theta: float = 10000.0
     eps: float = 1e-6
+    mlp: str = "swiglu"  # "swiglu": down(silu(gate(h)) * up(h)); "gelu": down(gelu(up(h))) (exact GELU)
+    tie_embeddings: bool = False  # lm_head shares the embedding's weight
+    qk_norm: bool = True  # RMSNorm of each head's queries and keys (Qwen3); False as in Llama
 
 
 class RMSNorm(nn.Module):
@@ -98,8 +101,8 @@ class _Attention(nn.Module):
         self.k_proj = nn.Linear(cfg.hidden, kv * hd, bias=False)
         self.v_proj = nn.Linear(cfg.hidden, kv * hd, bias=False)
         self.o_proj = nn.Linear(h * hd, cfg.hidden, bias=False)
-        self.q_norm = RMSNorm(hd, cfg.eps)
-        self.k_norm = RMSNorm(hd, cfg.eps)
+        self.q_norm = RMSNorm(hd, cfg.eps) if cfg.qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(hd, cfg.eps) if cfg.qk_norm else nn.Identity()
         self.register_buffer("k_cache", None, persistent=False)
         self.register_buffer("v_cache", None, persistent=False)
 
@@ -134,14 +137,19 @@ class _DecoderLayer(nn.Module):
         self.input_norm = RMSNorm(cfg.hidden, cfg.eps)
         self.attn = _Attention(cfg)
         self.post_norm = RMSNorm(cfg.hidden, cfg.eps)
-        self.gate_proj = nn.Linear(cfg.hidden, cfg.intermediate, bias=False)
+        if cfg.mlp not in ("swiglu", "gelu"):
+            raise ValueError(f"DecoderConfig.mlp must be 'swiglu' or 'gelu', got {cfg.mlp!r}")
+        self.gated = cfg.mlp == "swiglu"
+        self.gate_proj = nn.Linear(cfg.hidden, cfg.intermediate, bias=False) if self.gated else None
         self.up_proj = nn.Linear(cfg.hidden, cfg.intermediate, bias=False)
         self.down_proj = nn.Linear(cfg.intermediate, cfg.hidden, bias=False)
 
     def forward(self, x, cos, sin, mask, positions):
         x = x + self.attn(self.input_norm(x), cos, sin, mask, positions)
         h = self.post_norm(x)
-        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+        if self.gated:
+            return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
+        return x + self.down_proj(F.gelu(self.up_proj(h)))
 
 
 class Qwen3Decoder(nn.Module):
@@ -159,6 +167,8 @@ class Qwen3Decoder(nn.Module):
         self.layers = nn.ModuleList(_DecoderLayer(cfg) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.hidden, cfg.eps)
         self.lm_head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embed.weight
         inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32) / cfg.head_dim))
         self.register_buffer("inv_freq", inv, persistent=False)
         with torch.no_grad():
