@@ -157,14 +157,18 @@ def child(name: str, steps: int, blocks: int, warmup: int, check: int) -> dict:
         run_steps(loops[mode], warmup)
     torch_tpu.set_eager_mode("strict")
     t = {"strict": 0.0, "fused": 0.0}
+    block_ratios = []
     s0 = torch_tpu.cache_stats()["fused"]
     per = max(1, steps // blocks)
     for _ in range(blocks):
+        bt = {}
         for mode in ("strict", "fused"):
             torch_tpu.set_eager_mode(mode)
             t0 = time.perf_counter()
             run_steps(loops[mode], per)
-            t[mode] += time.perf_counter() - t0
+            bt[mode] = time.perf_counter() - t0
+            t[mode] += bt[mode]
+        block_ratios.append(bt["strict"] / bt["fused"])
     torch_tpu.set_eager_mode("strict")
     s1 = torch_tpu.cache_stats()["fused"]
     # Outputs equal between modes after `check` steps, from the same initial state.
@@ -184,6 +188,7 @@ def child(name: str, steps: int, blocks: int, warmup: int, check: int) -> dict:
         "strict_ms": 1e3 * t["strict"] / n,
         "fused_ms": 1e3 * t["fused"] / n,
         "ratio": t["strict"] / t["fused"],
+        "block_ratios": block_ratios,
         "equal": equal,
         "max_diff": max_diff,
         "timed": {k: s1[k] - s0.get(k, 0) for k in s1 if isinstance(s1[k], (int, float)) and k in s0},
@@ -191,17 +196,51 @@ def child(name: str, steps: int, blocks: int, warmup: int, check: int) -> dict:
     }
 
 
+def child_first(name: str, mode: str, steps: int, window: int) -> dict:
+    """One mode from the loop's first step in this fresh process: the seconds of each window of `window` steps."""
+    import torch
+    import torch_tpu
+
+    per_step = not name.endswith("-nosync")
+    torch_tpu.set_eager_mode(mode)
+    step = build(name)[0]
+    torch.tpu.synchronize()
+    times = []
+    for _ in range(steps // window):
+        t0 = time.perf_counter()
+        for _ in range(window):
+            step()
+            if per_step:
+                torch.tpu.synchronize()
+        torch.tpu.synchronize()
+        times.append(time.perf_counter() - t0)
+    return {"loop": name, "mode": mode, "windows": times}
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The driver.
 
 
-def run_child(name: str, cache_dir: str, args) -> dict:
+def busy_process() -> subprocess.Popen:
+    """Another process keeping one core busy (pure Python arithmetic), as on a machine that is not quiet."""
+    return subprocess.Popen([sys.executable, "-c", "x = 0\nwhile True:\n    x = (x * 1103515245 + 12345) % 2147483648"])
+
+
+def run_child(name: str, cache_dir: str, args, first_mode: str = "") -> dict:
     env = dict(os.environ)
     env["TORCH_TPU_CACHE_DIR"] = cache_dir
     env.pop("TORCH_TPU_EAGER_MODE", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--steps", str(args.steps), "--blocks",
            str(args.blocks), "--warmup", str(args.warmup), "--check", str(args.check)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
+    if first_mode:
+        cmd += ["--first-mode", first_mode, "--first", str(args.first), "--window", str(args.window)]
+    load = busy_process() if args.load else None
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
+    finally:
+        if load is not None:
+            load.kill()
+            load.wait()
     if r.returncode != 0:
         raise RuntimeError(f"{name}: exit {r.returncode}\n{r.stdout}\n{r.stderr[-4000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -216,50 +255,80 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps per mode (fused compiles not awaited)")
     ap.add_argument("--check", type=int, default=4, help="steps before comparing the outputs of the two modes")
     ap.add_argument("--cache", default="cold,warm", help="cold, warm or both")
+    ap.add_argument("--load", action="store_true", help="another process keeps one core busy during every run")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--first", type=int, default=0,
+                    help="also time each mode alone from its first step, N steps in windows of --window, each mode "
+                         "in its own fresh process with the same disk cache (cold: empty; warm: filled)")
+    ap.add_argument("--window", type=int, default=10)
+    ap.add_argument("--first-mode", default="", help=argparse.SUPPRESS)
     ap.add_argument("--child", default="")
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.steps, args.blocks, args.warmup, args.check)))
+        if args.first_mode:
+            print(json.dumps(child_first(args.child, args.first_mode, args.first, args.window)))
+        else:
+            print(json.dumps(child(args.child, args.steps, args.blocks, args.warmup, args.check)))
         return
 
     loops = [x for x in args.loops.split(",") if x]
     caches = [x for x in args.cache.split(",") if x]
     results: dict = {}
+    firsts: dict = {}
     load0 = os.getloadavg()
     for run in range(args.runs):
         for name in loops:
             with tempfile.TemporaryDirectory(prefix="fused_bench_") as d:
                 for cache in ("cold", "warm"):
+                    if args.first and cache in caches:
+                        w = {}
+                        for mode in ("strict", "fused"):
+                            if cache == "cold":
+                                with tempfile.TemporaryDirectory(prefix="fused_first_") as e:
+                                    w[mode] = run_child(name, e, args, mode)["windows"]
+                            else:
+                                w[mode] = run_child(name, d, args, mode)["windows"]
+                        wr = [a / b for a, b in zip(w["strict"], w["fused"])]
+                        firsts.setdefault((name, cache), []).append(wr)
+                        print(f"run {run + 1} {name:7s} {cache}: first {args.first} steps, strict/fused per window of "
+                              f"{args.window}: {', '.join(f'{x:.2f}' for x in wr)}", file=sys.stderr, flush=True)
                     r = run_child(name, d, args)  # the warm run reuses the disk cache the cold run filled
                     if cache not in caches:
                         continue
                     results.setdefault((name, cache), []).append(r)
                     tm = r["timed"]
                     print(f"run {run + 1} {name:7s} {cache}: strict {r['strict_ms']:.3f} ms fused {r['fused_ms']:.3f} ms"
-                          f" ratio {r['ratio']:.2f}x equal={r['equal']} (timed: hits {tm.get('hits')} replays "
+                          f" ratio {r['ratio']:.2f}x (worst block {min(r['block_ratios']):.2f}x) equal={r['equal']} (timed: hits {tm.get('hits')} replays "
                           f"{tm.get('replays')} slow {tm.get('slow_programs', '-')} trials {tm.get('speed_trials', '-')}) load {os.getloadavg()[0]:.1f}",
                           file=sys.stderr, flush=True)
                     if args.verbose:
                         print(json.dumps(r["stats"]), file=sys.stderr)
     load1 = os.getloadavg()
     print(f"load average {load0[0]:.1f} -> {load1[0]:.1f}")
+    print(f"another process busy on one core: {'yes' if args.load else 'no'}")
     if args.markdown:
-        print("| loop | cache | strict ms/step (median) | fused ms/step (median) | strict/fused per run | worst | median | outputs equal |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| loop | cache | strict ms/step (median) | fused ms/step (median) | strict/fused per run | worst | median | "
+              f"worst block of {max(1, args.steps // args.blocks)} steps | "
+              + (f"worst window of {args.window}, first {args.first} steps | " if args.first else "")
+              + "outputs equal |")
+        print("|---|---|---|---|---|---|---|---|" + ("---|" if args.first else "") + "---|")
     for (name, cache), rs in results.items():
         ratios = [r["ratio"] for r in rs]
+        worst_block = min(min(r["block_ratios"]) for r in rs)
+        fw = firsts.get((name, cache))
+        first_cell = f"{min(min(x) for x in fw):.2f}x | " if fw else ("- | " if args.first else "")
         eq = all(r["equal"] for r in rs)
         sm = statistics.median(r["strict_ms"] for r in rs)
         fm = statistics.median(r["fused_ms"] for r in rs)
         per_run = ", ".join(f"{x:.2f}" for x in ratios)
         if args.markdown:
             print(f"| {name} | {cache} | {sm:.3f} | {fm:.3f} | {per_run} | {min(ratios):.2f}x | "
-                  f"{statistics.median(ratios):.2f}x | {'yes' if eq else 'NO (max diff %.2e)' % max(r['max_diff'] for r in rs)} |")
+                  f"{statistics.median(ratios):.2f}x | {worst_block:.2f}x | {first_cell}{'yes' if eq else 'NO (max diff %.2e)' % max(r['max_diff'] for r in rs)} |")
         else:
             print(f"{name:7s} {cache:5s} strict {sm:.3f} ms fused {fm:.3f} ms ratios [{per_run}] worst "
-                  f"{min(ratios):.2f}x median {statistics.median(ratios):.2f}x equal {eq}")
+                  f"{min(ratios):.2f}x median {statistics.median(ratios):.2f}x worst block {worst_block:.2f}x "
+                  + (f"worst first window {min(min(x) for x in fw):.2f}x " if fw else "") + f"equal {eq}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,11 @@
 // Fused eager, the fused program of a trace (eager/fused_internal.h): its StableHLO text (each recorded op's program
 // a private function, called in order), the values it outputs, its process cache and the background compiler.
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <functional>
 
 #include "core/executables.h"
@@ -176,7 +181,21 @@ std::vector<int> finalValues() {
 }
 
 
+// The compile thread yields to the threads running the model: on a machine whose other cores are busy, a background
+// compile at the same priority would take half of the core the model's thread runs on (TORCH_TPU_FUSED_COMPILE_NICE
+// added to the thread's niceness; best effort: a failure leaves it as it is). Threads it starts inherit it.
+void lowerCompileThreadPriority() {
+  const int add = static_cast<int>(settings::integer("TORCH_TPU_FUSED_COMPILE_NICE"));
+  if (add <= 0) return;
+  const id_t tid = static_cast<id_t>(::syscall(SYS_gettid));
+  errno = 0;
+  const int now = ::getpriority(PRIO_PROCESS, tid);
+  if (errno != 0) return;
+  (void)::setpriority(PRIO_PROCESS, tid, std::min(19, now + add));
+}
+
 void Compiler::run() {
+  lowerCompileThreadPriority();
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
     cv_.wait(lk, [&] { return !q_.empty() || stopped_; });
