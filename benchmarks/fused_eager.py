@@ -290,9 +290,10 @@ def main() -> None:
                             else:
                                 w[mode] = run_child(name, d, args, mode)["windows"]
                         wr = [a / b for a, b in zip(w["strict"], w["fused"])]
-                        firsts.setdefault((name, cache), []).append(wr)
+                        firsts.setdefault((name, cache), []).append((wr, sum(w["strict"]) / sum(w["fused"])))
                         print(f"run {run + 1} {name:7s} {cache}: first {args.first} steps, strict/fused per window of "
-                              f"{args.window}: {', '.join(f'{x:.2f}' for x in wr)}", file=sys.stderr, flush=True)
+                              f"{args.window}: {', '.join(f'{x:.2f}' for x in wr)}; all {args.first}: "
+                              f"{sum(w['strict']) / sum(w['fused']):.2f}", file=sys.stderr, flush=True)
                     r = run_child(name, d, args)  # the warm run reuses the disk cache the cold run filled
                     if cache not in caches:
                         continue
@@ -310,14 +311,16 @@ def main() -> None:
     if args.markdown:
         print("| loop | cache | strict ms/step (median) | fused ms/step (median) | strict/fused per run | worst | median | "
               f"worst block of {max(1, args.steps // args.blocks)} steps | "
-              + (f"worst window of {args.window}, first {args.first} steps | " if args.first else "")
+              + (f"first {args.first} steps: strict/fused per run | worst window of {args.window} | " if args.first
+                 else "")
               + "outputs equal |")
-        print("|---|---|---|---|---|---|---|---|" + ("---|" if args.first else "") + "---|")
+        print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.first else "") + "---|")
     for (name, cache), rs in results.items():
         ratios = [r["ratio"] for r in rs]
         worst_block = min(min(r["block_ratios"]) for r in rs)
         fw = firsts.get((name, cache))
-        first_cell = f"{min(min(x) for x in fw):.2f}x | " if fw else ("- | " if args.first else "")
+        first_cell = (f"{', '.join(f'{t:.2f}' for _, t in fw)} | {min(min(x) for x, _ in fw):.2f}x | " if fw
+                      else ("- | - | " if args.first else ""))
         eq = all(r["equal"] for r in rs)
         sm = statistics.median(r["strict_ms"] for r in rs)
         fm = statistics.median(r["fused_ms"] for r in rs)
@@ -328,7 +331,8 @@ def main() -> None:
         else:
             print(f"{name:7s} {cache:5s} strict {sm:.3f} ms fused {fm:.3f} ms ratios [{per_run}] worst "
                   f"{min(ratios):.2f}x median {statistics.median(ratios):.2f}x worst block {worst_block:.2f}x "
-                  + (f"worst first window {min(min(x) for x in fw):.2f}x " if fw else "") + f"equal {eq}")
+                  + (f"first {args.first} steps {', '.join(f'{t:.2f}' for _, t in fw)} worst window "
+                     f"{min(min(x) for x, _ in fw):.2f}x " if fw else "") + f"equal {eq}")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ const std::vector<Spec>& buildTable() {
       {"TORCH_TPU_FUSED_SPEED_CHECK", Kind::Integer, "4", nullptr, nullptr, 0, 100, "C++ (eager)",
        "Launches of each kind the fused-eager speed check times before keeping or dropping a fused program; 0: no "
        "check, every fused program is used."},
-      {"TORCH_TPU_FUSED_COMPILE_NICE", Kind::Integer, "10", nullptr, nullptr, 0, 19, "C++ (eager)",
+      {"TORCH_TPU_FUSED_COMPILE_NICE", Kind::Integer, "5", nullptr, nullptr, 0, 19, "C++ (eager)",
        "Niceness added to the fused-eager background compile thread's (Linux), so that the thread running the "
        "model keeps its core on a busy machine; 0: the same priority."},
       {"TORCH_TPU_FUSED_DONATE", Kind::Switch, "1", nullptr, nullptr, 0, 0, "C++ (eager)",

@@ -70,6 +70,36 @@ def test_qwen3_decoder_forward_backward_adamw_matches_cpu():
         torch.testing.assert_close(q.detach().cpu(), p.detach(), msg=name, **GRAD_TOL)
 
 
+def test_decoder_variant_gelu_tied_no_qk_norm_matches_cpu():
+    # The decoder variants of benchmarks/decode_vs_jax.py's sweep: GELU MLP, lm_head tied to the embedding, no q/k
+    # norms (Llama/GPT style). Eager training steps, then a compiled decode against a static KV cache, as on CPU.
+    cfg = M.DecoderConfig(mlp="gelu", tie_embeddings=True, qk_norm=False)
+    cpu, tpu = _pair(M.Qwen3Decoder, cfg)
+    assert tpu.lm_head.weight is tpu.embed.weight and tpu.layers[0].gate_proj is None
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, cfg.vocab, (2, 8), generator=gen)
+    targets = torch.randint(0, cfg.vocab, (2, 8), generator=gen)
+    opt_c = torch.optim.AdamW(cpu.parameters(), lr=1e-2)
+    opt_t = torch.optim.AdamW(tpu.parameters(), lr=1e-2)
+    torch_tpu.reset_fallback_counts()
+    for step in range(2):
+        logits_c, _ = _decoder_step(cpu, ids, targets, opt_c)
+        logits_t, _ = _decoder_step(tpu, ids.to("tpu"), targets.to("tpu"), opt_t)
+        torch.testing.assert_close(logits_t.detach().cpu(), logits_c.detach(), **TOL)
+    _assert_no_fallbacks()
+    assert tpu.lm_head.weight is tpu.embed.weight  # still one parameter after the optimizer steps
+    torch.testing.assert_close(tpu.embed.weight.detach().cpu(), cpu.embed.weight.detach(), **GRAD_TOL)
+    for m, dev in ((cpu, "cpu"), (tpu, "tpu")):
+        m.init_kv_cache(1, 16, device=dev)
+    step_t = torch.compile(tpu, backend="tpu", dynamic=False)
+    with torch.no_grad():
+        for i in range(3):
+            pos = torch.tensor([i])
+            want = cpu(torch.tensor([[5 + i]]), pos)
+            got = step_t(torch.tensor([[5 + i]], device="tpu"), pos.to("tpu"))
+            torch.testing.assert_close(got.cpu(), want, **TOL)
+
+
 def test_qwen3_decoder_second_forward_compiles_nothing():
     _, tpu = _pair(M.Qwen3Decoder)
     gen = torch.Generator().manual_seed(2)
