@@ -168,6 +168,19 @@ def _randperm_generator_out(n, *, generator=None, out):
     return out
 
 
+def _weight_int4pack_mm(x, w, q_group_size, q_scale_and_zeros):
+    # PyTorch's Meta kernel reads `w.fake_device`, which only fake tensors have: the same checks and result for meta
+    # tensors too (the device of a fake tensor is still what decides XPU's 2-d layout).
+    torch._check(x.dim() == 2, lambda: "x must be a 2D tensor")
+    xpu = getattr(w, "fake_device", w.device).type == "xpu"
+    expected_dim = 2 if xpu else 4
+    torch._check(w.dim() == expected_dim, lambda: f"w must be a {expected_dim}D tensor")
+    torch._check(x.dtype in [torch.float32, torch.float16, torch.bfloat16],
+                 lambda: f"expected x to be f32/f16/bf16, got {x.dtype}")
+    torch._check(w.dtype is torch.int32, lambda: f"expected w to be int32, got {w.dtype}")
+    return x.new_empty(x.size(0), w.size(0) if xpu else w.size(0) * 8, dtype=x.dtype)
+
+
 def _replace_meta(name: str, fn) -> None:
     _aten_kernels.register(name, fn, "Meta", replaces=True)
     # Under the Python dispatcher (dynamo's fake tensors) PyTorch's function is also the op's Python Meta kernel.
@@ -185,6 +198,7 @@ def _install() -> None:
         op._dispatch_cache.clear()
     _replace_meta("multi_margin_loss", _multi_margin_loss)
     _replace_meta("geqrf", _geqrf)  # PyTorch's Meta kernel for geqrf is not usable by eager kernels
+    _replace_meta("_weight_int4pack_mm", _weight_int4pack_mm)  # nor is _weight_int4pack_mm's (fake tensors only)
     _replace_meta("multilabel_margin_loss_forward", _multilabel_margin_loss_forward)
     for op, fn in (("fractional_max_pool3d_backward", _fractional_max_pool3d_backward),
                    ("multi_margin_loss_backward", _multi_margin_loss_backward),

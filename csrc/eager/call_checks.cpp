@@ -8,6 +8,8 @@
 //  - segment_reduce with lengths and not `unsafe`: no length is negative and each row's lengths add up to the axis'
 //    size.
 //  - normal with a std tensor: every std is at least 0 (not NaN).
+// And the argument checks of CUDA's int4 weight-only kernels (_convert_weight_to_int4pack, _weight_int4pack_mm),
+// which CPU has no kernel for: its messages, as RuntimeErrors, before the rules (lowering/rules/packed_mm.cpp).
 // And checks of Python numbers a cached program takes as inputs (so no cache miss sees a new value):
 //  - leaky_relu_backward and elu_backward of an in-place forward (self_is_result / is_result) with a negative slope
 //    raise CPU's error (the result cannot be inverted).
@@ -126,9 +128,52 @@ void normalStdTensor(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torc
   loweringKernel(op, ks, stack);
 }
 
+void int4Pack(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const at::Tensor& w = argNamed(op, stack, "self")->toTensor();
+  const int64_t inner = argNamed(op, stack, "innerKTiles")->toInt();
+  TORCH_CHECK(w.dim() == 2, "_convert_weight_to_int4pack : expect weight to be 2D tensor.");
+  TORCH_CHECK(w.scalar_type() == at::kByte, "_convert_weight_to_int4pack : expect weight to be kByte.");
+  TORCH_CHECK(inner == 2 || inner == 4 || inner == 8,
+              "_convert_weight_to_int4pack : innerKTiles need to be 2, 4, or 8, got ", inner);
+  // The packed shape PyTorch's meta kernel gives (n / 8, k / (16 innerKTiles)) holds the whole weight only then.
+  TORCH_CHECK(w.size(0) % 8 == 0, "_convert_weight_to_int4pack : expect weight.size(0) to be a multiple of 8, got ",
+              w.size(0));
+  TORCH_CHECK((2 * w.size(1)) % (16 * inner) == 0, "_convert_weight_to_int4pack : expect k = 2 * weight.size(1) to "
+              "be a multiple of 16 * innerKTiles = ", 16 * inner, ", got ", 2 * w.size(1));
+  loweringKernel(op, ks, stack);
+}
+
+void int4Mm(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const char* fn = "_weight_int4pack_mm";
+  const at::Tensor& a = argNamed(op, stack, "self")->toTensor();
+  const at::Tensor& w = argNamed(op, stack, "mat2")->toTensor();
+  const int64_t group = argNamed(op, stack, "qGroupSize")->toInt();
+  const at::Tensor& sz = argNamed(op, stack, "qScaleAndZeros")->toTensor();
+  TORCH_CHECK(a.device() == w.device() && a.device() == sz.device(), fn,
+              " : expect A, B and qScaleAndZeros to be on the same device.");
+  TORCH_CHECK(group == 32 || group == 64 || group == 128 || group == 256, fn,
+              " : expect qGroupSize to be 32, 64, 128 or 256, got ", group);
+  TORCH_CHECK(a.dim() == 2, fn, " : expect A to be 2D tensor.");
+  TORCH_CHECK(a.scalar_type() == at::kBFloat16 || a.scalar_type() == at::kHalf || a.scalar_type() == at::kFloat,
+              fn, " : expect A to be either 32-bit or 16-bit float tensor.");
+  TORCH_CHECK(w.dim() == 4, fn, " : expect B to be 4D tensor.");
+  TORCH_CHECK(w.scalar_type() == at::kInt, fn, " : expect B to be int32 tensor.");
+  const int64_t n = w.size(0) * 8;
+  TORCH_CHECK(a.size(1) == w.size(1) * w.size(3) * 2 * 16, fn, " : expect A.size(1) == ",
+              w.size(1) * w.size(3) * 2 * 16, " (from B's shape), got ", a.size(1));
+  TORCH_CHECK(a.size(1) % group == 0, fn, " : expect A.size(1) to be a multiple of qGroupSize ", group);
+  TORCH_CHECK(sz.dim() == 3 && sz.size(0) == a.size(1) / group && sz.size(1) == n && sz.size(2) == 2, fn,
+              " : expect qScaleAndZeros to be 3d tensor with sizes [", a.size(1) / group, ", ", n, ", 2]");
+  TORCH_CHECK(sz.scalar_type() == at::kBFloat16 || sz.scalar_type() == at::kHalf || sz.scalar_type() == at::kFloat,
+              fn, " : expect qScaleAndZeros to be a float tensor.");
+  loweringKernel(op, ks, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_convert_weight_to_int4pack", torch::CppFunction::makeFromBoxedFunction<&int4Pack>());
+  m.impl("_weight_int4pack_mm", torch::CppFunction::makeFromBoxedFunction<&int4Mm>());
   for (const char* name : {"normal.Tensor_Tensor", "normal.Tensor_Tensor_out", "normal.float_Tensor",
                            "normal.float_Tensor_out"})
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&normalStdTensor>());

@@ -35,6 +35,7 @@ void populateForeach(Registry& r);       // _foreach_* list ops, fused optimizer
 void populateSampling(Registry& r);       // multinomial (graphs; eager: csrc/eager/sampling.cpp)
 void populateRnn(Registry& r);            // fused LSTM/GRU cells (_thnn_fused_*_cell) and their backward
 void populateGrouped(Registry& r);        // grouped matmul for mixture-of-experts layers (_grouped_mm)
+void populatePackedMm(Registry& r);       // weight-only int4/int8 products (_weight_int4pack_mm, _weight_int8pack_mm)
 void populateFused(Registry& r);          // the project's own fused kernels (tpu::swiglu, ...)
 void populateForeign(Registry& r);        // tpu::stablehlo_call: registered foreign programs (JAX, Pallas)
 

@@ -186,6 +186,7 @@ const Registry& registry() {
         populateSampling,
         populateRnn,
         populateGrouped,
+        populatePackedMm,
         populateFused,
         populateForeign,
         populateFft,

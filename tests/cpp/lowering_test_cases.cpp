@@ -27,6 +27,12 @@ void coverageCases() {
        {T(DType::BF16, {2, 2, 4}), T(DType::BF16, {2, 2, 3}), T(DType::BF16, {2, 3, 4}), Dt(f32), S(1.0), S(1.0)},
        {{f32, {2, 2, 4}}}},
       {"aten::_int_mm", {T(DType::S8, {2, 3}), T(DType::S8, {3, 4})}, {{s32, {2, 4}}}},
+      // weight-only int4 / int8 products: n 16, k 64 (innerKTiles 2, groups of 32)
+      {"aten::_convert_weight_to_int4pack", {T(DType::U8, {16, 32}), I(2)}, {{s32, {2, 2, 32, 1}}}},
+      {"aten::_weight_int4pack_mm", {T(DType::BF16, {3, 64}), T(s32, {2, 2, 32, 1}), I(32), T(DType::BF16, {2, 16, 2})},
+       {{DType::BF16, {3, 16}}}},
+      {"aten::_weight_int8pack_mm", {T(DType::BF16, {3, 8}), T(DType::S8, {5, 8}), T(DType::BF16, {5})},
+       {{DType::BF16, {3, 5}}}},
       {"aten::_scaled_mm",
        {T(DType::F8E4M3FN, {2, 3}, {0x38, 0x40, 0xb8, 0x30, 0x00, 0x48}), T(DType::F8E4M3FN, {3, 2}, {0x38, 0x38, 0x38, 0x40, 0x38, 0x30}),
         T(f32, {}, {0.5}), T(f32, {}, {2.0}), N(), N(), Dt(DType::BF16), B(false)},
