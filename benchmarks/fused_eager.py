@@ -16,9 +16,15 @@ steps (every step ends with torch.tpu.synchronize(), like a training or decode l
 loops only at the end of each block), after the same
 number of warm-up steps for both (fused compiles are *not* awaited: what they cost before landing is measured).
 
-    python benchmarks/fused_eager.py [--runs 3] [--loops mlp,attn,adamw,sgd,decode] [--markdown]
+`--load` keeps one core busy with another process during every run (a machine that is not quiet). `--first N` also
+runs each mode alone in a fresh process from the loop's first step (the same disk cache state for both: cold, an
+empty one; warm, the one the cold timing filled), times that step and then N steps in windows of `--window`: the
+window ratios show what the fused programs' compiles, first launches and speed checks cost while they happen.
 
-Prints per loop and cache state the strict/fused ratio of every run, the worst and the median.
+    python benchmarks/fused_eager.py [--runs 3] [--loops mlp,attn,adamw,sgd,decode] [--load] [--first 100] [--markdown]
+
+Prints per loop and cache state the strict/fused ratio of every run, the worst and the median, the worst of the
+timed blocks, and with --first the ratio over steps 2 to N+1 per run and its worst window.
 """
 
 from __future__ import annotations
@@ -197,7 +203,9 @@ def child(name: str, steps: int, blocks: int, warmup: int, check: int) -> dict:
 
 
 def child_first(name: str, mode: str, steps: int, window: int) -> dict:
-    """One mode from the loop's first step in this fresh process: the seconds of each window of `window` steps."""
+    """One mode from the loop's first step in this fresh process: the seconds of its first step (the process's first
+    launches: per-op programs compiled or read from disk, the same in both modes), then of each window of `window`
+    steps after it."""
     import torch
     import torch_tpu
 
@@ -205,6 +213,10 @@ def child_first(name: str, mode: str, steps: int, window: int) -> dict:
     torch_tpu.set_eager_mode(mode)
     step = build(name)[0]
     torch.tpu.synchronize()
+    t0 = time.perf_counter()
+    step()
+    torch.tpu.synchronize()
+    first = time.perf_counter() - t0
     times = []
     for _ in range(steps // window):
         t0 = time.perf_counter()
@@ -214,7 +226,7 @@ def child_first(name: str, mode: str, steps: int, window: int) -> dict:
                 torch.tpu.synchronize()
         torch.tpu.synchronize()
         times.append(time.perf_counter() - t0)
-    return {"loop": name, "mode": mode, "windows": times}
+    return {"loop": name, "mode": mode, "first": first, "windows": times}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -259,8 +271,9 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--first", type=int, default=0,
-                    help="also time each mode alone from its first step, N steps in windows of --window, each mode "
-                         "in its own fresh process with the same disk cache (cold: empty; warm: filled)")
+                    help="also time each mode alone from its first step: that step, then N steps in windows of "
+                         "--window, each mode in its own fresh process with the same disk cache (cold: empty; warm: "
+                         "filled)")
     ap.add_argument("--window", type=int, default=10)
     ap.add_argument("--first-mode", default="", help=argparse.SUPPRESS)
     ap.add_argument("--child", default="")
@@ -282,16 +295,18 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="fused_bench_") as d:
                 for cache in ("cold", "warm"):
                     if args.first and cache in caches:
-                        w = {}
+                        w, f1 = {}, {}
                         for mode in ("strict", "fused"):
                             if cache == "cold":
                                 with tempfile.TemporaryDirectory(prefix="fused_first_") as e:
-                                    w[mode] = run_child(name, e, args, mode)["windows"]
+                                    rf = run_child(name, e, args, mode)
                             else:
-                                w[mode] = run_child(name, d, args, mode)["windows"]
+                                rf = run_child(name, d, args, mode)
+                            w[mode], f1[mode] = rf["windows"], rf["first"]
                         wr = [a / b for a, b in zip(w["strict"], w["fused"])]
                         firsts.setdefault((name, cache), []).append((wr, sum(w["strict"]) / sum(w["fused"])))
-                        print(f"run {run + 1} {name:7s} {cache}: first {args.first} steps, strict/fused per window of "
+                        print(f"run {run + 1} {name:7s} {cache}: first step strict {f1['strict'] * 1e3:.0f} ms fused "
+                              f"{f1['fused'] * 1e3:.0f} ms; the next {args.first} steps, strict/fused per window of "
                               f"{args.window}: {', '.join(f'{x:.2f}' for x in wr)}; all {args.first}: "
                               f"{sum(w['strict']) / sum(w['fused']):.2f}", file=sys.stderr, flush=True)
                     r = run_child(name, d, args)  # the warm run reuses the disk cache the cold run filled
@@ -311,7 +326,7 @@ def main() -> None:
     if args.markdown:
         print("| loop | cache | strict ms/step (median) | fused ms/step (median) | strict/fused per run | worst | median | "
               f"worst block of {max(1, args.steps // args.blocks)} steps | "
-              + (f"first {args.first} steps: strict/fused per run | worst window of {args.window} | " if args.first
+              + (f"steps 2-{args.first + 1}: strict/fused per run | worst window of {args.window} | " if args.first
                  else "")
               + "outputs equal |")
         print("|---|---|---|---|---|---|---|---|" + ("---|---|" if args.first else "") + "---|")
@@ -331,7 +346,7 @@ def main() -> None:
         else:
             print(f"{name:7s} {cache:5s} strict {sm:.3f} ms fused {fm:.3f} ms ratios [{per_run}] worst "
                   f"{min(ratios):.2f}x median {statistics.median(ratios):.2f}x worst block {worst_block:.2f}x "
-                  + (f"first {args.first} steps {', '.join(f'{t:.2f}' for _, t in fw)} worst window "
+                  + (f"steps 2-{args.first + 1} {', '.join(f'{t:.2f}' for _, t in fw)} worst window "
                      f"{min(min(x) for x, _ in fw):.2f}x " if fw else "") + f"equal {eq}")
 
 
