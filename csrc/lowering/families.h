@@ -9,6 +9,7 @@ namespace torch_tpu::lowering {
 
 void populateElementwise(Registry& r);   // arithmetic, comparisons, bitwise/logical, where/clamp, unary math
 void populateSpecial(Registry& r);       // polygamma, zeta, Bessel functions, erfcx, ndtri, orthogonal polynomials
+void populateBessel(Registry& r);        // Bessel j0/j1/y0/y1, modified Bessel k0/k1 (scaled too), Airy Ai
 void populateActivation(Registry& r);    // relu, gelu, silu, mish, hard*, elu, softplus, shrink, prelu, backward
 void populateReduction(Registry& r);     // sum, mean, amax, var, norms, cumsum, median, ...
 void populateLinalg(Registry& r);        // mm, bmm, addmm, ..., _scaled_mm, addr, linalg_cross (matrix products)

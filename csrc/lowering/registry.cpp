@@ -162,6 +162,7 @@ const Registry& registry() {
     static const Populate kFamilies[] = {
         populateElementwise,
         populateSpecial,
+        populateBessel,
         populateActivation,
         populateReduction,
         populateLinalg,

@@ -57,28 +57,6 @@ X += xfail("matrix_exp", "bfloat16", "backward",
 
 # ---- no lowering, unsupported dtypes and layouts (by cause) ----
 
-_BESSEL = (
-    "no lowering: PyTorch's Cephes rational approximations of these special functions are not ported and "
-    'CHLO has no such op (i0/i0e/i1/i1e, polygamma, zeta, erfcx, log_ndtr and the orthogonal polynomials '
-    'are lowered)')
-X += xfail('special.airy_ai', ('bool', 'float32', 'int64'), 'forward', _BESSEL, fallback=['aten::special_airy_ai.out'])
-X += xfail('special.bessel_j0', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_bessel_j0.out'])
-X += xfail('special.bessel_j1', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_bessel_j1.out'])
-X += xfail('special.bessel_y0', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_bessel_y0.out'])
-X += xfail('special.bessel_y1', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_bessel_y1.out'])
-X += xfail('special.modified_bessel_k0', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_modified_bessel_k0.out'])
-X += xfail('special.modified_bessel_k1', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_modified_bessel_k1.out'])
-X += xfail('special.scaled_modified_bessel_k0', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_scaled_modified_bessel_k0.out'])
-X += xfail('special.scaled_modified_bessel_k1', ('bool', 'float32', 'int64'), 'forward', _BESSEL,
-          fallback=['aten::special_scaled_modified_bessel_k1.out'])
-
 _GRID_BF16 = (
     "bfloat16 gradients of grid sampling: CPU's kernel unnormalizes the grid in bfloat16 and accumulates each "
     "input gradient in bfloat16 storage, one rounding per tap; tpu computes in float32 and rounds once (its input "
