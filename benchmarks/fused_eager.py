@@ -235,7 +235,10 @@ def child_first(name: str, mode: str, steps: int, window: int) -> dict:
 
 def busy_process() -> subprocess.Popen:
     """Another process keeping one core busy (pure Python arithmetic), as on a machine that is not quiet."""
-    return subprocess.Popen([sys.executable, "-c", "x = 0\nwhile True:\n    x = (x * 1103515245 + 12345) % 2147483648"])
+    # It also ends when this process is gone (killed before it could stop it).
+    code = ("import os\nparent, x, i = %d, 0, 0\nwhile True:\n    x = (x * 1103515245 + 12345) %% 2147483648\n"
+            "    i += 1\n    if i %% 1000000 == 0 and os.getppid() != parent:\n        break\n" % os.getpid())
+    return subprocess.Popen([sys.executable, "-c", code])
 
 
 def run_child(name: str, cache_dir: str, args, first_mode: str = "") -> dict:
