@@ -154,6 +154,7 @@ DType resultTypeOf(const Context& ctx, const std::vector<size_t>& args) {
 
 DType accType(DType t) { return (t == DType::BF16 || t == DType::F16 || shlo::isFloat8(t)) ? DType::F32 : t; }
 DType toFloat(DType t) { return shlo::isFloat(t) || shlo::isComplex(t) ? t : defaultFloat(); }
+bool halfOrFloat(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
 
 Shape broadcastShapes(const std::vector<Shape>& shapes) {
   size_t rank = 0;

@@ -43,6 +43,9 @@ DType resultTypeOf(const Context& ctx, const std::vector<size_t>& args);
 DType accType(DType t);
 // The float dtype a float-valued op (exp, div, mean, ...) gives an input of dtype t: t if float, else f32.
 DType toFloat(DType t);
+// float32, bfloat16 or float16: the operand dtypes of PyTorch's reduced-precision product kernels (grouped and
+// weight-only quantized matmuls).
+bool halfOrFloat(DType t);
 
 // ---- shapes and broadcasting ----
 

@@ -138,6 +138,14 @@ Value sigmoidF(Builder& b, Value x) {
   return b.div(one, b.add(one, b.exp(b.neg(x))));
 }
 
+Value besselISeries(Builder& b, Value x, int order, int terms) {
+  Value q = b.mul(b.mul(x, x), cst(b, 0.25, x));
+  Value s = b.onesLike(x);
+  for (int k = terms; k >= 1; --k)
+    s = b.add(cst(b, 1, x), b.mul(b.mul(q, cst(b, 1.0 / (double(k) * (k + order)), x)), s));
+  return order == 0 ? s : b.mul(b.mul(x, cst(b, 0.5, x)), s);
+}
+
 Value clampOp(Builder& b, Value x, const Value* lo, const Value* hi) {
   if (lo) x = nanMax(b, x, *lo);
   if (hi) x = nanMin(b, x, *hi);

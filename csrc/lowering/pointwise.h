@@ -59,6 +59,10 @@ DType computeType(DType t);
 Value cmpc(Builder& b, Value x, double v, Cmp c);  // x compared with the constant v
 Value truncF(Builder& b, Value x);                // round toward zero (floats; integers unchanged)
 Value sigmoidF(Builder& b, Value x);              // 1 / (1 + exp(-x)), as PyTorch CPU
+// The power series of the modified Bessel function I_order (order 0 or 1) at x, `terms` terms, in Horner form (every
+// partial value stays finite: XLA reassociates products with constants, which in the term-by-term form overflows):
+// (x/2)^order sum_k (x^2/4)^k / (k! (k + order)!).
+Value besselISeries(Builder& b, Value x, int order, int terms);
 // clamp with PyTorch's NaN semantics (a NaN operand or bound gives NaN); lo/hi may be null.
 Value clampOp(Builder& b, Value x, const Value* lo, const Value* hi);
 

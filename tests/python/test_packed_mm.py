@@ -8,21 +8,9 @@ import pytest
 import torch
 
 import torch_tpu
+from torch.testing._internal.common_quantization import _group_quantize_tensor
 
 pytestmark = pytest.mark.usefixtures("strict_fallback")
-
-
-def _quantize_int4(w: torch.Tensor, group: int):
-    """PyTorch's group quantization (torch.testing's _group_quantize_tensor): w [k, n] float -> q [n, k] int32 in
-    0..15 and scales_and_zeros [k / group, n, 2], w ~ (q - 8) * scale + zero."""
-    wt = w.t().contiguous()
-    g = wt.reshape(-1, group)
-    lo, hi = g.amin(1, keepdim=True), g.amax(1, keepdim=True)
-    scales = (hi - lo).clamp(min=1e-6) / 15
-    zeros = lo + scales * 8
-    q = g.sub(lo).div(scales).round().clamp(0, 15).to(torch.int32).reshape(wt.shape)
-    sz = torch.cat([scales.reshape(wt.shape[0], -1, 1), zeros.reshape(wt.shape[0], -1, 1)], 2).transpose(0, 1)
-    return q, sz.contiguous()
 
 
 def _nibbles(q: torch.Tensor) -> torch.Tensor:
@@ -44,7 +32,7 @@ def test_int4pack_mm_matches_cpu_kernel_and_reference(dtype, m, k, n, group, inn
     gen = torch.Generator().manual_seed(k + n)
     w = torch.randn(k, n, generator=gen)
     a = torch.randn(m, k, generator=gen).to(dtype)
-    q, sz = _quantize_int4(w, group)
+    q, sz = _group_quantize_tensor(w, n_bit=4, q_group_size=group)
     sz = sz.to(dtype)
     packed = torch._convert_weight_to_int4pack(_nibbles(q).to("tpu"), inner)
     assert packed.shape == (n // 8, k // (16 * inner), 32, inner // 2) and packed.dtype == torch.int32
@@ -109,7 +97,7 @@ def test_argument_errors_are_cudas():
 
 def test_compiled_graph_runs_the_packed_products():
     gen = torch.Generator().manual_seed(5)
-    q, sz = _quantize_int4(torch.randn(64, 16, generator=gen), 32)
+    q, sz = _group_quantize_tensor(torch.randn(64, 16, generator=gen), n_bit=4, q_group_size=32)
     sz = sz.to(torch.bfloat16)
     w8 = torch.randint(-128, 128, (16, 64), generator=gen, dtype=torch.int8)
     s8 = (torch.rand(16, generator=gen) / 50).to(torch.bfloat16)

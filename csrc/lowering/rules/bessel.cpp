@@ -229,28 +229,15 @@ Value besselY1(Builder& b, Value x) {
   return b.select(le(b, x, 5), secondKindEdges(b, x, small), large);
 }
 
-// I0 and I1 on [0, 2] (the small-argument branch of K0 and K1): their power series, exact to rounding there.
-Value i0Small(Builder& b, Value x) {
-  Value q = b.mul(b.mul(x, x), cst(b, 0.25, x));
-  Value s = b.onesLike(x);
-  for (int k = 14; k >= 1; --k) s = b.add(cst(b, 1, x), b.mul(b.mul(q, cst(b, 1.0 / (double(k) * k), x)), s));
-  return s;
-}
-
-Value i1Small(Builder& b, Value x) {
-  Value q = b.mul(b.mul(x, x), cst(b, 0.25, x));
-  Value s = b.onesLike(x);
-  for (int k = 14; k >= 1; --k) s = b.add(cst(b, 1, x), b.mul(b.mul(q, cst(b, 1.0 / (double(k) * (k + 1)), x)), s));
-  return b.mul(b.mul(x, cst(b, 0.5, x)), s);
-}
-
 // K0 / K1 (`order`), scaled by exp(x) when `scaled`: Chebyshev series in x^2 - 2 up to 2, in 8/x - 2 beyond.
 template <size_t NA, size_t NB>
 Value besselK(Builder& b, Value x, int order, bool scaled, const double (&ca)[NA], const double (&cb)[NB]) {
   Value two = cst(b, 2, x);
   Value sa = chebyshev(b, b.sub(b.mul(x, x), two), ca);
   Value lg = b.log(b.mul(cst(b, 0.5, x), x));
-  Value small = order == 0 ? b.sub(sa, b.mul(lg, i0Small(b, x))) : b.add(b.mul(lg, i1Small(b, x)), b.div(sa, x));
+  // I0 and I1 on [0, 2]: their power series, 14 terms (exact to rounding there)
+  Value i = besselISeries(b, x, order, 14);
+  Value small = order == 0 ? b.sub(sa, b.mul(lg, i)) : b.add(b.mul(lg, i), b.div(sa, x));
   Value sb = chebyshev(b, b.sub(b.div(cst(b, 8, x), x), two), cb);
   Value large;
   if (scaled) {
@@ -279,7 +266,8 @@ Value airyAi(Builder& b, Value x) {
   // from 2.09
   Value zeta = b.div(b.mul(b.mul(two, x), b.sqrt(x)), three);
   Value iz = b.div(one, zeta);
-  Value right = b.div(b.mul(cst(b, 5.64189583547756286948e-01, x), b.div(horner(b, iz, kAiryAN), horner(b, iz, kAiryAD))),
+  Value ratio = b.div(horner(b, iz, kAiryAN), horner(b, iz, kAiryAD));
+  Value right = b.div(b.mul(cst(b, 5.64189583547756286948e-01, x), ratio),
                       b.mul(b.mul(two, b.sqrt(b.sqrt(x))), b.exp(zeta)));
   // the series between
   const double eps = x.dtype() == DType::F64 ? std::numeric_limits<double>::epsilon()

@@ -32,8 +32,6 @@ namespace torch_tpu::lowering {
 
 namespace {
 
-bool halfOrFloat(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
-
 bool groupedAccepts(const Context& ctx) {
   if (!ctx.has(0) || !ctx.has(1)) return false;
   const Arg& a = ctx.arg(0);

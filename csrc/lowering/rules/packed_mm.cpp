@@ -23,7 +23,11 @@
 namespace torch_tpu::lowering {
 namespace {
 
-bool halfOrFloat(DType t) { return t == DType::F32 || t == DType::BF16 || t == DType::F16; }
+// [words, 4] u32: 0, 8, 16, 24 along the last dimension, the bit offset of each byte in its 32-bit word.
+Value byteShifts(Builder& b, int64_t words) {
+  const Shape shape{words, 4};
+  return b.mul(b.iota(TensorType{DType::U32, shape}, 1), b.broadcastInDim(b.constant(8, DType::U32), shape, {}));
+}
 
 // uint8 [n, k/2] -> the packed int32 tensor, four bytes per word.
 std::vector<Value> packInt4(Context& ctx) {
@@ -36,9 +40,8 @@ std::vector<Value> packInt4(Context& ctx) {
   if (n % 8 != 0 || (2 * half_k) % (16 * inner) != 0) ctx.fail("n must be a multiple of 8, k of 16 innerKTiles");
   const int64_t words = n * half_k / 4;
   Value quad = b.convert(b.reshape(w, {words, 4}), DType::U32);
-  Value shift = b.mul(b.iota(TensorType{DType::U32, {words, 4}}, 1),
-                      b.broadcastInDim(b.constant(8, DType::U32), {words, 4}, {}));
-  Value word = b.reduce(b.shiftLeft(quad, shift), {1}, ReduceKind::Sum);  // disjoint bits: the sum is the OR
+  // disjoint bits: the sum is the OR
+  Value word = b.reduce(b.shiftLeft(quad, byteShifts(b, words)), {1}, ReduceKind::Sum);
   return {b.reshape(b.bitcastConvert(word, DType::S32), {n / 8, 2 * half_k / (16 * inner), 32, inner / 2})};
 }
 
@@ -47,10 +50,10 @@ Value unpackInt4(Builder& b, Value packed, int64_t n, int64_t k) {
   const int64_t words = packed.type.numel();
   Value word = b.bitcastConvert(b.reshape(packed, {words}), DType::U32);
   Value wide = b.broadcastInDim(word, {words, 4}, {0});
-  Value shift = b.mul(b.iota(TensorType{DType::U32, {words, 4}}, 1),
-                      b.broadcastInDim(b.constant(8, DType::U32), {words, 4}, {}));
-  auto mask = [&](Value v, int64_t m) { return b.andOp(v, b.broadcastInDim(b.constant(m, DType::U32), v.shape(), {})); };
-  Value bytes = b.reshape(mask(b.shiftRightLogical(wide, shift), 0xFF), {n, k / 2, 1});
+  auto mask = [&](Value v, int64_t m) {
+    return b.andOp(v, b.broadcastInDim(b.constant(m, DType::U32), v.shape(), {}));
+  };
+  Value bytes = b.reshape(mask(b.shiftRightLogical(wide, byteShifts(b, words)), 0xFF), {n, k / 2, 1});
   Value four = b.broadcastInDim(b.constant(4, DType::U32), bytes.shape(), {});
   Value hi = mask(b.shiftRightLogical(bytes, four), 0xF);
   Value lo = mask(bytes, 0xF);

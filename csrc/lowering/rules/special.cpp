@@ -290,11 +290,7 @@ void populateSpecial(Registry& r) {
   auto besselI0 = [](Builder& b, Value x, bool scaled) {
     Value ax = b.abs(x);
     Value small = b.min(ax, cst(b, 15, x));
-    Value q = b.mul(b.mul(small, small), cst(b, 0.25, x));
-    // Horner form: every partial value stays finite (XLA reassociates products with constants, which in the
-    // term-by-term form overflows q^k).
-    Value sum = b.onesLike(x);
-    for (int k = 26; k >= 1; --k) sum = b.add(cst(b, 1, x), b.mul(b.mul(q, cst(b, 1.0 / (double(k) * k), x)), sum));
+    Value sum = besselISeries(b, small, 0, 26);
     if (scaled) sum = b.mul(sum, b.exp(b.neg(small)));
     Value big = b.max(ax, cst(b, 15, x));  // keeps the unused branch finite
     Value inv = b.div(cst(b, 1, x), big);
