@@ -322,8 +322,10 @@ def cache_stats() -> Dict[str, Any]:
     ``disk``: the on-disk executable cache shared with compiled graphs (``TORCH_TPU_CACHE_DIR``, bounded by
     ``TORCH_TPU_CACHE_MAX_BYTES``): hits, misses, writes, corrupt entries ignored, evictions, pending writes.
     ``fused``: fused eager mode (see :func:`set_eager_mode`): ops recorded, traces flushed, fused programs hit,
-    compiled, read from disk, traces replayed op by op, launches timed by the speed check (``speed_trials``) and
-    fused programs dropped as no faster than their ops one by one (``slow_programs``), and buffers donated to fused
+    compiled, read from disk, traces replayed op by op, launches and steps run by the speed check
+    (``speed_trials``), speed checks finished (``speed_checks``) and fused programs dropped as no faster than strict
+    mode (``slow_programs``; a trace repeating back to back is compared step for step with its steps run as strict
+    mode runs them, recording included, other traces with their ops run one by one), and buffers donated to fused
     programs (``donated``: storages a trace overwrites are updated in place when nothing else holds their buffer;
     ``TORCH_TPU_FUSED_DONATE=0`` turns it off) and ops run as in strict mode instead of being recorded while the
     repeating trace they belong to could only run op by op (``bypassed``; ``TORCH_TPU_FUSED_BYPASS=0`` turns it off).

@@ -104,8 +104,9 @@ struct Stats {
   int64_t fused_disk_hits = 0;// fused programs read from the disk cache
   int64_t replays = 0;        // traces run op by op (first sighting, or no fused program)
   int64_t limit_flushes = 0;  // traces cut at the size limit or the loop period
-  int64_t speed_trials = 0;   // launches timed by the speed check (fused or op by op)
-  int64_t slow_programs = 0;  // fused programs measured no faster than their trace op by op: no longer used
+  int64_t speed_trials = 0;   // launches (or steps) the speed check ran: warm-up, fused, op by op or strict
+  int64_t speed_checks = 0;   // speed checks finished (the program kept or dropped)
+  int64_t slow_programs = 0;  // fused programs measured no faster than strict mode (or their trace op by op): unused
   int64_t bypassed = 0;       // ops run as in strict mode while their traces' fused programs compiled (or were dropped)
   int64_t donated = 0;        // buffers donated to fused programs (storages the trace overwrites, updated in place)
   int64_t entries = 0;        // fused programs in the process cache
@@ -116,8 +117,9 @@ Stats stats();
 void clearCache();
 // Waits for the fused programs being compiled in the background (tests, benchmarks).
 void waitForCompiles();
-// Tests: the speed check times `trials` launches of each kind (0: off, -1: TORCH_TPU_FUSED_SPEED_CHECK), adding
-// `bias_seconds` to each timed fused launch (to force either decision).
+// Tests: the speed check times `trials` launches of each kind, or rounds of a fused and a strict block of steps
+// (0: off, -1: TORCH_TPU_FUSED_SPEED_CHECK), adding `bias_seconds` to each timed fused launch or step (to force
+// either decision).
 void setSpeedCheck(int trials, double bias_seconds);
 // Process exit: drops the compiles not started, waits for the one running and stops the compile thread (a compile
 // must never run while the plugin's static destructors do). Later traces run op by op. Idempotent.

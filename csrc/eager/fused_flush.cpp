@@ -97,6 +97,8 @@ void maybeRecheck(FusedProgram& fp) {
   if (!fp.slow || ++fp.slow_runs < fp.recheck_after) return;
   fp.slow = false;  // time it again
   fp.trials = 0;
+  fp.by_steps = -1;
+  fp.block = -1;
   fp.slow_runs = 0;
   fp.recheck_after = std::min<int64_t>(fp.recheck_after * 2, int64_t(1) << 20);
 }
@@ -238,7 +240,7 @@ void flushLocked(bool at_limit) {
   }
   const std::vector<int> live = liveValues();  // the values to keep
   Choice c = chooseProgram(live, at_limit);
-  SpeedTrial s = planSpeedTrial(c.fp.get(), c.usable);
+  SpeedTrial s = planSpeedTrial(c.fp.get(), c.usable, c.hash);
   countFlush(c, s, at_limit);
   std::vector<int> outputs;
   std::vector<runtime::BufferPtr> out_bufs;
@@ -253,7 +255,7 @@ void flushLocked(bool at_limit) {
     if (it != outputs.end() && *it == chk.first)
       core::addPendingCheck(t.device, out_bufs[static_cast<size_t>(it - outputs.begin())], chk.second);
   }
-  noteLaunch(t, c.hash, c.fp, !c.usable && !s.replay, c.oneoff);
+  noteLaunch(t, c.hash, c.fp, !c.usable && !s.replay, c.oneoff, s);
   finishTrace(outputs, out_bufs);
 }
 

@@ -112,11 +112,19 @@ extern std::atomic<int64_t> g_ops;
 struct FusedProgram {
   runtime::ExecutablePtr exe;  // null: none could be built (the trace always runs op by op)
   std::vector<int> outputs;    // value ids, ascending
-  // The speed check: its first launches alternate between the fused program and the trace op by op, each timed
-  // from an idle device to completion; a program no faster than op by op is dropped (`slow`: the trace runs op by
-  // op from then on, as strict mode would).
-  int trials = 0;
-  double best_fused = 0, best_replay = 0;  // seconds, the fastest of each kind so far
+  // The speed check (fused_policy.cpp): after kSpeedWarmup untimed launches, is the program faster than strict
+  // mode? A program no faster is dropped (`slow`: the trace runs as strict mode would from then on).
+  //  - By steps, when the trace repeats back to back (a loop of this one trace): blocks of kBlockSteps steps
+  //    recorded and launched as the program alternate with blocks run as strict mode runs them (bypassed, not
+  //    recorded), each timed from an idle device to an idle device; what is compared is a whole step of each mode,
+  //    recording included.
+  //  - By launches otherwise (other traces run between this one's launches, so its steps cannot be run apart): the
+  //    program's launches alternate with launches of the recorded trace op by op, each timed from an idle device.
+  int trials = 0;    // launches so far (warm-up, then timed launches by launches; rounds of two blocks by steps)
+  int by_steps = -1; // the check's kind: -1 undecided (warm-up), 1 by steps, 0 by launches
+  int block = -1;    // by steps: program launches in the current timed block (-1: none begun)
+  std::chrono::steady_clock::time_point block_t0;
+  double best_fused = 0, best_replay = 0;  // seconds, the fastest of each kind so far (per step by steps)
   bool slow = false;
   // A slow program is checked again after 64 runs op by op, then 128, 256, ... (the machine's load may have misled
   // the check).
@@ -219,13 +227,14 @@ std::vector<int> finalValues();
 // ---- policy (fused_policy.cpp) ----
 // Speed check: whether this launch is timed, and which kind it runs.
 struct SpeedTrial {
-  bool trial = false;   // one of the program's first launches (warm-up or timed)
-  bool replay = false;  // this one runs op by op, to compare
-  bool timed = false;
-  int trials = 0;       // timed launches of each kind
+  bool trial = false;   // one of the program's first launches (warm-up or checked)
+  bool replay = false;  // by launches: this one runs op by op, to compare
+  bool timed = false;   // by launches: this launch is timed
+  bool steps = false;   // by steps: this launch is one of a timed block's (noteLaunch times the block)
+  int trials = 0;       // timed launches of each kind (by launches), rounds of two blocks (by steps)
   std::chrono::steady_clock::time_point t0;
 };
-SpeedTrial planSpeedTrial(FusedProgram* fp, bool usable);
+SpeedTrial planSpeedTrial(FusedProgram* fp, bool usable, uint64_t hash);
 // Times the launch from an idle device (when timed).
 void startSpeedTrial(SpeedTrial& s, int device);
 // Waits for the launch and records its time; a program no faster than op by op is dropped (FusedProgram::slow).
@@ -234,9 +243,13 @@ void endSpeedTrial(SpeedTrial& s, FusedProgram& fp, int device);
 std::vector<bool> donatedInputs(const Trace& t, const FusedProgram& fp);
 // Bypass: after a launch that ran op by op (`ran_op_by_op`, not a speed-check run), the next ops may run as in strict
 // mode (see fused_policy.cpp).
+// By steps, the speed check's fused blocks are timed here too (a launch of the program with `s.steps`), and a
+// strict block begins (a bypass of kBlockSteps steps, timed where it ends in recordNext).
 void noteLaunch(const Trace& t, uint64_t hash, const std::shared_ptr<FusedProgram>& fp, bool ran_op_by_op,
-                bool oneoff);
+                bool oneoff, const SpeedTrial& s);
 void endBypassLocked();
+// A timed block of the speed check by steps under way ends untimed (the mode changes: what follows is not the loop).
+void endSpeedBlockLocked();
 
 // ---- flush (fused_flush.cpp) ----
 // Launches the trace (g_mu held). `at_limit`: cut at the size limit or the loop period.

@@ -1,4 +1,4 @@
-// Fused eager, policy (eager/fused_internal.h): the speed check (is a trace's fused program faster than its ops?),
+// Fused eager, policy (eager/fused_internal.h): the speed check (is a trace's fused program faster than strict mode?),
 // the bypass (when recording would only cost) and donation (which buffers a fused program takes over).
 #include <c10/macros/Macros.h>
 
@@ -24,8 +24,19 @@ int speedTrials() {
   return v;
 }
 constexpr int kSpeedWarmup = 3;
+// Steps per timed block of the check by steps (FusedProgram::by_steps).
+constexpr int kBlockSteps = 8;
 std::atomic<int> g_speed_trials{-1};  // -1: from the environment; set by tests
-double g_speed_bias = 0;              // tests: seconds added to each timed fused launch (negative: taken off)
+double g_speed_bias = 0;              // tests: seconds added to each timed fused launch or step (negative: taken off)
+
+int checkTrials() {
+  const int set_trials = g_speed_trials.load(std::memory_order_relaxed);
+  return set_trials < 0 ? speedTrials() : set_trials;
+}
+
+// The program whose timed fused block is under way (by steps): a launch of another trace ends that block, and the
+// program is checked by launches instead (its trace is not a loop of its own).
+std::shared_ptr<FusedProgram> g_block_fp;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Bypass.
@@ -43,6 +54,9 @@ size_t g_bypass_period = 0;                  // g_cut when it began
 int64_t g_bypass_trace_ops = 1;              // length of the trace that began it
 bool g_bypass_for_compile = false;           // ends once the background compiles are done
 std::shared_ptr<FusedProgram> g_bypass_slow;  // a dropped program: the bypassed runs count as its runs op by op
+std::shared_ptr<FusedProgram> g_bypass_check; // the speed check's strict block (by steps): timed where it ends
+std::chrono::steady_clock::time_point g_bypass_t0;
+int g_bypass_device = -1;
 uint64_t g_prev_hash = 0;                    // key hash of the trace launched last
 int64_t g_prev_run = 0;                      // launches in a row of that trace
 constexpr int64_t kBypassTraces = 64;        // traces' worth of ops before a trace is recorded again
@@ -53,21 +67,86 @@ bool bypassAllowed() {
   return v;
 }
 
+// The next ops run as in strict mode (see g_bypass), `traces` of the trace `t`'s length at most.
+void beginBypass(const Trace& t, int64_t traces, bool for_compile, std::shared_ptr<FusedProgram> slow,
+                 std::shared_ptr<FusedProgram> check) {
+  g_bypass_trace_ops = static_cast<int64_t>(std::max<size_t>(t.ops.size(), 1));
+  g_bypass_limit = traces * g_bypass_trace_ops;
+  g_bypass_period = g_cut;
+  g_bypass_for_compile = for_compile;
+  g_bypass_slow = std::move(slow);
+  g_bypass_check = std::move(check);
+  g_bypass_device = t.device;
+  g_bypass_ops.store(0, std::memory_order_relaxed);
+  g_bypass.store(true, std::memory_order_release);
+  g_bypass_t0 = std::chrono::steady_clock::now();
+}
+
+// A finished check: a program no faster than what it is compared with is dropped.
+void decide(FusedProgram& fp) {
+  std::lock_guard<std::mutex> g(g_stats_mu);
+  g_stats.speed_checks++;
+  if (fp.best_fused < fp.best_replay) return;
+  fp.slow = true;  // no faster: stop fusing this trace
+  g_stats.slow_programs++;
+}
+
+// By steps: a launch of the program in a timed block. The block begins after the first such launch (from an idle
+// device) and ends after kBlockSteps more; then kBlockSteps steps run as strict mode runs them (a bypass, timed
+// where it ends: endBypassLocked).
+void blockStep(const Trace& t, const std::shared_ptr<FusedProgram>& fp) {
+  FusedProgram& p = *fp;
+  if (p.block < 0) {
+    client().synchronize(t.device);
+    p.block = 0;
+    p.block_t0 = std::chrono::steady_clock::now();
+    g_block_fp = fp;
+    return;
+  }
+  if (++p.block < kBlockSteps) return;
+  client().synchronize(t.device);
+  const double step = std::max(0.0, secondsSince(p.block_t0) / kBlockSteps + g_speed_bias);
+  p.best_fused = p.trials == kSpeedWarmup ? step : std::min(p.best_fused, step);
+  p.block = -1;
+  g_block_fp.reset();
+  beginBypass(t, kBlockSteps, false, nullptr, fp);
+}
+
+// A timed block of the check by steps ends unfinished (another trace ran, or this one ran op by op): the program is
+// checked by launches from its next launch on.
+void abandonBlock() {
+  FusedProgram& p = *g_block_fp;
+  p.block = -1;
+  p.by_steps = 0;
+  p.trials = kSpeedWarmup;
+  g_block_fp.reset();
+}
+
 }  // namespace
 
 namespace detail {
 
-SpeedTrial planSpeedTrial(FusedProgram* fp, bool usable) {
+SpeedTrial planSpeedTrial(FusedProgram* fp, bool usable, uint64_t hash) {
   SpeedTrial s;
-  const int set_trials = g_speed_trials.load(std::memory_order_relaxed);
-  const int trials = set_trials < 0 ? speedTrials() : set_trials;
-  // The first kSpeedWarmup launches are not timed (a new executable's first runs pay one-time costs: they can be
-  // ten times slower); then launches alternate, op by op first.
-  s.trial = usable && trials > 0 && fp->trials < kSpeedWarmup + 2 * trials;
-  s.replay = s.trial && fp->trials >= kSpeedWarmup && (fp->trials - kSpeedWarmup) % 2 == 0;
-  s.timed = s.trial && fp->trials >= kSpeedWarmup;
+  const int trials = checkTrials();
   s.trials = trials;
-  if (s.trial && !s.timed) fp->trials++;
+  if (!usable || trials <= 0) return s;
+  // The first kSpeedWarmup launches are not timed (a new executable's first runs pay one-time costs: they can be
+  // ten times slower).
+  if (fp->trials < kSpeedWarmup) {
+    s.trial = true;
+    fp->trials++;
+    return s;
+  }
+  // Then by steps when the trace repeats back to back and its steps can run as strict mode runs them; else by
+  // launches, alternating, op by op first.
+  if (fp->by_steps < 0) fp->by_steps = hash == g_prev_hash && bypassAllowed() && !launchBlocking() ? 1 : 0;
+  if (fp->by_steps == 1) {
+    s.trial = s.steps = fp->trials < kSpeedWarmup + trials;
+    return s;
+  }
+  s.trial = s.timed = fp->trials < kSpeedWarmup + 2 * trials;
+  s.replay = s.timed && (fp->trials - kSpeedWarmup) % 2 == 0;
   return s;
 }
 
@@ -87,11 +166,7 @@ void endSpeedTrial(SpeedTrial& s, FusedProgram& fp, int device) {
     const double f = std::max(0.0, dt + g_speed_bias);
     fp.best_fused = fp.trials == kSpeedWarmup + 1 ? f : std::min(fp.best_fused, f);
   }
-  if (++fp.trials == kSpeedWarmup + 2 * s.trials && fp.best_fused >= fp.best_replay) {
-    fp.slow = true;  // no faster than op by op: stop fusing this trace
-    std::lock_guard<std::mutex> g(g_stats_mu);
-    g_stats.slow_programs++;
-  }
+  if (++fp.trials == kSpeedWarmup + 2 * s.trials) decide(fp);
 }
 
 std::vector<bool> donatedInputs(const Trace& t, const FusedProgram& fp) {
@@ -125,13 +200,18 @@ std::vector<bool> donatedInputs(const Trace& t, const FusedProgram& fp) {
 }
 
 void noteLaunch(const Trace& t, uint64_t h, const std::shared_ptr<FusedProgram>& fp, bool ran_op_by_op,
-                bool oneoff) {
+                bool oneoff, const SpeedTrial& s) {
+  if (g_block_fp && (g_block_fp != fp || !s.steps)) abandonBlock();
   // Ran op by op with no program to wait for here (compiling, dropped as slow, or none could be built): the next
   // ops run as in strict mode (see g_bypass). A first sighting, a speed-check run and a one-off trace do not.
   // Only when the trace repeats the one before it (a loop whose every step, or cut, is this trace): a loop of several
   // different traces keeps recording, so that each of them is seen and compiled.
   g_prev_run = h == g_prev_hash ? g_prev_run + 1 : 1;
   g_prev_hash = h;
+  if (s.steps) {
+    blockStep(t, fp);
+    return;
+  }
   if (!ran_op_by_op || oneoff || g_prev_run < 2 || launchBlocking() || !bypassAllowed()) return;
   // Waiting for a first program: once the trace was launched three times in a row (seen, queued, still
   // compiling), in a loop whose steps end at synchronization points. Not in a loop cut at its period (where the
@@ -139,13 +219,13 @@ void noteLaunch(const Trace& t, uint64_t h, const std::shared_ptr<FusedProgram>&
   // program covering more live values compiles.
   const bool compiling = !fp && g_prev_run >= 3 && g_cut == 0 && g_compiling.count(h) > 0;
   if (!compiling && !(fp && (!fp->exe || fp->slow))) return;
-  g_bypass_trace_ops = static_cast<int64_t>(std::max<size_t>(t.ops.size(), 1));
-  g_bypass_limit = kBypassTraces * g_bypass_trace_ops;
-  g_bypass_period = g_cut;
-  g_bypass_for_compile = compiling;
-  g_bypass_slow = fp && fp->exe && fp->slow ? fp : nullptr;
-  g_bypass_ops.store(0, std::memory_order_relaxed);
-  g_bypass.store(true, std::memory_order_release);
+  beginBypass(t, kBypassTraces, compiling, fp && fp->exe && fp->slow ? fp : nullptr, nullptr);
+}
+
+void endSpeedBlockLocked() {
+  if (!g_block_fp) return;
+  g_block_fp->block = -1;  // begins again at the program's next launch
+  g_block_fp.reset();
 }
 
 void endBypassLocked() {
@@ -153,6 +233,17 @@ void endBypassLocked() {
   const int64_t n = g_bypass_ops.load(std::memory_order_relaxed);
   if (g_bypass_slow) g_bypass_slow->slow_runs += n / g_bypass_trace_ops;  // the traces it ran as strict mode would
   g_bypass_slow.reset();
+  if (g_bypass_check && n >= g_bypass_limit) {
+    // The check's strict block ran its steps: the time per step from the idle device it began at to an idle one.
+    client().synchronize(g_bypass_device);
+    FusedProgram& p = *g_bypass_check;
+    const double step = secondsSince(g_bypass_t0) / (n / g_bypass_trace_ops);
+    p.best_replay = p.trials == kSpeedWarmup ? step : std::min(p.best_replay, step);
+    if (++p.trials == kSpeedWarmup + checkTrials()) decide(p);
+    std::lock_guard<std::mutex> g(g_stats_mu);
+    g_stats.speed_trials += n / g_bypass_trace_ops;
+  }
+  g_bypass_check.reset();
   g_bypass.store(false, std::memory_order_release);
   std::lock_guard<std::mutex> g(g_stats_mu);
   g_stats.bypassed += n;

@@ -200,6 +200,7 @@ void setMode(const std::string& m) {
   {
     std::lock_guard<std::recursive_mutex> lk(g_mu);
     endBypassLocked();
+    endSpeedBlockLocked();
   }
   g_mode = m == "fused" ? 1 : 0;
 }

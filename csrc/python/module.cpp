@@ -295,6 +295,7 @@ PYBIND11_MODULE(_C, m) {
     fu["replays"] = f.replays;
     fu["limit_flushes"] = f.limit_flushes;
     fu["speed_trials"] = f.speed_trials;
+    fu["speed_checks"] = f.speed_checks;
     fu["slow_programs"] = f.slow_programs;
     fu["donated"] = f.donated;
     fu["bypassed"] = f.bypassed;

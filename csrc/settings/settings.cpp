@@ -61,8 +61,9 @@ const std::vector<Spec>& buildTable() {
       {"TORCH_TPU_FUSED_MAX_OPS", Kind::Integer, "1024", nullptr, nullptr, 1, kMax, "C++ (eager)",
        "Ops per fused trace at most."},
       {"TORCH_TPU_FUSED_SPEED_CHECK", Kind::Integer, "4", nullptr, nullptr, 0, 100, "C++ (eager)",
-       "Launches of each kind the fused-eager speed check times before keeping or dropping a fused program; 0: no "
-       "check, every fused program is used."},
+       "Rounds the fused-eager speed check times before keeping or dropping a fused program: a block of 8 steps "
+       "recorded and fused against 8 run as strict mode runs them (a trace repeating back to back), else one launch "
+       "of the program against one of its trace op by op; 0: no check, every fused program is used."},
       {"TORCH_TPU_FUSED_COMPILE_NICE", Kind::Integer, "5", nullptr, nullptr, 0, 19, "C++ (eager)",
        "Niceness added to the fused-eager background compile thread's (Linux), so that the thread running the "
        "model keeps its core on a busy machine; 0: the same priority."},

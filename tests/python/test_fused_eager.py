@@ -322,17 +322,25 @@ def _until(cond, step, limit=40):
     pytest.fail(f"not reached in {limit} steps: {fused_stats()}")
 
 
+BLOCK = 8  # steps per timed block of the check by steps (fused_policy.cpp kBlockSteps)
+
+
 def test_speed_check_drops_a_slower_fused_program_and_checks_it_again(speed_check):
-    # Every timed fused launch counts 10 s more than it took: the check must find it slower than op by op.
+    # A trace repeating back to back is checked by steps: blocks of 8 steps recorded and launched as the program
+    # alternate with blocks of 8 steps run as strict mode runs them (bypassed). Every timed fused step counts 10 s
+    # more than it took: the check must find the program slower than strict mode.
     speed_check(2, 10.0)
     x, w = torch.randn(3, 24).to("tpu"), torch.randn(24, 37).to("tpu")
     ref = strict(_speed_step, x, w)
     s0 = fused_stats()
     step = lambda: _speed_step(x, w)  # noqa: E731
-    out = _until(lambda: fused_stats()["slow_programs"] > s0["slow_programs"], step)
+    out = _until(lambda: fused_stats()["slow_programs"] > s0["slow_programs"], step, limit=80)
     torch.testing.assert_close(out, ref)
     s1 = fused_stats()
-    assert s1["speed_trials"] - s0["speed_trials"] >= 3 + 2 * 2  # untimed first launches, then 2 of each kind
+    assert s1["speed_checks"] - s0["speed_checks"] == 1
+    # Untimed first launches, then 2 rounds of a fused block (and the launch it begins after) and a strict block.
+    assert s1["speed_trials"] - s0["speed_trials"] >= 3 + 2 * (1 + 2 * BLOCK)
+    assert s1["bypassed"] - s0["bypassed"] >= 2 * BLOCK * 5  # the strict blocks' ops (5 per step), not recorded
     # Dropped: the trace runs op by op once more, then its ops run as in strict mode, not recorded (the same values
     # as strict mode); no new compile.
     for _ in range(5):
@@ -341,33 +349,67 @@ def test_speed_check_drops_a_slower_fused_program_and_checks_it_again(speed_chec
     assert s2["hits"] == s1["hits"] and s2["replays"] - s1["replays"] <= 1
     assert s2["bypassed"] - s1["bypassed"] >= 4 * 5
     assert s2["compiles"] == s1["compiles"]
-    # After 64 traces' worth of ops it is recorded and timed again (and, still slower, dropped again).
-    for _ in range(64 + 3 + 4):
-        step()
+    # After 64 traces' worth of ops it is recorded and checked again (and, still slower, dropped again).
+    _until(lambda: fused_stats()["slow_programs"] > s1["slow_programs"], step, limit=64 + 3 + 2 * (1 + 2 * BLOCK) + 5)
     s3 = fused_stats()
-    assert s3["slow_programs"] == s1["slow_programs"] + 1
+    assert s3["speed_checks"] == s1["speed_checks"] + 1
     assert s3["hits"] > s2["hits"]
+    for _ in range(3):
+        assert torch.equal(step(), ref)
 
 
 def test_speed_check_keeps_a_faster_fused_program(speed_check):
-    speed_check(2, -10.0)  # every timed fused launch counts as free
+    speed_check(2, -10.0)  # every timed fused step counts as free
     x, w = torch.randn(5, 24).to("tpu"), torch.randn(24, 29).to("tpu")
     ref = strict(_speed_step, x, w)
     s0 = fused_stats()
     step = lambda: _speed_step(x, w)  # noqa: E731
-    _until(lambda: fused_stats()["speed_trials"] - s0["speed_trials"] >= 3 + 2 * 2, step)
+    _until(lambda: fused_stats()["speed_checks"] > s0["speed_checks"], step, limit=80)
     s1 = fused_stats()
+    assert s1["slow_programs"] == s0["slow_programs"]
     for _ in range(5):
         torch.testing.assert_close(step(), ref)
     s2 = fused_stats()
-    assert s2["slow_programs"] == s0["slow_programs"]
     assert s2["hits"] - s1["hits"] == 5 and s2["speed_trials"] == s1["speed_trials"]
-    # Off: a new fused program is used from its first launch, untimed.
+    assert s2["bypassed"] == s1["bypassed"]
+    # Off: a new fused program is used from its first launch, unchecked.
     speed_check(0, 10.0)
     x2 = torch.randn(6, 24).to("tpu")
     _until(lambda: fused_stats()["hits"] > s2["hits"], lambda: _speed_step(x2, w))
     assert fused_stats()["speed_trials"] == s2["speed_trials"]
     assert fused_stats()["slow_programs"] == s0["slow_programs"]
+
+
+@pytest.mark.parametrize("bias", [10.0, -10.0])
+def test_speed_check_by_launches_when_other_traces_run_between(speed_check, bias):
+    # Two traces launched in turn: neither repeats back to back, so neither's steps can run apart as strict mode.
+    # Each program's launches alternate with launches of its trace op by op (2 timed of each kind): a slower program
+    # is dropped (bias 10 s), a faster one kept; no op is bypassed either way.
+    speed_check(2, bias)
+    n = 31 if bias > 0 else 33  # traces new to this case
+    x, w = torch.randn(7, 24).to("tpu"), torch.randn(24, n).to("tpu")
+    v = torch.randn(9, 24).to("tpu")
+    ref_a, ref_b = strict(_speed_step, x, w), strict(_speed_step, v, w)
+    s0 = fused_stats()
+
+    def step():
+        return _speed_step(x, w), _speed_step(v, w)
+
+    _until(lambda: fused_stats()["speed_checks"] - s0["speed_checks"] >= 2, step, limit=60)
+    s1 = fused_stats()
+    assert s1["bypassed"] == s0["bypassed"]
+    assert s1["speed_trials"] - s0["speed_trials"] >= 2 * (3 + 2 * 2)
+    assert s1["slow_programs"] - s0["slow_programs"] == (2 if bias > 0 else 0)
+    for _ in range(3):
+        a, b = step()
+        torch.testing.assert_close(a, ref_a)
+        torch.testing.assert_close(b, ref_b)
+    s2 = fused_stats()
+    if bias > 0:
+        assert s2["hits"] == s1["hits"]
+    else:
+        assert s2["hits"] - s1["hits"] == 6
+    assert s2["speed_checks"] == s1["speed_checks"]
 
 
 def test_identical_blocks_without_synchronization_settle_on_fused_programs(run_python):
