@@ -112,13 +112,16 @@ void blockStep(const Trace& t, const std::shared_ptr<FusedProgram>& fp) {
   beginBypass(t, kBlockSteps, false, nullptr, fp);
 }
 
-// A timed block of the check by steps ends unfinished (another trace ran, or this one ran op by op): the program is
-// checked by launches from its next launch on.
-void abandonBlock() {
+// A timed block of the check by steps ends unfinished. Another trace ran: the program is checked by launches from its
+// next launch on (its trace is not a loop of its own). Its own trace ran op by op (e.g. its live values changed): the
+// block begins again at the program's next launch.
+void abandonBlock(bool other_trace) {
   FusedProgram& p = *g_block_fp;
   p.block = -1;
-  p.by_steps = 0;
-  p.trials = kSpeedWarmup;
+  if (other_trace) {
+    p.by_steps = 0;
+    p.trials = kSpeedWarmup;
+  }
   g_block_fp.reset();
 }
 
@@ -201,7 +204,7 @@ std::vector<bool> donatedInputs(const Trace& t, const FusedProgram& fp) {
 
 void noteLaunch(const Trace& t, uint64_t h, const std::shared_ptr<FusedProgram>& fp, bool ran_op_by_op,
                 bool oneoff, const SpeedTrial& s) {
-  if (g_block_fp && (g_block_fp != fp || !s.steps)) abandonBlock();
+  if (g_block_fp && (g_block_fp != fp || !s.steps)) abandonBlock(g_block_fp != fp);
   // Ran op by op with no program to wait for here (compiling, dropped as slow, or none could be built): the next
   // ops run as in strict mode (see g_bypass). A first sighting, a speed-check run and a one-off trace do not.
   // Only when the trace repeats the one before it (a loop whose every step, or cut, is this trace): a loop of several
