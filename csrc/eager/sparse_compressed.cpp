@@ -7,10 +7,18 @@
 //  - COO -> compressed: coalesce, count the elements of each row (column) with index_add, cumsum; CSC sorts the
 //    elements column-major first;
 //  - to_dense, dense.to_sparse_csr()/to_sparse_csc(), sparse @ dense (mm, addmm, torch.sparse.mm), sums, add, mul,
-//    div and neg through those conversions.
+//    div and neg through those conversions;
+//  - the two CSR products GNN code uses, on the stored elements' row indices: torch.sparse.sampled_addmm (a dense
+//    product evaluated at self's pattern) and torch.sparse.mm(csr, dense, reduce) (sum, mean, amax or amin over each
+//    row's stored elements, with the arg indices autograd keeps for amax and amin).
 // Block layouts (BSR, BSC) and batched compressed tensors raise NotImplementedError naming what is supported.
 #include <ATen/ATen.h>
 #include <ATen/SparseCsrTensorUtils.h>
+#include <ATen/OpMathType.h>
+#include <ATen/TensorUtils.h>
+#include <ATen/native/ReductionType.h>
+
+#include <cmath>
 #include <ATen/ops/_nnz_native.h>
 #include <ATen/ops/ccol_indices_native.h>
 #include <ATen/ops/clone_native.h>
@@ -22,6 +30,12 @@
 #include <ATen/ops/sparse_dim_native.h>
 #include <ATen/ops/values_native.h>
 #include <torch/library.h>
+
+namespace at::native::sparse {
+// PyTorch's own argument checks of sampled_addmm (exported by libtorch_cpu; its header is not installed).
+TORCH_API void sparse_sampled_addmm_check_inputs(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                                                 const Scalar& beta, const Scalar& alpha, const Tensor& result);
+}  // namespace at::native::sparse
 
 namespace torch_tpu {
 
@@ -141,6 +155,28 @@ at::Tensor toBlocked(const at::Tensor& self, at::IntArrayRef /*blocksize*/, std:
                                      "are COO, CSR or CSC");
 }
 
+// A COO tensor to another layout (Tensor.to_sparse(layout=...), to_dense's backward of a CSR input), as CPU's
+// sparse_coo_to_sparse does.
+at::Tensor cooToSparse(const at::Tensor& self, std::optional<at::Layout> layout, at::OptionalIntArrayRef blocksize,
+                       std::optional<int64_t> dense_dim) {
+  const at::Layout to = layout.value_or(at::kSparse);
+  TORCH_CHECK_NOT_IMPLEMENTED(!blocksize.has_value() || to == at::kSparseBsr || to == at::kSparseBsc,
+                              "tpu: conversion to ", to, " with a blocksize is not supported");
+  switch (to) {
+    case at::kStrided:
+      return self.to_dense();
+    case at::kSparseCsr:
+    case at::kSparseCsc:
+      return toCompressed(self, to, dense_dim);
+    case at::kSparseBsr:
+    case at::kSparseBsc:
+      return toBlocked(self, {}, dense_dim);
+    default:
+      break;
+  }
+  TORCH_CHECK(false, "sparse_coo_to_sparse: ", self.layout(), " to ", to, " conversion not supported");
+}
+
 at::Tensor& copyCompressed(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
   TORCH_CHECK(self.layout() == src.layout(), "copy_: a ", src.layout(), " tensor cannot be copied into a ",
               self.layout(), " tensor");
@@ -197,6 +233,151 @@ at::Tensor compressedSum(const at::Tensor& self, std::optional<at::ScalarType> d
   return self.values().sum(dtype);
 }
 
+// torch.sparse.sampled_addmm: beta * self + alpha * (mat1 @ mat2), evaluated only at self's stored elements (the
+// result has self's pattern): each stored (r, c) is the dot product of mat1's row r and mat2's column c.
+at::Tensor sampledAddmm(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2, const at::Scalar& beta,
+                        const at::Scalar& alpha) {
+  at::Tensor result = at::empty({0, 0}, self.options());
+  at::native::sparse::sparse_sampled_addmm_check_inputs(self, mat1, mat2, beta, alpha, result);
+  checkSupported(self, "sampled_addmm");
+  TORCH_CHECK_NOT_IMPLEMENTED(mat1.dim() == 2 && mat2.dim() == 2, "tpu: sampled_addmm of batched matrices is not "
+                              "supported (compressed sparse tpu tensors have no batch dimensions)");
+  at::Tensor crow = self.crow_indices(), col = self.col_indices();
+  const int64_t nnz = self._nnz();
+  at::Tensor values = self.values().mul(beta);
+  if (mat1.numel() > 0 && mat2.numel() > 0 && nnz > 0) {
+    at::Tensor rows = expandCompressed(crow, nnz).to(at::kLong);
+    at::Tensor dots = mat1.index_select(0, rows).mul(mat2.t().index_select(0, col.to(at::kLong))).sum(-1);
+    values = values.add(dots, alpha);
+  }
+  return at::_sparse_compressed_tensor_unsafe(crow.clone(), col.clone(), values, self.sizes(), self.options());
+}
+
+at::Tensor& sampledAddmmOut(const at::Tensor& self, const at::Tensor& mat1, const at::Tensor& mat2,
+                            const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  at::Tensor r = sampledAddmm(self, mat1, mat2, beta, alpha);
+  at::native::sparse::sparse_sampled_addmm_check_inputs(self, mat1, mat2, beta, alpha, out);
+  at::sparse_csr::get_sparse_csr_impl(out)->set_member_tensors(r.crow_indices(), r.col_indices(), r.values(),
+                                                              r.sizes());
+  return out;
+}
+
+// torch.sparse.mm(csr, dense, reduce): out[m] = reduce over row m's stored elements e of values[e] * other[col[e]]
+// (0 for an empty row), accumulated in the values' opmath type as CPU's kernel does. With autograd recording an
+// amax or amin, also the stored element each result came from (CPU's rule: the first strictly greater, or smaller,
+// than -inf, or inf, and every NaN after it; nnz for none), which the backward reads.
+std::tuple<at::Tensor, at::Tensor> sparseMmReduce(const at::Tensor& self, const at::Tensor& other,
+                                                  c10::string_view reduce) {
+  TORCH_CHECK(self.layout() == at::kSparseCsr, "sparse_mm_reduce: expect self to be SparseCsr, got ", self.layout());
+  TORCH_CHECK(self.dense_dim() == 0, "sparse_mm_reduce: expected non-hybrid self tensor.");
+  TORCH_CHECK(self.dim() == 2, "sparse_mm_reduce: expected self to be a 2-D tensor, got ", self.dim(), "-D tensor.");
+  const at::CheckedFrom c = "sparse_mm_reduce";
+  at::checkLayout(c, other, at::kStrided);
+  at::checkScalarType(c, {other, "other", 1}, self.values().scalar_type());
+  at::check_dim_size(other, 2, 0, self.size(1));
+  const at::native::ReductionType op = at::native::get_reduction_enum(reduce);
+  TORCH_CHECK(op != at::native::ReductionType::PROD, "sparse_mm_reduce: reduce type of prod has not been enabled.")
+  using at::native::ReductionType;
+  at::Tensor col = self.col_indices();
+  const int64_t nnz = self._nnz(), m = self.size(0), n = other.size(1);
+  const bool extreme = op == ReductionType::MAX || op == ReductionType::MIN;
+  const bool need_arg = at::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad()) && extreme;
+  at::Tensor arg = need_arg ? at::full({m, n}, nnz, col.options()) : at::empty({0}, col.options());
+  if (nnz == 0) return {at::zeros({m, n}, other.options()), arg};
+  const at::ScalarType acc = at::toOpMathType(other.scalar_type());
+  at::Tensor rows = expandCompressed(self.crow_indices(), nnz).to(at::kLong);
+  at::Tensor contrib = self.values().to(acc).unsqueeze(1).mul(other.index_select(0, col.to(at::kLong)).to(acc));
+  at::Tensor out = at::zeros({m, n}, contrib.options());
+  if (op == ReductionType::SUM) {
+    out.index_add_(0, rows, contrib);
+  } else {
+    out.index_reduce_(0, rows, contrib, op == ReductionType::MEAN ? "mean" : op == ReductionType::MAX ? "amax" : "amin",
+                      /*include_self=*/false);
+  }
+  if (need_arg) {
+    at::Tensor e = at::arange(nnz, contrib.options().dtype(at::kLong)).unsqueeze(1).expand({nnz, n});
+    const double init = op == ReductionType::MAX ? -INFINITY : INFINITY;
+    at::Tensor at_row = out.index_select(0, rows);
+    at::Tensor wins = contrib.eq(at_row).logical_and(contrib.ne(init));
+    at::Tensor first = at::full({m, n}, nnz, e.options())
+                           .index_reduce_(0, rows, at::where(wins, e, nnz), "amin", /*include_self=*/true);
+    at::Tensor last_nan = at::full({m, n}, -1, e.options())
+                              .index_reduce_(0, rows, at::where(contrib.isnan(), e, -1), "amax", true);
+    arg = at::where(out.isnan(), last_nan, first).to(col.scalar_type());
+  }
+  return {out.to(other.scalar_type()), arg};
+}
+
+// The backward of sparseMmReduce. Sum and mean: each stored element's gradient is the dot product of its row of
+// grad_out (divided by the row's count for mean) and its column's row of `other`; other's gradient gathers the
+// stored values times grad_out's rows. Amax and amin: only the stored element each result came from (arg_out)
+// receives gradient.
+std::tuple<at::Tensor, at::Tensor> sparseMmReduceBackward(const at::Tensor& self, const at::Tensor& grad_out,
+                                                          const at::Tensor& other, c10::string_view reduce,
+                                                          const at::Tensor& arg_out, std::array<bool, 2> mask) {
+  TORCH_CHECK(self.layout() == at::kSparseCsr, "sparse_mm_reduce_backward: expect self to be SparseCsr, got ",
+              self.layout());
+  const at::CheckedFrom c = "sparse_mm_reduce_backward";
+  at::checkLayout(c, grad_out, at::kStrided);
+  at::checkScalarType(c, {grad_out, "grad_out", 1}, self.values().scalar_type());
+  at::check_dim_size(grad_out, 2, 0, self.size(0));
+  at::check_dim_size(grad_out, 2, 1, other.size(1));
+  at::checkLayout(c, other, at::kStrided);
+  at::checkScalarType(c, {other, "other", 2}, self.values().scalar_type());
+  at::check_dim_size(other, 2, 0, self.size(1));
+  using at::native::ReductionType;
+  const ReductionType op = at::native::get_reduction_enum(reduce);
+  at::Tensor crow = self.crow_indices(), col = self.col_indices(), values = self.values();
+  const int64_t nnz = self._nnz();
+  at::Tensor rows = expandCompressed(crow, nnz).to(at::kLong), cols = col.to(at::kLong);
+  at::Tensor grad_values, grad_other;
+  if (op == ReductionType::SUM || op == ReductionType::MEAN) {
+    at::Tensor g = grad_out;
+    if (op == ReductionType::MEAN) {
+      at::Tensor counts = crow.slice(0, 1).sub(crow.slice(0, 0, -1)).clamp_min(1).to(grad_out.scalar_type());
+      g = grad_out.div(counts.unsqueeze(1));
+    }
+    at::Tensor g_rows = g.index_select(0, rows);
+    if (mask[0]) grad_values = g_rows.mul(other.index_select(0, cols)).sum(-1);
+    if (mask[1]) grad_other = at::zeros_like(other).index_add_(0, cols, values.unsqueeze(1).mul(g_rows));
+  } else {
+    TORCH_CHECK(op == ReductionType::MAX || op == ReductionType::MIN,
+                "sparse_mm_reduce_backward: reduce type of prod has not been enabled.");
+    at::Tensor e = arg_out.to(at::kLong);
+    at::Tensor valid = e.ne(nnz);
+    e = at::where(valid, e, 0);
+    at::Tensor col_e = cols.index_select(0, e.flatten()).view(e.sizes());  // other's row each result read
+    if (mask[0]) {
+      at::Tensor g = at::where(valid, grad_out.mul(other.gather(0, col_e)), 0);
+      grad_values = at::zeros({nnz}, values.options()).index_add_(0, e.flatten(), g.flatten());
+    }
+    if (mask[1]) {
+      at::Tensor g = at::where(valid, grad_out.mul(values.index_select(0, e.flatten()).view(e.sizes())), 0);
+      grad_other = at::zeros_like(other).scatter_add_(0, col_e, g);
+    }
+  }
+  at::Tensor grad_self;
+  if (mask[0])
+    grad_self = at::_sparse_compressed_tensor_unsafe(crow.clone(), col.clone(), grad_values, self.sizes(),
+                                                     self.options());
+  return {grad_self, grad_other};
+}
+
+// sparse_mask(self, mask) for a CSR or CSC mask: self's values at mask's stored elements, in mask's layout.
+at::Tensor sparseMaskCompressed(const at::Tensor& self, const at::Tensor& mask) {
+  checkSupported(mask, "sparse_mask");
+  TORCH_CHECK(self.sizes() == mask.sizes(), "sparse_mask(): operands have incompatible sizes; self has size ",
+              self.sizes(), " but mask has size ", mask.sizes());
+  at::Tensor idx = toCoo(mask)._indices();  // in mask's storage order
+  at::Tensor dense = self.layout() == at::kStrided ? self : self.to_dense();
+  at::Tensor values = dense.index({idx.select(0, 0), idx.select(0, 1)});
+  const bool csr = mask.layout() == at::kSparseCsr;
+  at::Tensor comp = csr ? mask.crow_indices() : mask.ccol_indices();
+  at::Tensor plain = csr ? mask.col_indices() : mask.row_indices();
+  return at::_sparse_compressed_tensor_unsafe(comp.clone(), plain.clone(), values, mask.sizes(),
+                                              values.options().layout(mask.layout()));
+}
+
 // torch.sparse_csr_tensor(..., check_invariants=True) and friends: PyTorch's index checks, on host copies.
 void validateIndices(bool is_crow, const at::Tensor& compressed_idx, const at::Tensor& plain_idx, int64_t cdim,
                      int64_t dim, int64_t nnz) {
@@ -232,9 +413,15 @@ TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) {
   m.impl("div.Tensor", TORCH_FN(compressedDiv));
   m.impl("neg", TORCH_FN(compressedNeg));
   m.impl("sum", TORCH_FN(compressedSum));
+  m.impl("sparse_sampled_addmm", TORCH_FN(sampledAddmm));
+  m.impl("sparse_sampled_addmm.out", TORCH_FN(sampledAddmmOut));
+  m.impl("_sparse_mm_reduce_impl", TORCH_FN(sparseMmReduce));
+  m.impl("_sparse_mm_reduce_impl_backward", TORCH_FN(sparseMmReduceBackward));
+  m.impl("sparse_mask", TORCH_FN(sparseMaskCompressed));
 }
 
 TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
+  m.impl("_to_sparse", TORCH_FN(cooToSparse));
   m.impl("_to_sparse_csr", TORCH_FN(toCsr));
   m.impl("_to_sparse_csc", TORCH_FN(toCsc));
   m.impl("_to_sparse_bsr", TORCH_FN(toBlocked));

@@ -103,14 +103,6 @@ X += xfail(['linalg.lstsq', 'linalg.lstsq.grad_oriented'], ('complex64', 'float3
           fallback=['aten::linalg_lstsq.out'])
 
 
-_SPARSE = ('sparse_sampled_addmm and the reducing sparse mm (sparse.mm with reduce=) are not implemented for tpu '
-           'sparse tensors (COO and CSR/CSC hold their construction, conversions, mm/addmm, sums and elementwise '
-           'ops): PyTorch NotImplementedError')
-X += xfail('sparse.mm.reduce', ('bfloat16', 'float32'), 'forward', _SPARSE,
-          error="^NotImplementedError: Could not run 'aten::\\w*sparse")
-X += xfail('sparse.sampled_addmm', ('float32', 'complex64'), 'forward', _SPARSE,
-          error="^NotImplementedError: Could not run 'aten::\\w*sparse")
-
 X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward',
           'hash_tensor (a uint64 result) has no lowering: CPU fallback', fallback=['aten::hash_tensor.out'])
 

@@ -298,3 +298,110 @@ def test_sparse_mask_backward_and_projection():
         got = torch.ops.aten._sparse_mask_projection(src.to("tpu"), m.to("tpu"), acc)
         assert torch.equal(got.to_dense().cpu(), expected.to_dense())
         assert torch.equal(got._indices().cpu(), expected._indices())
+
+
+# The CSR products GNN code uses: sampled_addmm (a dense product at a sparse pattern) and sparse.mm with a reduction,
+# forward and backward, against CPU.
+INF, NAN = float("inf"), float("nan")
+
+
+def _gnn_csr(dtype, seed=0, shape=(9, 7), density=0.35):
+    g = torch.Generator().manual_seed(seed)
+    d = torch.randn(*shape, generator=g).to(dtype) * (torch.rand(*shape, generator=g) < density)
+    d[3] = 0  # an empty row
+    return d
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+def test_sampled_addmm_matches_cpu(dtype, strict_fallback):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = torch.Generator().manual_seed(1)
+        s = _gnn_csr(dtype).to_sparse_csr()
+        m1, m2 = torch.randn(9, 5, generator=g).to(dtype), torch.randn(5, 7, generator=g).to(dtype)
+        for kw in ({}, {"beta": 0.3, "alpha": 1.7}, {"beta": 0.0}):
+            ref = torch.sparse.sampled_addmm(s, m1, m2, **kw)
+            got = torch.sparse.sampled_addmm(s.to("tpu"), m1.to("tpu"), m2.to("tpu"), **kw)
+            assert got.layout == torch.sparse_csr and got.device.type == "tpu"
+            assert torch.equal(got.crow_indices().cpu(), ref.crow_indices())
+            assert torch.equal(got.col_indices().cpu(), ref.col_indices())
+            torch.testing.assert_close(got.values().cpu(), ref.values())
+        out = s.to("tpu").clone()
+        torch.sparse.sampled_addmm(s.to("tpu"), m1.to("tpu"), m2.to("tpu"), alpha=2.0, out=out)
+        torch.testing.assert_close(out.to_dense().cpu(), torch.sparse.sampled_addmm(s, m1, m2, alpha=2.0).to_dense())
+        # backward: self's gradient on its pattern (sparse_mask), the dense operands' through products
+        leaves = [t.requires_grad_() for t in (s.clone(), m1.clone(), m2.clone())]
+        tleaves = [t.detach().to("tpu").requires_grad_() for t in (s, m1, m2)]
+        for ls in (leaves, tleaves):
+            torch.sparse.sampled_addmm(*ls, beta=0.5, alpha=1.5).to_dense().abs().sum().backward()
+        for c, t in zip(leaves, tleaves):
+            torch.testing.assert_close(_as_dense(t.grad), _as_dense(c.grad))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+def test_sparse_mm_reduce_matches_cpu(dtype, reduce, strict_fallback):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = _gnn_csr(dtype, shape=(12, 8))
+        other = torch.randn(8, 5, generator=torch.Generator().manual_seed(2)).to(dtype)
+        ref = torch.sparse.mm(d.to_sparse_csr(), other, reduce)
+        got = torch.sparse.mm(d.to_sparse_csr().to("tpu"), other.to("tpu"), reduce)
+        assert got.dtype == ref.dtype
+        torch.testing.assert_close(got.cpu(), ref)
+        # training: arg indices of amax/amin as CPU's, and both gradients
+        s, o = d.to_sparse_csr().requires_grad_(), other.clone().requires_grad_()
+        st, ot = d.to_sparse_csr().to("tpu").requires_grad_(), other.to("tpu").requires_grad_()
+        (r, arg), (rt, argt) = (torch.ops.aten._sparse_mm_reduce_impl(a, b, reduce) for a, b in ((s, o), (st, ot)))
+        assert torch.equal(argt.cpu(), arg)
+        w = torch.randn(12, 5).to(dtype)
+        (r * w).sum().backward()
+        (rt * w.to("tpu")).sum().backward()
+        # bfloat16 gradients: one dot product in 96 rounds 3 bf16 steps (2%) away from CPU's kernel, which rounds
+        # its products and sums in another order
+        tol = {"rtol": 2.5e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {}
+        torch.testing.assert_close(st.grad.to_dense().cpu(), s.grad.to_dense(), **tol)
+        torch.testing.assert_close(ot.grad.cpu(), o.grad, **tol)
+
+
+def test_sparse_mm_reduce_special_values_and_errors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = torch.tensor([[1.0, 0, 2], [0, 0, 0], [0, -3, 0], [1, 1, 1]])
+        o = torch.tensor([[-INF, 2.0, NAN], [3, 2, 1], [-INF, 2, 5]])  # all -inf, ties, NaN
+        for reduce in ("sum", "mean", "amax", "amin"):
+            s = d.to_sparse_csr().requires_grad_()
+            st = d.to_sparse_csr().to("tpu").requires_grad_()
+            ref, arg = torch.ops.aten._sparse_mm_reduce_impl(s, o, reduce)
+            got, argt = torch.ops.aten._sparse_mm_reduce_impl(st, o.to("tpu"), reduce)
+            torch.testing.assert_close(got.cpu(), ref, equal_nan=True)
+            assert torch.equal(argt.cpu(), arg)
+        calls = [
+            lambda dev: torch.sparse.mm(torch.eye(3).to_sparse_csr().to(dev), torch.ones(4, 2, device=dev), "sum"),
+            lambda dev: torch.sparse.mm(torch.eye(3).to_sparse_csr().to(dev), torch.ones(3, 2, device=dev), "prod"),
+            lambda dev: torch.sparse.mm(torch.eye(3).to_sparse_csr().to(dev), torch.ones(3, 2, device=dev), "max_"),
+            lambda dev: torch.sparse.mm(torch.eye(3).to_sparse_csr().to(dev),
+                                        torch.ones(3, 2, device=dev, dtype=torch.float64), "sum"),
+            lambda dev: torch.sparse.sampled_addmm(torch.eye(3).to_sparse_csr().to(dev), torch.ones(3, 2, device=dev),
+                                                   torch.ones(3, 3, device=dev)),
+            lambda dev: torch.sparse.sampled_addmm(torch.eye(3).to_sparse_csr().to(dev), torch.ones(3, 2, device=dev),
+                                                   torch.ones(2, 3, device=dev, dtype=torch.float64)),
+        ]
+        for call in calls:
+            with pytest.raises(RuntimeError) as cpu_err:
+                call("cpu")
+            with pytest.raises(RuntimeError) as tpu_err:
+                call("tpu")
+            assert str(cpu_err.value).split(";")[0].split(" but got")[0] in str(tpu_err.value)
+
+
+def test_advanced_indexing_selecting_nothing(strict_fallback):
+    # Empty selections index empty dims without a gather (XLA takes no slice larger than an empty dim), on the
+    # device; like CPU's kernel, an index that selects nothing is not bounds-checked.
+    x = torch.randn(0, 5)
+    i = torch.zeros(0, dtype=torch.long)
+    for f in (lambda t, j: t[j, j], lambda t, j: t[j], lambda t, j: t.t()[:, j],
+              lambda t, j: torch.zeros(3, 0, device=t.device)[torch.tensor([5], device=t.device)]):
+        ref, got = f(x, i), f(x.to("tpu"), i.to("tpu"))
+        assert got.shape == ref.shape and got.device.type == "tpu"
+        torch.tpu.synchronize()
