@@ -224,6 +224,8 @@ void coverageCases() {
       {"aten::triu_indices", {I(3), I(4), I(1)}, {{s64, {2, 6}}}},
       {"aten::aminmax", {T(f32, {2, 3}), I(1), B(false)}, {{f32, {2}}, {f32, {2}}}},
       {"aten::nansum", {T(f32, {2, 3}), L({1}), B(false)}, {{f32, {2}}}},
+      {"aten::hash_tensor", {T(f32, {2, 3}), L({1}), B(false), I(0)}, {{DType::U64, {2}}}},
+      {"aten::hash_tensor", {T(DType::BF16, {2, 3}), L({}), B(true), I(0)}, {{DType::U64, {1, 1}}}},
       {"aten::histc", {T(f32, {6}), I(4), S(0, K::Int), S(0, K::Int)}, {{f32, {4}}}},
       {"aten::histc", {T(s32, {6}), I(4), S(0, K::Int), S(3, K::Int)}, {{s32, {4}}}},
       // _grouped_mm: 2-D x 3-D (MoE forward), 2-D x 2-D (weight gradient), 3-D x 2-D, 3-D x 3-D

@@ -111,9 +111,6 @@ X += xfail('sparse.mm.reduce', ('bfloat16', 'float32'), 'forward', _SPARSE,
 X += xfail('sparse.sampled_addmm', ('float32', 'complex64'), 'forward', _SPARSE,
           error="^NotImplementedError: Could not run 'aten::\\w*sparse")
 
-X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward',
-          'hash_tensor (a uint64 result) has no lowering: CPU fallback', fallback=['aten::hash_tensor.out'])
-
 
 EXPECTED_FAILURES = X
 

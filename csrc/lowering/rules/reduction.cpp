@@ -1,5 +1,5 @@
 // Reduction family: sum/mean/prod, amax/amin/max/min (NaN-propagating), argmax/argmin, any/all, var/std,
-// vector norms, logsumexp, cumulative sums/products.
+// vector norms, logsumexp, cumulative sums/products, hash_tensor.
 //
 // Accumulation follows PyTorch CPU: bf16/f16 accumulate in f32 (accType) and round once; sum/prod of bool and
 // integer tensors give int64 unless a dtype is given; mean/var/std only take floating tensors.
@@ -347,6 +347,40 @@ Value logCumSumExp(Builder& b, Value x, int64_t dim) {
   return moveBack(b, res, perm);
 }
 
+// The 64 bits of a float's double (IEEE bits `bits` with `e_bits` exponent and `m_bits` mantissa bits, in u64)
+// computed in integer arithmetic: subnormals normalized, a NaN quieted with its payload kept, as x86 widens.
+Value widenFloatBits(Builder& b, Value bits, int e_bits, int m_bits) {
+  const Shape& s = bits.shape();
+  auto u = [&](uint64_t v) { return b.broadcastTo(b.constantInt(int64_t(v), DType::U64), s); };
+  const uint64_t bias = (uint64_t(1) << (e_bits - 1)) - 1, emax = (uint64_t(1) << e_bits) - 1;
+  Value sign = b.shiftLeft(b.shiftRightLogical(bits, u(e_bits + m_bits)), u(63));
+  Value e = b.andOp(b.shiftRightLogical(bits, u(m_bits)), u(emax));
+  Value m = b.andOp(bits, u((uint64_t(1) << m_bits) - 1));
+  Value frac = b.shiftLeft(m, u(52 - m_bits));
+  Value normal = b.orOp(sign, b.orOp(b.shiftLeft(b.add(e, u(1023 - bias)), u(52)), frac));
+  // subnormal m 2^(1 - bias - m_bits): its top bit p becomes the implicit one
+  Value p = b.sub(u(63), b.clz(m));
+  Value sub = b.orOp(sign, b.orOp(b.shiftLeft(b.add(p, u(1023 + 1 - bias - m_bits)), u(52)),
+                                  b.andOp(b.shiftLeft(m, b.sub(u(52), p)), u((uint64_t(1) << 52) - 1))));
+  Value zero_m = b.compare(m, u(0), Cmp::EQ);
+  Value special = b.orOp(b.orOp(sign, u(uint64_t(0x7ff) << 52)),
+                         b.orOp(frac, b.select(zero_m, u(0), u(uint64_t(1) << 51))));
+  Value res = b.select(b.compare(e, u(0), Cmp::EQ), b.select(zero_m, sign, sub), normal);
+  return b.select(b.compare(e, u(emax), Cmp::EQ), special, res);
+}
+
+// The 64 bits PyTorch CPU's hash_tensor (mode 0) XORs together per element: a floating value's double (its bits),
+// a bool's 0 or 1, an integer sign-extended to 64 bits.
+Value hashBits(Builder& b, Value x) {
+  const DType t = x.dtype();
+  if (t == DType::Pred || t == DType::U8) return b.convert(x, DType::U64);
+  if (shlo::isInteger(t)) return b.bitcastConvert(b.convert(x, DType::S64), DType::U64);
+  if (t == DType::F64) return b.bitcastConvert(x, DType::U64);
+  if (t == DType::F32) return widenFloatBits(b, b.convert(b.bitcastConvert(x, DType::U32), DType::U64), 8, 23);
+  Value h = b.convert(b.bitcastConvert(x, DType::U16), DType::U64);
+  return t == DType::BF16 ? widenFloatBits(b, h, 8, 7) : widenFloatBits(b, h, 5, 10);
+}
+
 // Sorted values and their (stable) original indices along dim.
 std::vector<Value> sortAlong(Builder& b, Value x, int64_t dim) {
   Value key = x.dtype() == DType::Pred ? b.convert(x, DType::U8) : x;
@@ -452,6 +486,25 @@ void populateReduction(Registry& r) {
     if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Sum);
     return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
   }).accepts(realDTypes);
+  // hash_tensor(self, dim=[], *, keepdim=False, mode=0) -> uint64: the XOR of every element's 64 bits (hashBits)
+  // over dim (empty: all). CPU raises for other modes, for an empty tensor without dims, for a dim of size 0 and for
+  // complex and uint16/32/64 inputs (no kernel): those calls are left to it. (The row lists kWideUnsigned for the
+  // uint64 result, kComplex so that complex inputs reach CPU's error.)
+  r.add("aten::hash_tensor", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
+    Value x = ctx.tensor(0);
+    if (ctx.has(3) && ctx.toInt(3) != 0) throw InvalidCall(ctx.op(), "unknown hash_tensor mode");
+    const DType t = x.dtype();
+    if (shlo::isComplex(t) || (shlo::isInteger(t) && !shlo::isSigned(t) && t != DType::U8))
+      throw InvalidCall(ctx.op(), "CPU's hash_tensor has no kernel for this dtype");
+    const bool all = !ctx.has(1) || ctx.toInts(1).empty();
+    std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
+    if (all && x.type.numel() == 0) throw InvalidCall(ctx.op(), "hash_tensor of an empty tensor needs its dims");
+    for (int64_t d : dims)
+      if (x.shape()[size_t(d)] == 0) throw InvalidCall(ctx.op(), "hash_tensor over a dimension of size 0");
+    Value r = b.reduce(hashBits(b, x), dims, ReduceKind::Xor);
+    return {keepDims(b, r, x.shape(), dims, optBool(ctx, 2))};
+  }).accepts(realDTypes).dtypes(kWideUnsigned | kComplex);
   // histc(self, bins=100, min=0, max=0): min == max means the data's range (widened by 1 if flat).
   // Floating inputs as on CPU; integer inputs (not bool) as on CUDA, which takes them and bins in int64
   // arithmetic (Transformers' MoE layers count tokens per expert with an int32 histc on accelerators).
