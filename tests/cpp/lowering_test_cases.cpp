@@ -228,6 +228,13 @@ void coverageCases() {
       {"aten::hash_tensor", {T(DType::BF16, {2, 3}), L({}), B(true), I(0)}, {{DType::U64, {1, 1}}}},
       {"aten::histc", {T(f32, {6}), I(4), S(0, K::Int), S(0, K::Int)}, {{f32, {4}}}},
       {"aten::histc", {T(s32, {6}), I(4), S(0, K::Int), S(3, K::Int)}, {{s32, {4}}}},
+      {"aten::histogram.bin_ct", {T(f32, {6}), I(4), N(), T(f32, {6}), B(true)}, {{f32, {4}}, {f32, {5}}}},
+      {"aten::histogram.bins_tensor", {T(f64, {2, 3}), T(f64, {3}, {-1, 0, 0.5}), N(), B(false)}, {{f64, {2}}, {f64, {3}}}},
+      {"aten::_histogramdd_bin_edges", {T(f32, {5, 2}), L({2, 3}), DL({0, 1, -1, 2}), N(), B(false)},
+       {{f32, {3}}, {f32, {4}}}},
+      {"aten::_histogramdd_from_bin_cts", {T(f32, {5, 2}), L({2, 3}), N(), T(f32, {5}), B(true)}, {{f32, {2, 3}}}},
+      {"aten::_histogramdd_from_bin_tensors",
+       {T(f32, {5, 2}), TL({T(f32, {3}, {-1, 0, 1}), T(f32, {2}, {0, 2})}), N(), B(false)}, {{f32, {2, 1}}}},
       // _grouped_mm: 2-D x 3-D (MoE forward), 2-D x 2-D (weight gradient), 3-D x 2-D, 3-D x 3-D
       {"aten::_grouped_mm", {T(f32, {10, 4}), T(f32, {3, 4, 5}), T(s32, {3}, {2, 2, 7}), N(), N()}, {{f32, {10, 5}}}},
       {"aten::_grouped_mm", {T(DType::BF16, {10, 4}), T(DType::BF16, {3, 4, 5}), T(s32, {3}, {3, 6, 10}), N(), N()},

@@ -505,56 +505,6 @@ void populateReduction(Registry& r) {
     Value r = b.reduce(hashBits(b, x), dims, ReduceKind::Xor);
     return {keepDims(b, r, x.shape(), dims, optBool(ctx, 2))};
   }).accepts(realDTypes).dtypes(kWideUnsigned | kComplex);
-  // histc(self, bins=100, min=0, max=0): min == max means the data's range (widened by 1 if flat).
-  // Floating inputs as on CPU; integer inputs (not bool) as on CUDA, which takes them and bins in int64
-  // arithmetic (Transformers' MoE layers count tokens per expert with an int32 histc on accelerators).
-  r.add("aten::histc", [](Context& ctx) -> std::vector<Value> {
-    Builder& b = ctx.b;
-    Value x0 = ctx.tensor(0);
-    int64_t bins = ctx.has(1) ? ctx.toInt(1) : 100;
-    DType t = x0.dtype();
-    bool integral = shlo::isInteger(t);
-    DType c = integral ? DType::S64 : DType::F64;
-    int64_t n = x0.type.numel();
-    Value x = b.reshape(b.convert(x0, c), {n});
-    Value lo = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(0, c);
-    Value hi = ctx.has(3) ? scalarArg(ctx, 3, c) : b.constant(0, c);
-    if (shlo::isInteger(t)) {
-      lo = b.convert(b.convert(lo, DType::S64), c);
-      hi = b.convert(b.convert(hi, DType::S64), c);
-    }
-    if (n > 0) {
-      Value same = b.compare(lo, hi, Cmp::EQ);
-      Value dmin = x, dmax = x;
-      if (!integral) {
-        Value finite = b.isFinite(x);
-        dmin = b.select(finite, x, b.constantF(INFINITY, c, {n}));
-        dmax = b.select(finite, x, b.constantF(-INFINITY, c, {n}));
-      }
-      lo = b.select(same, b.reduce(dmin, {0}, ReduceKind::Min), lo);
-      hi = b.select(same, b.reduce(dmax, {0}, ReduceKind::Max), hi);
-    }
-    Value flat = b.compare(lo, hi, Cmp::EQ);
-    lo = b.select(flat, b.sub(lo, b.constant(1, c)), lo);
-    hi = b.select(flat, b.add(hi, b.constant(1, c)), hi);
-    if (n == 0) return {b.zeros({t, {bins}})};
-    Value lob = b.broadcastTo(lo, {n}), hib = b.broadcastTo(hi, {n});
-    // (x - min) * bins / (max - min): integer division for integers (x >= min where it counts), floor otherwise
-    Value pos = b.div(b.mul(b.sub(x, lob), b.constantF(double(bins), c, {n})), b.sub(hib, lob));
-    Value idx = integral ? pos : b.convert(b.floor(pos), DType::S64);
-    idx = b.select(b.compare(x, hib, Cmp::EQ), b.constantF(double(bins - 1), DType::S64, {n}), idx);
-    Value in = b.andOp(b.compare(x, lob, Cmp::GE), b.compare(x, hib, Cmp::LE));
-    idx = b.select(in, idx, b.constantF(double(bins), DType::S64, {n}));  // out of range: dropped
-    Value ones = b.convert(in, t);
-    Builder::ScatterDims sd;
-    sd.inserted_window_dims = {0};
-    sd.scatter_dims_to_operand_dims = {0};
-    sd.index_vector_dim = 1;
-    Value hist = b.scatter(b.zeros({t, {bins + 1}}), b.reshape(idx, {n, 1}), ones, sd, ReduceKind::Sum);
-    return {b.sliceInDim(hist, 0, bins, 1, 0)};
-  }).accepts([](const Context& ctx) {
-    return realDTypes(ctx) && (isFloat(ctx.tensor(0).dtype()) || shlo::isInteger(ctx.tensor(0).dtype()));
-  });
   // renorm(self, p, dim, maxnorm): each slice along dim rescaled to norm <= maxnorm.
   r.add("aten::renorm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
