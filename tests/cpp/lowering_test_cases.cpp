@@ -267,6 +267,7 @@ void coverageCases() {
       {"aten::cummax", {T(f32, {2, 3}), I(1)}, {{f32, {2, 3}}, {s64, {2, 3}}}},
       {"aten::cummin", {T(f32, {2, 3}), I(0)}, {{f32, {2, 3}}, {s64, {2, 3}}}},
       {"aten::logcumsumexp", {T(f32, {2, 3}), I(1)}, {{f32, {2, 3}}}},
+      {"aten::logcumsumexp", {T(DType::C64, {2, 3}), I(0)}, {{DType::C64, {2, 3}}}},
       {"aten::addr", {T(f32, {2, 3}), T(f32, {2}), T(f32, {3}), S(1, K::Int), S(2, K::Int)}, {{f32, {2, 3}}}},
       {"aten::linalg_cross", {T(f32, {2, 3}), T(f32, {2, 3}), I(-1)}, {{f32, {2, 3}}}},
       {"aten::linalg_cholesky_ex", {T(f32, {3, 3}, {4.0, 1.0, 0.5, 1.0, 3.0, 0.25, 0.5, 0.25, 2.0}), B(false), B(false)}, {{f32, {3, 3}}, {s32, {}}}},

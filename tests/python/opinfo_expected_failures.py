@@ -83,9 +83,6 @@ X += xfail('linalg.ldl_solve', 'float32', 'forward', _LDL, fallback=['aten::lina
 X += xfail(['linalg.ldl_factor', 'linalg.ldl_factor_ex'], 'complex64', 'forward', _LDL,
           fallback=['aten::linalg_ldl_factor_ex.out'])
 X += xfail('linalg.ldl_solve', 'complex64', 'forward', _LDL, fallback=['aten::linalg_ldl_solve.out'])
-X += xfail('logcumsumexp', 'complex64', ('backward', 'forward'),
-           'complex logcumsumexp has no lowering: PyTorch accumulates log-add-exp sequentially, and a parallel scan '
-           'lands on other branches of the imaginary part (2 pi apart): CPU fallback', fallback=['aten::logcumsumexp'])
 
 
 _LSTSQ = 'least squares (QR / SVD based) has no lowering: CPU fallback'
