@@ -12,6 +12,7 @@ void populateSpecial(Registry& r);       // polygamma, zeta, Bessel functions, e
 void populateBessel(Registry& r);        // Bessel j0/j1/y0/y1, modified Bessel k0/k1 (scaled too), Airy Ai
 void populateActivation(Registry& r);    // relu, gelu, silu, mish, hard*, elu, softplus, shrink, prelu, backward
 void populateReduction(Registry& r);     // sum, mean, amax, var, norms, cumsum, median, ...
+void populateHistogram(Registry& r);     // histc, histogram, histogramdd (bin edges and counts)
 void populateLinalg(Registry& r);        // mm, bmm, addmm, ..., _scaled_mm, addr, linalg_cross (matrix products)
 void populateLinalgSolve(Registry& r);   // Cholesky, triangular solves, LU (factor, solve, det, inverse, unpack)
 void populateLinalgDecomp(Registry& r);  // QR (Householder), Hermitian eigendecomposition, SVD

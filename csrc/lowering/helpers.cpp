@@ -244,13 +244,17 @@ Value constantS64(Builder& b, int64_t v, const Shape& shape) {
 }
 
 Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Value v, int64_t n, bool right) {
-  const Shape vs = v.shape();
-  Value lo = b.zeros({DType::S64, vs});
-  Value hi = constantS64(b, n, vs);
-  Value one = constantS64(b, 1, vs);
-  Value last = constantS64(b, std::max<int64_t>(n - 1, 0), vs);
   int steps = 0;
   while ((int64_t(1) << steps) <= n) ++steps;
+  return binarySearch(b, boundaryAt, v, n, b.zeros({DType::S64, v.shape()}), constantS64(b, n, v.shape()), steps,
+                      right);
+}
+
+Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Value v, int64_t n, Value lo, Value hi,
+                   int steps, bool right) {
+  const Shape vs = v.shape();
+  Value one = constantS64(b, 1, vs);
+  Value last = constantS64(b, std::max<int64_t>(n - 1, 0), vs);
   for (int i = 0; i < steps; ++i) {
     Value active = b.compare(lo, hi, Cmp::LT);
     Value mid = b.add(lo, b.shiftRightLogical(b.sub(hi, lo), one));
@@ -260,6 +264,53 @@ Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Va
     hi = b.select(b.andOp(active, b.notOp(go_right)), mid, hi);
   }
   return lo;
+}
+
+namespace {
+Value opaque(Builder& b, Value v) { return b.genericOp("stablehlo.optimization_barrier", {v}, "", {v.type})[0]; }
+
+// a k + c rounded once, as CPU's compiled `c + a * k` (a fused multiply-add) gives it, for float32 and float64 a and
+// c and integers k (as a's dtype) below 2^26. float32 computes in float64 (exact product). float64: the product's
+// rounding error from a split of a (its low 27 bits masked off, exact), the sum's by TwoSum; the product passes an
+// optimization barrier so that XLA does not fuse it into the sum itself.
+Value fusedMulAdd(Builder& b, Value a, Value k, Value c) {
+  if (a.dtype() == DType::F32) {
+    auto f64 = [&](Value v) { return b.convert(v, DType::F64); };
+    return b.convert(b.add(b.mul(f64(a), f64(k)), f64(c)), DType::F32);
+  }
+  const Shape& s = a.shape();
+  Value ah = b.bitcastConvert(b.andOp(b.bitcastConvert(a, DType::S64), constantS64(b, ~int64_t((1 << 27) - 1), s)),
+                              DType::F64);
+  Value al = b.sub(a, ah);
+  Value p = opaque(b, b.mul(a, k));
+  Value e = b.add(b.sub(b.mul(ah, k), p), b.mul(al, k));
+  Value sum = b.add(p, c);
+  Value bb = b.sub(sum, p);
+  Value t = b.add(b.sub(p, b.sub(sum, bb)), b.sub(c, bb));
+  return b.add(sum, b.add(t, e));
+}
+}  // namespace
+
+Value linspaceTwoSided(Builder& b, Value start, Value end, Value diff, int64_t steps) {
+  const Shape& s = start.shape();
+  const DType c = start.dtype();
+  // XLA turns a division by a constant into a multiplication by its reciprocal, which rounds differently from
+  // CPU's division (linspace(1, 127, 50, dtype=int16)[21] gave 54 for CPU's 55): the divisor passes an optimization
+  // barrier, so that it is no constant to XLA (start and end may be constants too, as histogram's given range).
+  Value step = b.div(diff, opaque(b, b.constantF(double(steps - 1), c, s)));
+  Value idx = b.iota({DType::S64, s}, 0);
+  Value fi = b.convert(idx, c);
+  Value back = b.convert(b.sub(constantS64(b, steps - 1, s), idx), c);
+  Value lo, hi;
+  if ((c == DType::F32 || c == DType::F64) && steps < (int64_t(1) << 26)) {
+    // CPU's kernel compiles start + step * i into a fused multiply-add
+    lo = fusedMulAdd(b, step, fi, start);
+    hi = fusedMulAdd(b, b.neg(step), back, end);
+  } else {
+    lo = b.add(start, b.mul(step, fi));
+    hi = b.sub(end, b.mul(step, back));
+  }
+  return b.select(b.compare(idx, constantS64(b, steps / 2, s), Cmp::LT), lo, hi);
 }
 
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank) {

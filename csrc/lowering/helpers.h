@@ -77,6 +77,15 @@ Value takeRows(Builder& b, Value table, Value idx);
 // start = mid + 1 unless boundary(mid) >= value (right: > value; false for NaNs, which sort last), else end = mid.
 // `boundaryAt(mid)` gives the boundaries at positions `mid` (S64, v's shape, in [0, n)). Returns start (S64).
 Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Value v, int64_t n, bool right);
+// The same search over positions [lo, hi) of the n boundaries (lo, hi: S64 of v's shape) in `steps` steps (enough
+// for the longest such range: log2(hi - lo) + 1).
+Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Value v, int64_t n, Value lo, Value hi,
+                   int steps, bool right);
+
+// PyTorch CPU's linspace of `steps` >= 2 values from start to end (start, end and their difference `diff`: dtype c,
+// shape {steps}), computed in c: step = diff / (steps - 1); the first half start + step i, the second half
+// end - step (steps - 1 - i), each a fused multiply-add for float32 and float64 as CPU's compiled kernel has it.
+Value linspaceTwoSided(Builder& b, Value start, Value end, Value diff, int64_t steps);
 
 // Normalizes a possibly negative dimension for a tensor of rank `rank` (a 0-d tensor accepts -1 and 0 and maps
 // them to 0). Raises via ctx on an out-of-range dimension.

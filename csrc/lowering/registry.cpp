@@ -165,6 +165,7 @@ const Registry& registry() {
         populateBessel,
         populateActivation,
         populateReduction,
+        populateHistogram,
         populateLinalg,
         populateLinalgSolve,
         populateLinalgDecomp,

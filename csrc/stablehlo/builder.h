@@ -68,7 +68,7 @@ using PrecisionSource = Precision (*)();
 void setMatmulPrecisionSource(PrecisionSource source);
 Precision matmulPrecision();  // the source's current value (Highest when no source is installed)
 const char* precisionName(Precision p);  // "DEFAULT", "HIGH", "HIGHEST"
-enum class ReduceKind { Sum, Prod, Max, Min, And, Or };
+enum class ReduceKind { Sum, Prod, Max, Min, And, Or, Xor };  // And/Or/Xor: bitwise (logical for pred)
 
 class Builder {
  public:

@@ -71,6 +71,9 @@ const char* combinerName(ReduceKind kind, DType t) {
     case ReduceKind::Or:
       if (!pred && !isInteger(t)) fail("combiner", "bitwise OR needs an integer or bool type");
       return "stablehlo.or";
+    case ReduceKind::Xor:
+      if (!pred && !isInteger(t)) fail("combiner", "bitwise XOR needs an integer or bool type");
+      return "stablehlo.xor";
   }
   fail("combiner", "unknown reduction");
 }

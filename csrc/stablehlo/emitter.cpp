@@ -88,6 +88,7 @@ const char* reduceKindName(ReduceKind k) {
     case ReduceKind::Min: return "Min";
     case ReduceKind::And: return "And";
     case ReduceKind::Or: return "Or";
+    case ReduceKind::Xor: return "Xor";
   }
   return "?";
 }
@@ -283,6 +284,7 @@ const char* Builder::Impl::combinerOp(const char* op, ReduceKind k, DType t) {
   if (t == DType::Pred) {
     switch (k) {
       case ReduceKind::Sum: case ReduceKind::Max: case ReduceKind::Or: return "stablehlo.or";
+      case ReduceKind::Xor: return "stablehlo.xor";
       default: return "stablehlo.and";
     }
   }
@@ -295,9 +297,10 @@ const char* Builder::Impl::combinerOp(const char* op, ReduceKind k, DType t) {
       return k == ReduceKind::Max ? "stablehlo.maximum" : "stablehlo.minimum";
     case ReduceKind::And:
     case ReduceKind::Or:
+    case ReduceKind::Xor:
       if (!isInteger(t))
         fail(op, std::string(reduceKindName(k)) + " reduction needs a pred or integer operand, got " + mlirName(t));
-      return k == ReduceKind::And ? "stablehlo.and" : "stablehlo.or";
+      return k == ReduceKind::And ? "stablehlo.and" : k == ReduceKind::Or ? "stablehlo.or" : "stablehlo.xor";
   }
   return "stablehlo.add";
 }

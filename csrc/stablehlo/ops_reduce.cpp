@@ -16,6 +16,7 @@ Value identityOf(Builder& b, ReduceKind k, DType t) {
   switch (k) {
     case ReduceKind::Sum:
     case ReduceKind::Or:
+    case ReduceKind::Xor:
       return b.constantInt(0, t);
     case ReduceKind::Prod:
       return b.constantInt(1, t);

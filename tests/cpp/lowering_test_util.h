@@ -162,6 +162,7 @@ struct In {
   bool b = false;
   std::vector<int64_t> ints;
   std::vector<bool> bools;
+  std::vector<double> doubles;
   std::string s;
   DType dt = DType::Invalid;
 };
@@ -236,6 +237,12 @@ inline In BL(std::vector<bool> v) {
   In a;
   a.kind = Arg::Kind::BoolList;
   a.bools = std::move(v);
+  return a;
+}
+inline In DL(std::vector<double> v) {  // float[] argument (static values)
+  In a;
+  a.kind = Arg::Kind::DoubleList;
+  a.doubles = std::move(v);
   return a;
 }
 inline In Str(std::string s) {
@@ -341,6 +348,7 @@ inline Result run(const std::string& op, const std::vector<In>& ins, const std::
     a.b = in.b;
     a.ints = in.ints;
     a.bools = in.bools;
+    a.doubles = in.doubles;
     a.s = in.s;
     a.dtype = in.dt;
     ctx.args.push_back(a);

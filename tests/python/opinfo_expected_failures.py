@@ -76,16 +76,6 @@ X += xfail('linalg.eigvals', 'float32', 'forward', _EIG, fallback=['aten::linalg
 X += xfail(['linalg.eig', 'linalg.eigvals'], 'float32', 'backward', _EIG, fallback=['aten::linalg_eig'])
 X += xfail(['linalg.eig', 'linalg.eigvals'], 'complex64', ('backward', 'forward'), _EIG, fallback=['aten::linalg_eig'])
 
-_HIST = (
-    'histogram bin-edge ops (the edges from the data, then the counts) have no device kernel (histc and '
-    'bincount run on the device): CPU fallback')
-X += xfail('histogram', 'float32', 'forward', _HIST, fallback=['aten::histogram.bin_ct', 'aten::histogram.bins_tensor'])
-X += xfail('histogramdd', 'float32', 'forward', _HIST,
-          fallback=['aten::_histogramdd_bin_edges',
-                    'aten::_histogramdd_from_bin_cts',
-                    'aten::_histogramdd_from_bin_tensors'])
-
-
 _LDL = 'LDL factorization has no lowering (LU and Cholesky do): CPU fallback'
 X += xfail('linalg.ldl_factor', 'float32', 'forward', _LDL, fallback=['aten::linalg_ldl_factor_ex.out'])
 X += xfail('linalg.ldl_factor_ex', 'float32', 'forward', _LDL, fallback=['aten::linalg_ldl_factor_ex.out'])
@@ -93,9 +83,6 @@ X += xfail('linalg.ldl_solve', 'float32', 'forward', _LDL, fallback=['aten::lina
 X += xfail(['linalg.ldl_factor', 'linalg.ldl_factor_ex'], 'complex64', 'forward', _LDL,
           fallback=['aten::linalg_ldl_factor_ex.out'])
 X += xfail('linalg.ldl_solve', 'complex64', 'forward', _LDL, fallback=['aten::linalg_ldl_solve.out'])
-X += xfail('logcumsumexp', 'complex64', ('backward', 'forward'),
-           'complex logcumsumexp has no lowering: PyTorch accumulates log-add-exp sequentially, and a parallel scan '
-           'lands on other branches of the imaginary part (2 pi apart): CPU fallback', fallback=['aten::logcumsumexp'])
 
 
 _LSTSQ = 'least squares (QR / SVD based) has no lowering: CPU fallback'
@@ -103,8 +90,6 @@ X += xfail(['linalg.lstsq', 'linalg.lstsq.grad_oriented'], ('complex64', 'float3
           fallback=['aten::linalg_lstsq.out'])
 
 
-X += xfail('hash_tensor', ('bfloat16', 'bool', 'float32', 'int64'), 'forward',
-          'hash_tensor (a uint64 result) has no lowering: CPU fallback', fallback=['aten::hash_tensor.out'])
 
 
 EXPECTED_FAILURES = X

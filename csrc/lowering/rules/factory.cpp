@@ -255,7 +255,8 @@ void populateFactory(Registry& r) {
   // linspace / logspace (start, end, steps[, base]): PyTorch CPU's two-sided formula (the first half counts up from
   // start, the second half down from end), in CPU's types. start and end are first converted to the result dtype
   // (integers truncate). linspace: integer results compute in f64 and truncate; every other dtype computes in itself
-  // (half and bfloat16 round after each step, as c10::Half arithmetic does). logspace: the exponent and the power
+  // (half and bfloat16 round after each step, as c10::Half arithmetic does; float32 and float64 take each value as one
+  // fused multiply-add, as CPU's compiled kernel does: linspaceTwoSided). logspace: the exponent and the power
   // compute in f64 (the base in f32 for integer results; complex results in their own type), a single step is
   // base ** start without rounding start first, and the power is converted to the result dtype.
   auto spaced = [](bool log) {
@@ -282,21 +283,7 @@ void populateFactory(Registry& r) {
       Value diff = log && !integral && !shlo::isComplex(t.dtype)
                        ? b.convert(b.sub(b.convert(end, t.dtype), b.convert(start, t.dtype)), c)
                        : b.sub(end, start);
-      Value denom = b.constantF(double(steps - 1), c, t.shape);
-      if (!shlo::isComplex(c)) {
-        // XLA turns a division by a constant into a multiplication by its reciprocal, which rounds differently
-        // from CPU's division (linspace(1, 127, 50, dtype=int16)[21] gave 54 for CPU's 55). The divisor depends
-        // on `start` through a select only a NaN start changes (the result is NaN then anyway): a division.
-        denom = b.select(b.compare(start, start, Cmp::NE), b.constantF(double(steps), c, t.shape), denom);
-      }
-      Value step = b.div(diff, denom);
-      Value idx = b.iota({DType::S64, t.shape}, 0);
-      Value fi = b.convert(idx, c);
-      Value lo = b.add(start, b.mul(step, fi));
-      Value back = b.convert(b.sub(b.constantF(double(steps - 1), DType::S64, t.shape), idx), c);
-      Value hi = b.sub(end, b.mul(step, back));
-      Value first = b.compare(idx, b.constantF(double(steps / 2), DType::S64, t.shape), Cmp::LT);
-      Value v = b.select(first, lo, hi);
+      Value v = linspaceTwoSided(b, start, end, diff, steps);
       if (log) {
         v = power(v);
         // CPU stores each power with a scalar double -> integer conversion: through int32 for the narrower types

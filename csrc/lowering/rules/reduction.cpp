@@ -1,5 +1,5 @@
 // Reduction family: sum/mean/prod, amax/amin/max/min (NaN-propagating), argmax/argmin, any/all, var/std,
-// vector norms, logsumexp, cumulative sums/products.
+// vector norms, logsumexp, cumulative sums/products, hash_tensor.
 //
 // Accumulation follows PyTorch CPU: bf16/f16 accumulate in f32 (accType) and round once; sum/prod of bool and
 // integer tensors give int64 unless a dtype is given; mean/var/std only take floating tensors.
@@ -347,6 +347,152 @@ Value logCumSumExp(Builder& b, Value x, int64_t dim) {
   return moveBack(b, res, perm);
 }
 
+// The 64 bits of a float's double (IEEE bits `bits` with `e_bits` exponent and `m_bits` mantissa bits, in u64)
+// computed in integer arithmetic: subnormals normalized, a NaN quieted with its payload kept, as x86 widens.
+Value widenFloatBits(Builder& b, Value bits, int e_bits, int m_bits) {
+  const Shape& s = bits.shape();
+  auto u = [&](uint64_t v) { return b.broadcastTo(b.constantInt(int64_t(v), DType::U64), s); };
+  const uint64_t bias = (uint64_t(1) << (e_bits - 1)) - 1, emax = (uint64_t(1) << e_bits) - 1;
+  Value sign = b.shiftLeft(b.shiftRightLogical(bits, u(e_bits + m_bits)), u(63));
+  Value e = b.andOp(b.shiftRightLogical(bits, u(m_bits)), u(emax));
+  Value m = b.andOp(bits, u((uint64_t(1) << m_bits) - 1));
+  Value frac = b.shiftLeft(m, u(52 - m_bits));
+  Value normal = b.orOp(sign, b.orOp(b.shiftLeft(b.add(e, u(1023 - bias)), u(52)), frac));
+  // subnormal m 2^(1 - bias - m_bits): its top bit p becomes the implicit one
+  Value p = b.sub(u(63), b.clz(m));
+  Value sub = b.orOp(sign, b.orOp(b.shiftLeft(b.add(p, u(1023 + 1 - bias - m_bits)), u(52)),
+                                  b.andOp(b.shiftLeft(m, b.sub(u(52), p)), u((uint64_t(1) << 52) - 1))));
+  Value zero_m = b.compare(m, u(0), Cmp::EQ);
+  Value special = b.orOp(b.orOp(sign, u(uint64_t(0x7ff) << 52)),
+                         b.orOp(frac, b.select(zero_m, u(0), u(uint64_t(1) << 51))));
+  Value res = b.select(b.compare(e, u(0), Cmp::EQ), b.select(zero_m, sign, sub), normal);
+  return b.select(b.compare(e, u(emax), Cmp::EQ), special, res);
+}
+
+// The 64 bits PyTorch CPU's hash_tensor (mode 0) XORs together per element: a floating value's double (its bits),
+// a bool's 0 or 1, an integer sign-extended to 64 bits.
+Value hashBits(Builder& b, Value x) {
+  const DType t = x.dtype();
+  if (t == DType::Pred || t == DType::U8) return b.convert(x, DType::U64);
+  if (shlo::isInteger(t)) return b.bitcastConvert(b.convert(x, DType::S64), DType::U64);
+  if (t == DType::F64) return b.bitcastConvert(x, DType::U64);
+  if (t == DType::F32) return widenFloatBits(b, b.convert(b.bitcastConvert(x, DType::U32), DType::U64), 8, 23);
+  Value h = b.convert(b.bitcastConvert(x, DType::U16), DType::U64);
+  return t == DType::BF16 ? widenFloatBits(b, h, 8, 7) : widenFloatBits(b, h, 5, 10);
+}
+
+// ---- complex logcumsumexp: PyTorch CPU's sequential log-add-exp (aten/src/ATen/native/cpu/LogAddExp.h) ----
+//
+// CPU accumulates complex values one at a time in complex<double> (acc_type), cum = log_add_exp(x[i], cum) from
+// cum = -inf, storing each cum in the result's dtype. The imaginary part is not reduced to (-pi, pi]: it follows the
+// larger real part's, so any other order of additions lands on other branches. The helpers below compute on
+// (real, imaginary) pairs of f64 Values with glibc's special values of cexp and clog and c10's complex arithmetic.
+struct Cx {
+  Value re, im;
+};
+
+Value splat(Builder& b, double v, const Value& like) { return b.constantF(v, like.dtype(), like.shape()); }
+Value copySign(Builder& b, Value mag, Value sgn) {  // |mag| with sgn's sign bit
+  Value neg = b.compare(b.bitcastConvert(sgn, DType::S64), b.zeros({DType::S64, sgn.shape()}), Cmp::LT);
+  Value a = b.abs(mag);
+  return b.select(neg, b.neg(a), a);
+}
+Value cxNan(Builder& b, const Cx& z) { return b.orOp(isNan(b, z.re), isNan(b, z.im)); }
+Cx cxSelect(Builder& b, Value p, const Cx& x, const Cx& y) {
+  return {b.select(p, x.re, y.re), b.select(p, x.im, y.im)};
+}
+Cx cxMul(Builder& b, const Cx& x, const Cx& y) {
+  return {b.sub(b.mul(x.re, y.re), b.mul(x.im, y.im)), b.add(b.mul(x.re, y.im), b.mul(x.im, y.re))};
+}
+// c10::complex division (numpy's scaled form)
+Cx cxDiv(Builder& b, const Cx& x, const Cx& y) {
+  Value ac = b.abs(y.re), ad = b.abs(y.im), one = splat(b, 1, ac);
+  Value rat1 = b.div(y.im, y.re), scl1 = b.div(one, b.add(y.re, b.mul(y.im, rat1)));
+  Cx r1{b.mul(b.add(x.re, b.mul(x.im, rat1)), scl1), b.mul(b.sub(x.im, b.mul(x.re, rat1)), scl1)};
+  Cx zero{b.div(x.re, ac), b.div(x.im, ad)};
+  Value rat2 = b.div(y.re, y.im), scl2 = b.div(one, b.add(y.im, b.mul(y.re, rat2)));
+  Cx r2{b.mul(b.add(b.mul(x.re, rat2), x.im), scl2), b.mul(b.sub(b.mul(x.im, rat2), x.re), scl2)};
+  Value both0 = b.andOp(b.compare(ac, splat(b, 0, ac), Cmp::EQ), b.compare(ad, splat(b, 0, ad), Cmp::EQ));
+  return cxSelect(b, b.compare(ac, ad, Cmp::GE), cxSelect(b, both0, zero, r1), r2);
+}
+// glibc cexp (for the values log-add-exp meets: a NaN real part never reaches it)
+Cx cxExp(Builder& b, const Cx& z) {
+  Value zero = splat(b, 0, z.re), inf = splat(b, INFINITY, z.re), nan = splat(b, NAN, z.re);
+  Value e = b.exp(z.re), c = b.cos(z.im), s = b.sin(z.im);
+  Value im0 = b.compare(z.im, zero, Cmp::EQ), imfin = b.isFinite(z.im);
+  Cx fin = cxSelect(b, im0, Cx{e, b.mul(e, z.im)}, Cx{b.mul(e, c), b.mul(e, s)});
+  fin = cxSelect(b, imfin, fin, Cx{nan, nan});
+  Value v = b.select(b.compare(z.re, zero, Cmp::GT), inf, zero);  // the infinite real part's exp
+  Cx infi = cxSelect(b, im0, Cx{v, z.im}, Cx{copySign(b, v, c), copySign(b, v, s)});
+  Cx infn = cxSelect(b, b.compare(z.re, zero, Cmp::GT), Cx{inf, nan}, Cx{zero, copySign(b, zero, z.im)});
+  infi = cxSelect(b, imfin, infi, infn);
+  return cxSelect(b, b.isFinite(z.re), fin, infi);
+}
+// glibc clog: log|z| (through log1p near |z| = 1, where log-add-exp's 1 + z lies), arg z
+Cx cxLog(Builder& b, const Cx& z) {
+  Value ar = b.abs(z.re), ai = b.abs(z.im);
+  Value hi = b.max(ar, ai), lo = b.min(ar, ai), zero = splat(b, 0, ar), one = splat(b, 1, ar);
+  Value q = b.div(lo, b.select(b.compare(hi, zero, Cmp::EQ), one, hi));
+  Value h = b.mul(hi, b.sqrt(b.add(one, b.mul(q, q))));
+  Value near1 = b.andOp(b.compare(h, splat(b, 0.7, h), Cmp::GT), b.compare(h, splat(b, 1.5, h), Cmp::LT));
+  Value m1 = b.add(b.mul(b.sub(ar, one), b.add(ar, one)), b.mul(ai, ai));  // |z|^2 - 1 (ar near 1 where used)
+  Value re = b.select(near1, b.mul(splat(b, 0.5, m1), b.log1p(m1)), b.log(h));
+  Value inf = b.orOp(b.compare(ar, splat(b, INFINITY, ar), Cmp::EQ), b.compare(ai, splat(b, INFINITY, ai), Cmp::EQ));
+  re = b.select(inf, splat(b, INFINITY, re), re);
+  return {re, b.atan2(z.im, z.re)};
+}
+// c10's CPU complex log1p: u = 1 + z; z if u == 1, log u if u - 1 == z, else log(u) z / (u - 1)
+Cx cxLog1p(Builder& b, const Cx& z) {
+  Value one = splat(b, 1, z.re);
+  Cx u{b.add(z.re, one), z.im};
+  Cx lu = cxLog(b, u);
+  Cx um1{b.sub(u.re, one), u.im};
+  Cx scaled = cxMul(b, lu, cxDiv(b, z, um1));
+  Value same = b.andOp(b.compare(um1.re, z.re, Cmp::EQ), b.compare(um1.im, z.im, Cmp::EQ));
+  Value unit = b.andOp(b.compare(u.re, one, Cmp::EQ), b.compare(u.im, splat(b, 0, z.im), Cmp::EQ));
+  return cxSelect(b, unit, z, cxSelect(b, same, lu, scaled));
+}
+// _log_add_exp_helper(x, y) for complex numbers
+Cx cxLogAddExp(Builder& b, const Cx& x, const Cx& y) {
+  Value ynan = cxNan(b, y), xnan = cxNan(b, x), lt = b.compare(x.re, y.re, Cmp::LT);
+  Cx mn = cxSelect(b, ynan, y, cxSelect(b, xnan, x, cxSelect(b, lt, x, y)));
+  Cx mx = cxSelect(b, ynan, y, cxSelect(b, xnan, x, cxSelect(b, lt, y, x)));
+  Cx general = cxLog1p(b, cxExp(b, Cx{b.sub(mn.re, mx.re), b.sub(mn.im, mx.im)}));
+  general = {b.add(general.re, mx.re), b.add(general.im, mx.im)};
+  Cx emn = cxExp(b, mn), emx = cxExp(b, mx);
+  Cx both_inf = cxLog(b, Cx{b.add(emn.re, emx.re), b.add(emn.im, emx.im)});
+  Value zero = splat(b, 0, mn.re), nan = splat(b, NAN, mn.re);
+  Value inf_case = b.andOp(b.notOp(b.isFinite(mn.re)), b.compare(mn.re, mx.re, Cmp::EQ));
+  Cx res = cxSelect(b, inf_case, cxSelect(b, b.compare(mn.re, zero, Cmp::LT), mn, both_inf), general);
+  return cxSelect(b, cxNan(b, mn), Cx{nan, nan}, res);
+}
+
+// Complex logcumsumexp along dim: a loop over the dim, every other position at once.
+Value complexLogCumSumExp(Builder& b, Value x, int64_t dim) {
+  if (x.rank() == 0 || x.shape()[dim] == 0) return x;
+  const int64_t n = x.shape()[dim];
+  const DType ct = shlo::componentType(x.dtype());
+  auto [xt, perm] = moveLast(b, x, dim);
+  Shape s = xt.shape();
+  Shape row(s.begin(), s.end() - 1);
+  const int64_t r = xt.rank();
+  Value xre = b.convert(b.realPart(xt), DType::F64), xim = b.convert(b.imagPart(xt), DType::F64);
+  std::vector<Value> init = {b.constantF(-INFINITY, DType::F64, row), b.zeros({DType::F64, row}),
+                             b.zeros({ct, s}), b.zeros({ct, s}), xre, xim};
+  auto out = b.forLoop(n, init, [&](Builder& bb, Value i, const std::vector<Value>& a) {
+    std::vector<Value> at(size_t(r), bb.constantInt(0, DType::S32));
+    at.back() = i;
+    Shape one = row;
+    one.push_back(1);
+    auto pick = [&](Value v) { return bb.reshape(bb.dynamicSlice(v, at, one), row); };
+    Cx cum = cxLogAddExp(bb, Cx{pick(a[4]), pick(a[5])}, Cx{a[0], a[1]});
+    Value ore = bb.dynamicUpdateSlice(a[2], bb.reshape(bb.convert(cum.re, ct), one), at);
+    Value oim = bb.dynamicUpdateSlice(a[3], bb.reshape(bb.convert(cum.im, ct), one), at);
+    return std::vector<Value>{cum.re, cum.im, ore, oim, a[4], a[5]};
+  });
+  return moveBack(b, b.complex(out[2], out[3]), perm);
+}
+
 // Sorted values and their (stable) original indices along dim.
 std::vector<Value> sortAlong(Builder& b, Value x, int64_t dim) {
   Value key = x.dtype() == DType::Pred ? b.convert(x, DType::U8) : x;
@@ -452,56 +598,25 @@ void populateReduction(Registry& r) {
     if (!dims.empty()) v = b.reduce(v, dims, ReduceKind::Sum);
     return {keepDims(b, b.convert(v, out), x.shape(), dims, optBool(ctx, 2))};
   }).accepts(realDTypes);
-  // histc(self, bins=100, min=0, max=0): min == max means the data's range (widened by 1 if flat).
-  // Floating inputs as on CPU; integer inputs (not bool) as on CUDA, which takes them and bins in int64
-  // arithmetic (Transformers' MoE layers count tokens per expert with an int32 histc on accelerators).
-  r.add("aten::histc", [](Context& ctx) -> std::vector<Value> {
+  // hash_tensor(self, dim=[], *, keepdim=False, mode=0) -> uint64: the XOR of every element's 64 bits (hashBits)
+  // over dim (empty: all). CPU raises for other modes, for an empty tensor without dims, for a dim of size 0 and for
+  // complex and uint16/32/64 inputs (no kernel): those calls are left to it. (The row lists kWideUnsigned for the
+  // uint64 result, kComplex so that complex inputs reach CPU's error.)
+  r.add("aten::hash_tensor", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
-    Value x0 = ctx.tensor(0);
-    int64_t bins = ctx.has(1) ? ctx.toInt(1) : 100;
-    DType t = x0.dtype();
-    bool integral = shlo::isInteger(t);
-    DType c = integral ? DType::S64 : DType::F64;
-    int64_t n = x0.type.numel();
-    Value x = b.reshape(b.convert(x0, c), {n});
-    Value lo = ctx.has(2) ? scalarArg(ctx, 2, c) : b.constant(0, c);
-    Value hi = ctx.has(3) ? scalarArg(ctx, 3, c) : b.constant(0, c);
-    if (shlo::isInteger(t)) {
-      lo = b.convert(b.convert(lo, DType::S64), c);
-      hi = b.convert(b.convert(hi, DType::S64), c);
-    }
-    if (n > 0) {
-      Value same = b.compare(lo, hi, Cmp::EQ);
-      Value dmin = x, dmax = x;
-      if (!integral) {
-        Value finite = b.isFinite(x);
-        dmin = b.select(finite, x, b.constantF(INFINITY, c, {n}));
-        dmax = b.select(finite, x, b.constantF(-INFINITY, c, {n}));
-      }
-      lo = b.select(same, b.reduce(dmin, {0}, ReduceKind::Min), lo);
-      hi = b.select(same, b.reduce(dmax, {0}, ReduceKind::Max), hi);
-    }
-    Value flat = b.compare(lo, hi, Cmp::EQ);
-    lo = b.select(flat, b.sub(lo, b.constant(1, c)), lo);
-    hi = b.select(flat, b.add(hi, b.constant(1, c)), hi);
-    if (n == 0) return {b.zeros({t, {bins}})};
-    Value lob = b.broadcastTo(lo, {n}), hib = b.broadcastTo(hi, {n});
-    // (x - min) * bins / (max - min): integer division for integers (x >= min where it counts), floor otherwise
-    Value pos = b.div(b.mul(b.sub(x, lob), b.constantF(double(bins), c, {n})), b.sub(hib, lob));
-    Value idx = integral ? pos : b.convert(b.floor(pos), DType::S64);
-    idx = b.select(b.compare(x, hib, Cmp::EQ), b.constantF(double(bins - 1), DType::S64, {n}), idx);
-    Value in = b.andOp(b.compare(x, lob, Cmp::GE), b.compare(x, hib, Cmp::LE));
-    idx = b.select(in, idx, b.constantF(double(bins), DType::S64, {n}));  // out of range: dropped
-    Value ones = b.convert(in, t);
-    Builder::ScatterDims sd;
-    sd.inserted_window_dims = {0};
-    sd.scatter_dims_to_operand_dims = {0};
-    sd.index_vector_dim = 1;
-    Value hist = b.scatter(b.zeros({t, {bins + 1}}), b.reshape(idx, {n, 1}), ones, sd, ReduceKind::Sum);
-    return {b.sliceInDim(hist, 0, bins, 1, 0)};
-  }).accepts([](const Context& ctx) {
-    return realDTypes(ctx) && (isFloat(ctx.tensor(0).dtype()) || shlo::isInteger(ctx.tensor(0).dtype()));
-  });
+    Value x = ctx.tensor(0);
+    if (ctx.has(3) && ctx.toInt(3) != 0) throw InvalidCall(ctx.op(), "unknown hash_tensor mode");
+    const DType t = x.dtype();
+    if (shlo::isComplex(t) || (shlo::isInteger(t) && !shlo::isSigned(t) && t != DType::U8))
+      throw InvalidCall(ctx.op(), "CPU's hash_tensor has no kernel for this dtype");
+    const bool all = !ctx.has(1) || ctx.toInts(1).empty();
+    std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
+    if (all && x.type.numel() == 0) throw InvalidCall(ctx.op(), "hash_tensor of an empty tensor needs its dims");
+    for (int64_t d : dims)
+      if (x.shape()[size_t(d)] == 0) throw InvalidCall(ctx.op(), "hash_tensor over a dimension of size 0");
+    Value r = b.reduce(hashBits(b, x), dims, ReduceKind::Xor);
+    return {keepDims(b, r, x.shape(), dims, optBool(ctx, 2))};
+  }).accepts(realDTypes).dtypes(kWideUnsigned | kComplex);
   // renorm(self, p, dim, maxnorm): each slice along dim rescaled to norm <= maxnorm.
   r.add("aten::renorm", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
@@ -586,11 +701,14 @@ void populateReduction(Registry& r) {
     Value x = ctx.tensor(0);
     return cumExtreme(ctx.b, x, normDim(ctx, ctx.toInt(1), x.rank()), false);
   }).accepts(realDTypes);
+  // logcumsumexp(self, dim): real inputs pairwise (logCumSumExp), complex ones sequentially as CPU
+  // (complexLogCumSumExp: their imaginary parts depend on the order of additions).
   r.add("aten::logcumsumexp", [](Context& ctx) -> std::vector<Value> {
     Value x = ctx.tensor(0);
-    return {ctx.b.convert(logCumSumExp(ctx.b, ctx.b.convert(x, accType(x.dtype())), normDim(ctx, ctx.toInt(1), x.rank())),
-                          x.dtype())};
-  }).accepts(floatInput);
+    const int64_t d = normDim(ctx, ctx.toInt(1), x.rank());
+    if (shlo::isComplex(x.dtype())) return {complexLogCumSumExp(ctx.b, x, d)};
+    return {ctx.b.convert(logCumSumExp(ctx.b, ctx.b.convert(x, accType(x.dtype())), d), x.dtype())};
+  }).accepts(floatOrComplexInput).complex();
   // kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices)
   r.add("aten::kthvalue", [](Context& ctx) -> std::vector<Value> {
     Builder& b = ctx.b;
