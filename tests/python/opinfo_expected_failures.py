@@ -90,8 +90,6 @@ X += xfail(['linalg.lstsq', 'linalg.lstsq.grad_oriented'], ('complex64', 'float3
           fallback=['aten::linalg_lstsq.out'])
 
 
-
-
 EXPECTED_FAILURES = X
 
 # OpInfo names of the ops the model suite (decoder LLMs, MoE, encoders, diffusion transformers and UNets, training)
