@@ -62,8 +62,9 @@ const std::vector<Spec>& buildTable() {
        "Ops per fused trace at most."},
       {"TORCH_TPU_FUSED_SPEED_CHECK", Kind::Integer, "4", nullptr, nullptr, 0, 100, "C++ (eager)",
        "Rounds the fused-eager speed check times before keeping or dropping a fused program: a block of 8 steps "
-       "recorded and fused against 8 run as strict mode runs them (a trace repeating back to back), else one launch "
-       "of the program against one of its trace op by op; 0: no check, every fused program is used."},
+       "recorded and fused against 8 run as strict mode runs them (a trace repeating back to back; after two rounds a "
+       "mode 25% faster decides), else one launch of the program against one of its trace op by op; 0: no check, "
+       "every fused program is used."},
       {"TORCH_TPU_FUSED_COMPILE_NICE", Kind::Integer, "5", nullptr, nullptr, 0, 19, "C++ (eager)",
        "Niceness added to the fused-eager background compile thread's (Linux), so that the thread running the "
        "model keeps its core on a busy machine; 0: the same priority."},
