@@ -380,6 +380,30 @@ def test_speed_check_keeps_a_faster_fused_program(speed_check):
     assert fused_stats()["slow_programs"] == s0["slow_programs"]
 
 
+def test_speed_check_survives_mode_changes_inside_its_blocks(speed_check):
+    # Strict steps between two fused ones (the mode changed inside a timed block, or inside the strict block) end that
+    # block untimed; the check goes on from the next fused launch and finishes (the faster program kept).
+    speed_check(2, -10.0)
+    x, w = torch.randn(4, 24).to("tpu"), torch.randn(24, 35).to("tpu")
+    ref = strict(_speed_step, x, w)
+    s0 = fused_stats()
+    step = lambda: _speed_step(x, w)  # noqa: E731
+    _until(lambda: fused_stats()["speed_trials"] - s0["speed_trials"] >= 3 + 3, step)  # inside the first block
+    for cut in range(2):
+        torch_tpu.set_eager_mode("strict")
+        for _ in range(3):
+            assert torch.equal(step(), ref)
+        torch_tpu.set_eager_mode("fused")
+        for _ in range(BLOCK + 2 - cut):  # the second time, stops inside the strict block
+            torch.testing.assert_close(step(), ref)
+    _until(lambda: fused_stats()["speed_checks"] > s0["speed_checks"], step, limit=80)
+    s1 = fused_stats()
+    assert s1["slow_programs"] == s0["slow_programs"]
+    for _ in range(3):
+        torch.testing.assert_close(step(), ref)
+    assert fused_stats()["hits"] - s1["hits"] == 3
+
+
 @pytest.mark.parametrize("bias", [10.0, -10.0])
 def test_speed_check_by_launches_when_other_traces_run_between(speed_check, bias):
     # Two traces launched in turn: neither repeats back to back, so neither's steps can run apart as strict mode.
