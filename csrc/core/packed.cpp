@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "core/client.h"
 #include "core/storage.h"
@@ -50,19 +51,32 @@ runtime::BufferPtr packedTranspose(const at::Tensor& weight, const runtime::Buff
     if (it != g_packs.end() && !it->second.src.expired()) return storageOf(it->second.packed)->get();
   }
   at::Tensor packed = weight.transpose(-2, -1).contiguous();  // an eager program, run outside the lock
+  // Entries dropped here are destroyed after the lock is released: a tensor's last reference may free its Python
+  // object, which takes the GIL, and a thread holding the GIL may be waiting for this lock (tensor-parallel ranks
+  // run as threads).
+  std::vector<PackEntry> dropped;
   {
     std::lock_guard<std::mutex> lk(g_pack_mu);
-    for (auto it = g_packs.begin(); it != g_packs.end();)  // copies of weights written or freed since
-      it = it->second.src.expired() ? g_packs.erase(it) : std::next(it);
-    g_packs[src.get()] = PackEntry{src, packed};
+    for (auto it = g_packs.begin(); it != g_packs.end();) {  // copies of weights written or freed since
+      if (it->second.src.expired()) {
+        dropped.push_back(std::move(it->second));
+        it = g_packs.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    PackEntry& e = g_packs[src.get()];
+    dropped.push_back(std::move(e));
+    e = PackEntry{src, packed};
   }
   g_packed_made++;
   return storageOf(packed)->get();
 }
 
 void clearPackedWeights() {
+  std::unordered_map<const runtime::Buffer*, PackEntry> dropped;  // destroyed without the lock (packedTranspose)
   std::lock_guard<std::mutex> lk(g_pack_mu);
-  g_packs.clear();
+  dropped.swap(g_packs);
 }
 
 int64_t packedWeightsMade() { return g_packed_made; }
