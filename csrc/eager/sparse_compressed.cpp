@@ -56,7 +56,7 @@ void checkSupported(const at::Tensor& t, const char* what) {
                               "dimensions)");
 }
 
-// The compressed index of each stored element: stored element k lies in row (column) r when
+// The compressed index of each stored element (int64): stored element k lies in row (column) r when
 // compressed[r] <= k < compressed[r + 1].
 at::Tensor expandCompressed(const at::Tensor& compressed_indices, int64_t nnz) {
   at::Tensor pos = at::arange(nnz, compressed_indices.options());
@@ -70,7 +70,7 @@ at::Tensor toCoo(const at::Tensor& self) {
   at::Tensor plain = (csr ? self.col_indices() : self.row_indices()).to(at::kLong);
   at::Tensor values = self.values();
   const int64_t nnz = self._nnz();
-  at::Tensor major = expandCompressed(comp, nnz).to(at::kLong);
+  at::Tensor major = expandCompressed(comp, nnz);
   at::Tensor indices = csr ? at::stack({major, plain}) : at::stack({plain, major});
   const int64_t dense_dim = self.dense_dim();
   return at::_sparse_coo_tensor_with_dims_and_tensors(2, dense_dim, self.sizes(), indices, values,
@@ -246,7 +246,7 @@ at::Tensor sampledAddmm(const at::Tensor& self, const at::Tensor& mat1, const at
   const int64_t nnz = self._nnz();
   at::Tensor values = self.values().mul(beta);
   if (mat1.numel() > 0 && mat2.numel() > 0 && nnz > 0) {
-    at::Tensor rows = expandCompressed(crow, nnz).to(at::kLong);
+    at::Tensor rows = expandCompressed(crow, nnz);
     at::Tensor dots = mat1.index_select(0, rows).mul(mat2.t().index_select(0, col.to(at::kLong))).sum(-1);
     values = values.add(dots, alpha);
   }
@@ -262,6 +262,14 @@ at::Tensor& sampledAddmmOut(const at::Tensor& self, const at::Tensor& mat1, cons
   return out;
 }
 
+// CPU's checks of the dense operand of sparse.mm with reduce= (argument `pos` of `c`): strided, self's dtype, as
+// many rows as self has columns.
+void checkMmReduceOther(at::CheckedFrom c, const at::Tensor& self, const at::Tensor& other, int pos) {
+  at::checkLayout(c, other, at::kStrided);
+  at::checkScalarType(c, {other, "other", pos}, self.values().scalar_type());
+  at::check_dim_size(other, 2, 0, self.size(1));
+}
+
 // torch.sparse.mm(csr, dense, reduce): out[m] = reduce over row m's stored elements e of values[e] * other[col[e]]
 // (0 for an empty row), accumulated in the values' opmath type as CPU's kernel does. With autograd recording an
 // amax or amin, also the stored element each result came from (CPU's rule: the first strictly greater, or smaller,
@@ -271,10 +279,7 @@ std::tuple<at::Tensor, at::Tensor> sparseMmReduce(const at::Tensor& self, const 
   TORCH_CHECK(self.layout() == at::kSparseCsr, "sparse_mm_reduce: expect self to be SparseCsr, got ", self.layout());
   TORCH_CHECK(self.dense_dim() == 0, "sparse_mm_reduce: expected non-hybrid self tensor.");
   TORCH_CHECK(self.dim() == 2, "sparse_mm_reduce: expected self to be a 2-D tensor, got ", self.dim(), "-D tensor.");
-  const at::CheckedFrom c = "sparse_mm_reduce";
-  at::checkLayout(c, other, at::kStrided);
-  at::checkScalarType(c, {other, "other", 1}, self.values().scalar_type());
-  at::check_dim_size(other, 2, 0, self.size(1));
+  checkMmReduceOther("sparse_mm_reduce", self, other, 1);
   const at::native::ReductionType op = at::native::get_reduction_enum(reduce);
   TORCH_CHECK(op != at::native::ReductionType::PROD, "sparse_mm_reduce: reduce type of prod has not been enabled.")
   using at::native::ReductionType;
@@ -285,7 +290,7 @@ std::tuple<at::Tensor, at::Tensor> sparseMmReduce(const at::Tensor& self, const 
   at::Tensor arg = need_arg ? at::full({m, n}, nnz, col.options()) : at::empty({0}, col.options());
   if (nnz == 0) return {at::zeros({m, n}, other.options()), arg};
   const at::ScalarType acc = at::toOpMathType(other.scalar_type());
-  at::Tensor rows = expandCompressed(self.crow_indices(), nnz).to(at::kLong);
+  at::Tensor rows = expandCompressed(self.crow_indices(), nnz);
   at::Tensor contrib = self.values().to(acc).unsqueeze(1).mul(other.index_select(0, col.to(at::kLong)).to(acc));
   at::Tensor out = at::zeros({m, n}, contrib.options());
   if (op == ReductionType::SUM) {
@@ -322,14 +327,12 @@ std::tuple<at::Tensor, at::Tensor> sparseMmReduceBackward(const at::Tensor& self
   at::checkScalarType(c, {grad_out, "grad_out", 1}, self.values().scalar_type());
   at::check_dim_size(grad_out, 2, 0, self.size(0));
   at::check_dim_size(grad_out, 2, 1, other.size(1));
-  at::checkLayout(c, other, at::kStrided);
-  at::checkScalarType(c, {other, "other", 2}, self.values().scalar_type());
-  at::check_dim_size(other, 2, 0, self.size(1));
+  checkMmReduceOther(c, self, other, 2);
   using at::native::ReductionType;
   const ReductionType op = at::native::get_reduction_enum(reduce);
   at::Tensor crow = self.crow_indices(), col = self.col_indices(), values = self.values();
   const int64_t nnz = self._nnz();
-  at::Tensor rows = expandCompressed(crow, nnz).to(at::kLong), cols = col.to(at::kLong);
+  at::Tensor rows = expandCompressed(crow, nnz), cols = col.to(at::kLong);
   at::Tensor grad_values, grad_other;
   if (op == ReductionType::SUM || op == ReductionType::MEAN) {
     at::Tensor g = grad_out;

@@ -266,9 +266,9 @@ Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Va
   return lo;
 }
 
-namespace {
 Value opaque(Builder& b, Value v) { return b.genericOp("stablehlo.optimization_barrier", {v}, "", {v.type})[0]; }
 
+namespace {
 // a k + c rounded once, as CPU's compiled `c + a * k` (a fused multiply-add) gives it, for float32 and float64 a and
 // c and integers k (as a's dtype) below 2^26. float32 computes in float64 (exact product). float64: the product's
 // rounding error from a split of a (its low 27 bits masked off, exact), the sum's by TwoSum; the product passes an
@@ -359,6 +359,15 @@ int64_t reducedCount(const Shape& shape, const std::vector<int64_t>& dims) {
 }
 
 Value cst(Builder& b, double v, const Value& like) { return b.scalarLike(v, like); }
+
+Value copySign(Builder& b, Value mag, Value sgn) {
+  const int bits = shlo::bitWidth(sgn.dtype());
+  const DType it = bits == 64 ? DType::S64 : bits == 32 ? DType::S32 : DType::S16;
+  Value sbits = b.bitcastConvert(sgn, it);
+  Value neg = b.compare(sbits, b.zerosLike(sbits), Cmp::LT);
+  Value a = b.abs(mag);
+  return b.select(neg, b.neg(a), a);
+}
 
 Value isNan(Builder& b, Value x) {  // complex: either component NaN
   if (shlo::isFloat8(x.dtype())) x = b.convert(x, DType::F32);

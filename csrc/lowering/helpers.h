@@ -87,6 +87,9 @@ Value binarySearch(Builder& b, const std::function<Value(Value)>& boundaryAt, Va
 // end - step (steps - 1 - i), each a fused multiply-add for float32 and float64 as CPU's compiled kernel has it.
 Value linspaceTwoSided(Builder& b, Value start, Value end, Value diff, int64_t steps);
 
+// An optional bool argument: false when absent.
+inline bool optBool(const Context& ctx, size_t i) { return ctx.has(i) && ctx.toBool(i); }
+
 // Normalizes a possibly negative dimension for a tensor of rank `rank` (a 0-d tensor accepts -1 and 0 and maps
 // them to 0). Raises via ctx on an out-of-range dimension.
 int64_t normDim(const Context& ctx, int64_t d, int64_t rank);
@@ -108,6 +111,11 @@ Value constantS64(Builder& b, int64_t v, const Shape& shape);
 Value nanMax(Builder& b, Value x, Value y);
 Value nanMin(Builder& b, Value x, Value y);
 Value isNan(Builder& b, Value x);  // pred; all false for non-float dtypes
+// |mag| with the sign bit of sgn (floating, same dtype; -0.0 counts as negative): C's copysign.
+Value copySign(Builder& b, Value mag, Value sgn);
+// v behind an optimization barrier: XLA cannot fold it as a constant (a division by it stays a division instead of
+// a multiplication by a reciprocal) nor fuse the op computing it into its user (no fused multiply-add).
+Value opaque(Builder& b, Value v);
 // Reduction over dims with PyTorch's NaN semantics for Max/Min (a NaN anywhere gives NaN); Pred max/min use Or/And.
 Value reduceNan(Builder& b, Value x, const std::vector<int64_t>& dims, ReduceKind kind);
 // Sum over dims (x itself when dims is empty), in x's dtype.

@@ -226,13 +226,8 @@ void populateElementwise(Registry& r) {
       .accepts(elementwiseAccepts).transcendental();
   r.add("aten::hypot", binary([](Builder& b, Value x, Value y) { return b.sqrt(b.add(b.mul(x, x), b.mul(y, y))); }))
       .accepts(elementwiseAccepts);
-  r.add("aten::copysign.Tensor", binary([](Builder& b, Value x, Value y) {
-    // |x| with the sign bit of y: select on y's sign bit (-0.0 counts as negative).
-    Value ax = b.abs(x);
-    DType it = shlo::bitWidth(y.dtype()) == 64 ? DType::S64 : shlo::bitWidth(y.dtype()) == 32 ? DType::S32 : DType::S16;
-    Value neg = b.compare(b.bitcastConvert(y, it), b.zerosLike(b.bitcastConvert(y, it)), Cmp::LT);
-    return b.select(neg, b.neg(ax), ax);
-  }, true)).accepts(elementwiseAccepts);
+  r.add("aten::copysign.Tensor", binary([](Builder& b, Value x, Value y) { return copySign(b, x, y); }, true))
+      .accepts(elementwiseAccepts);
   r.add("aten::xlogy.Tensor", binary([](Builder& b, Value x, Value y) {
     Value zero = cst(b, 0, x);
     Value res = b.select(b.compare(x, zero, Cmp::EQ), zero, b.mul(x, b.log(y)));

@@ -19,8 +19,6 @@ namespace {
 
 using shlo::isFloat;
 
-bool optBool(const Context& ctx, size_t i) { return ctx.has(i) && ctx.toBool(i); }
-
 // Adds weights [n] into `size` bins at idx [n] (S64; `size` drops the element), in the weights' dtype.
 Value addIntoBins(Builder& b, Value idx, Value weights, int64_t size) {
   const int64_t n = idx.shape()[0];
@@ -46,9 +44,9 @@ std::pair<Value, Value> binOf(Builder& b, Value x, Value edges, bool linear) {
   auto edgeAt = [&](Value i) { return takeRows(b, edges, i); };
   Value pos;
   if (linear) {
-    // The divisor depends on x through a select only a NaN x changes (such points drop), so that XLA keeps CPU's
-    // division where the edges are constants instead of multiplying by a reciprocal.
-    Value width = b.select(b.compare(x, x, Cmp::NE), x, b.sub(right, left));
+    // The divisor is opaque to XLA, so that it keeps CPU's division where the edges are constants instead of
+    // multiplying by a reciprocal.
+    Value width = opaque(b, b.sub(right, left));
     Value guess = b.div(b.mul(b.sub(x, left), b.constantF(double(ne - 1), t, s)), width);
     // (points outside the edges drop: their guess only needs to be a number)
     guess = b.convert(b.select(in, guess, b.zerosLike(guess)), DType::S64);

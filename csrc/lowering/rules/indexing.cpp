@@ -95,6 +95,7 @@ struct AdvIndex {
   bool adjacent = true;       // indexed dims consecutive: result keeps them in place
   Value indices;              // [*bshape, dims.size()]
   Shape rest;                 // shape of the non-indexed dims (in perm order)
+  bool none = false;          // no element selected (bshape or rest has a 0): no index is read
   // Result layout: gather gives bshape + rest; PyTorch's layout is before + bshape + after when adjacent.
   std::vector<int64_t> outPerm;  // gather layout -> PyTorch layout
   Shape outShape;                // PyTorch layout
@@ -126,12 +127,12 @@ AdvIndex advIndex(Context& ctx, Value self, const std::vector<Value>& tensors) {
   // No element selected (empty indices, or the other dims empty): CPU's kernel reads no index, so none is checked.
   Shape sel = a.bshape;
   sel.insert(sel.end(), a.rest.begin(), a.rest.end());
-  const bool none = std::find(sel.begin(), sel.end(), int64_t(0)) != sel.end();
+  a.none = std::find(sel.begin(), sel.end(), int64_t(0)) != sel.end();
   std::vector<Value> parts;
   for (size_t k = 0; k < idx.size(); ++k) {
     Value v = b.convert(idx[k], DType::S64);
     int64_t size = self.shape()[a.dims[k]];
-    if (!none) checkIndexRange(ctx, v, size, true, outOfBoundsMessage(a.dims[k], size));  // bounds check
+    if (!a.none) checkIndexRange(ctx, v, size, true, outOfBoundsMessage(a.dims[k], size));  // bounds check
     Value sz = b.broadcastTo(b.constantInt(size, DType::S64), v.shape());
     v = b.select(b.compare(v, b.zerosLike(v), Cmp::LT), b.add(v, sz), v);
     parts.push_back(b.reshape(b.broadcastTo(v, a.bshape), s1));
@@ -178,7 +179,7 @@ std::vector<Value> indexRule(Context& ctx) {
   gshape.insert(gshape.end(), a.rest.begin(), a.rest.end());
   // An empty result (the indices, or the dims they leave, are empty): nothing to gather, and XLA's gather takes no
   // slice larger than an empty indexed dim.
-  if (std::find(gshape.begin(), gshape.end(), int64_t(0)) != gshape.end())
+  if (a.none)
     return {b.transpose(b.zeros(TensorType{self.dtype(), gshape}), a.outPerm)};
   Value g = b.gather(xt, a.indices, gd, sizes, gshape);
   return {b.transpose(g, a.outPerm)};

@@ -15,7 +15,6 @@ namespace {
 using shlo::Cmp;
 using shlo::isFloat;
 
-bool optBool(const Context& ctx, size_t i) { return ctx.has(i) && ctx.toBool(i); }
 
 // dtype of sum/prod/cumsum: the dtype argument, else int64 for bool/integers, else the input dtype.
 DType sumType(const Context& ctx, size_t dtype_arg, DType in) {
@@ -391,12 +390,6 @@ struct Cx {
   Value re, im;
 };
 
-Value splat(Builder& b, double v, const Value& like) { return b.constantF(v, like.dtype(), like.shape()); }
-Value copySign(Builder& b, Value mag, Value sgn) {  // |mag| with sgn's sign bit
-  Value neg = b.compare(b.bitcastConvert(sgn, DType::S64), b.zeros({DType::S64, sgn.shape()}), Cmp::LT);
-  Value a = b.abs(mag);
-  return b.select(neg, b.neg(a), a);
-}
 Value cxNan(Builder& b, const Cx& z) { return b.orOp(isNan(b, z.re), isNan(b, z.im)); }
 Cx cxSelect(Builder& b, Value p, const Cx& x, const Cx& y) {
   return {b.select(p, x.re, y.re), b.select(p, x.im, y.im)};
@@ -406,18 +399,18 @@ Cx cxMul(Builder& b, const Cx& x, const Cx& y) {
 }
 // c10::complex division (numpy's scaled form)
 Cx cxDiv(Builder& b, const Cx& x, const Cx& y) {
-  Value ac = b.abs(y.re), ad = b.abs(y.im), one = splat(b, 1, ac);
+  Value ac = b.abs(y.re), ad = b.abs(y.im), one = cst(b, 1, ac);
   Value rat1 = b.div(y.im, y.re), scl1 = b.div(one, b.add(y.re, b.mul(y.im, rat1)));
   Cx r1{b.mul(b.add(x.re, b.mul(x.im, rat1)), scl1), b.mul(b.sub(x.im, b.mul(x.re, rat1)), scl1)};
   Cx zero{b.div(x.re, ac), b.div(x.im, ad)};
   Value rat2 = b.div(y.re, y.im), scl2 = b.div(one, b.add(y.im, b.mul(y.re, rat2)));
   Cx r2{b.mul(b.add(b.mul(x.re, rat2), x.im), scl2), b.mul(b.sub(b.mul(x.im, rat2), x.re), scl2)};
-  Value both0 = b.andOp(b.compare(ac, splat(b, 0, ac), Cmp::EQ), b.compare(ad, splat(b, 0, ad), Cmp::EQ));
+  Value both0 = b.andOp(b.compare(ac, cst(b, 0, ac), Cmp::EQ), b.compare(ad, cst(b, 0, ad), Cmp::EQ));
   return cxSelect(b, b.compare(ac, ad, Cmp::GE), cxSelect(b, both0, zero, r1), r2);
 }
 // glibc cexp (for the values log-add-exp meets: a NaN real part never reaches it)
 Cx cxExp(Builder& b, const Cx& z) {
-  Value zero = splat(b, 0, z.re), inf = splat(b, INFINITY, z.re), nan = splat(b, NAN, z.re);
+  Value zero = cst(b, 0, z.re), inf = cst(b, INFINITY, z.re), nan = cst(b, NAN, z.re);
   Value e = b.exp(z.re), c = b.cos(z.im), s = b.sin(z.im);
   Value im0 = b.compare(z.im, zero, Cmp::EQ), imfin = b.isFinite(z.im);
   Cx fin = cxSelect(b, im0, Cx{e, b.mul(e, z.im)}, Cx{b.mul(e, c), b.mul(e, s)});
@@ -431,25 +424,25 @@ Cx cxExp(Builder& b, const Cx& z) {
 // glibc clog: log|z| (through log1p near |z| = 1, where log-add-exp's 1 + z lies), arg z
 Cx cxLog(Builder& b, const Cx& z) {
   Value ar = b.abs(z.re), ai = b.abs(z.im);
-  Value hi = b.max(ar, ai), lo = b.min(ar, ai), zero = splat(b, 0, ar), one = splat(b, 1, ar);
+  Value hi = b.max(ar, ai), lo = b.min(ar, ai), zero = cst(b, 0, ar), one = cst(b, 1, ar);
   Value q = b.div(lo, b.select(b.compare(hi, zero, Cmp::EQ), one, hi));
   Value h = b.mul(hi, b.sqrt(b.add(one, b.mul(q, q))));
-  Value near1 = b.andOp(b.compare(h, splat(b, 0.7, h), Cmp::GT), b.compare(h, splat(b, 1.5, h), Cmp::LT));
+  Value near1 = b.andOp(b.compare(h, cst(b, 0.7, h), Cmp::GT), b.compare(h, cst(b, 1.5, h), Cmp::LT));
   Value m1 = b.add(b.mul(b.sub(ar, one), b.add(ar, one)), b.mul(ai, ai));  // |z|^2 - 1 (ar near 1 where used)
-  Value re = b.select(near1, b.mul(splat(b, 0.5, m1), b.log1p(m1)), b.log(h));
-  Value inf = b.orOp(b.compare(ar, splat(b, INFINITY, ar), Cmp::EQ), b.compare(ai, splat(b, INFINITY, ai), Cmp::EQ));
-  re = b.select(inf, splat(b, INFINITY, re), re);
+  Value re = b.select(near1, b.mul(cst(b, 0.5, m1), b.log1p(m1)), b.log(h));
+  Value inf = b.orOp(b.compare(ar, cst(b, INFINITY, ar), Cmp::EQ), b.compare(ai, cst(b, INFINITY, ai), Cmp::EQ));
+  re = b.select(inf, cst(b, INFINITY, re), re);
   return {re, b.atan2(z.im, z.re)};
 }
 // c10's CPU complex log1p: u = 1 + z; z if u == 1, log u if u - 1 == z, else log(u) z / (u - 1)
 Cx cxLog1p(Builder& b, const Cx& z) {
-  Value one = splat(b, 1, z.re);
+  Value one = cst(b, 1, z.re);
   Cx u{b.add(z.re, one), z.im};
   Cx lu = cxLog(b, u);
   Cx um1{b.sub(u.re, one), u.im};
   Cx scaled = cxMul(b, lu, cxDiv(b, z, um1));
   Value same = b.andOp(b.compare(um1.re, z.re, Cmp::EQ), b.compare(um1.im, z.im, Cmp::EQ));
-  Value unit = b.andOp(b.compare(u.re, one, Cmp::EQ), b.compare(u.im, splat(b, 0, z.im), Cmp::EQ));
+  Value unit = b.andOp(b.compare(u.re, one, Cmp::EQ), b.compare(u.im, cst(b, 0, z.im), Cmp::EQ));
   return cxSelect(b, unit, z, cxSelect(b, same, lu, scaled));
 }
 // _log_add_exp_helper(x, y) for complex numbers
@@ -461,7 +454,7 @@ Cx cxLogAddExp(Builder& b, const Cx& x, const Cx& y) {
   general = {b.add(general.re, mx.re), b.add(general.im, mx.im)};
   Cx emn = cxExp(b, mn), emx = cxExp(b, mx);
   Cx both_inf = cxLog(b, Cx{b.add(emn.re, emx.re), b.add(emn.im, emx.im)});
-  Value zero = splat(b, 0, mn.re), nan = splat(b, NAN, mn.re);
+  Value zero = cst(b, 0, mn.re), nan = cst(b, NAN, mn.re);
   Value inf_case = b.andOp(b.notOp(b.isFinite(mn.re)), b.compare(mn.re, mx.re, Cmp::EQ));
   Cx res = cxSelect(b, inf_case, cxSelect(b, b.compare(mn.re, zero, Cmp::LT), mn, both_inf), general);
   return cxSelect(b, cxNan(b, mn), Cx{nan, nan}, res);
