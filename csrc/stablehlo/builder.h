@@ -292,6 +292,8 @@ class Builder {
   std::string precisionConfig(DType operand, const char* dialect = "stablehlo") const;
 
  private:
+  Value intDivRem(Value a, Value b, bool quotient);  // div/rem of integers (ops_elementwise.cpp)
+
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };

@@ -22,8 +22,6 @@ using namespace detail;
 TPU_BINARY(add, "add", kAll)
 TPU_BINARY(sub, "subtract", kNum)
 TPU_BINARY(mul, "multiply", kAll)
-TPU_BINARY(div, "divide", kNum)
-TPU_BINARY(rem, "remainder", kNum)
 TPU_BINARY(pow, "power", kNum)
 TPU_BINARY(max, "maximum", kAll)
 TPU_BINARY(min, "minimum", kAll)
@@ -35,6 +33,46 @@ TPU_BINARY(shiftLeft, "shift_left", kInt)
 TPU_BINARY(shiftRightArithmetic, "shift_right_arithmetic", kInt)
 TPU_BINARY(shiftRightLogical, "shift_right_logical", kInt)
 #undef TPU_BINARY
+
+// Integer division and remainder keep XLA's results where C's are undefined (x / 0 = -1, all bits set; x % 0 = x;
+// INT_MIN / -1 = INT_MIN; INT_MIN % -1 = 0) but no divide ever sees a zero divisor, nor a signed -1: the plugin's
+// StableHLO constant folder divides constant operands natively and traps (SIGFPE, the process dies) on those, and a
+// program's operands are constants more often than not in eager (an empty storage is a constant zero) and compiled
+// code (torch.zeros(n) // torch.zeros(n)).
+Value Builder::intDivRem(Value a, Value b, bool quotient) {
+  const DType t = a.dtype();
+  const Shape& shape = a.shape();
+  Value zero = zeros(a.type), one = broadcastTo(constantInt(1, t), shape);
+  Value by_zero = compare(b, zero, Cmp::EQ);
+  Value unsafe = by_zero, by_minus_one;
+  const bool is_signed = isSigned(t);  // (an integer type here)
+  if (is_signed) {
+    by_minus_one = compare(b, broadcastTo(constantInt(-1, t), shape), Cmp::EQ);
+    unsafe = orOp(by_zero, by_minus_one);
+  }
+  Value safe = select(unsafe, one, b);
+  Value r = impl_->emit(quotient ? "stablehlo.divide" : "stablehlo.remainder", {a, safe}, {}, a.type);
+  if (is_signed) r = select(by_minus_one, quotient ? neg(a) : zero, r);
+  return select(by_zero, quotient ? notOp(zero) : a, r);
+}
+
+Value Builder::div(Value a, Value b) {
+  impl_->check("div", a);
+  impl_->check("div", b);
+  requireSameType("div", a, b);
+  requireDType("div", a, kNum);
+  if (isInteger(a.dtype())) return intDivRem(a, b, true);
+  return impl_->emit("stablehlo.divide", {a, b}, {}, a.type);
+}
+
+Value Builder::rem(Value a, Value b) {
+  impl_->check("rem", a);
+  impl_->check("rem", b);
+  requireSameType("rem", a, b);
+  requireDType("rem", a, kNum);
+  if (isInteger(a.dtype())) return intDivRem(a, b, false);
+  return impl_->emit("stablehlo.remainder", {a, b}, {}, a.type);
+}
 
 #define TPU_UNARY(Method, opname, mask)                     \
   Value Builder::Method(Value a) {                          \

@@ -70,3 +70,50 @@ def test_integer_spacing(fn, args, dtype):
     assert torch.equal(out.cpu(), want), "out= path"
     cfn = torch.compile(lambda x: fn(*args, dtype=dtype, device=x.device) + x, backend="tpu", dynamic=False)
     assert torch.equal(cfn(torch.zeros((), dtype=dtype, device=TPU)).cpu(), want), "compiled"
+
+
+_CONSTANT_DIVISIONS = r'''
+import sys
+import torch, torch_tpu
+
+def compiled(fn):
+    return torch.compile(fn, backend="tpu")
+
+case = sys.argv[1]
+if case == "empty":  # an empty storage is a constant zero in the program
+    for dt in (torch.uint8, torch.int8, torch.int32, torch.int64):
+        a = torch.empty(0, dtype=dt, device="tpu")
+        for r in (a // a, torch.remainder(a, a), torch.fmod(a, a), torch.div(a, a, rounding_mode="trunc")):
+            assert r.cpu().numel() == 0
+elif case == "values":  # constant operands that divide fine still give CPU's values
+    for dt in (torch.uint8, torch.int16, torch.int64):
+        f = compiled(lambda: (torch.full((3,), 7, dtype=dt, device="tpu") // torch.full((3,), 2, dtype=dt, device="tpu"),
+                              torch.remainder(torch.full((3,), 7, dtype=dt, device="tpu"), torch.full((3,), 3, dtype=dt, device="tpu"))))
+        q, r = f()
+        assert q.cpu().tolist() == [3, 3, 3] and r.cpu().tolist() == [1, 1, 1], (dt, q, r)
+    f = compiled(lambda: torch.full((2,), -2**31, dtype=torch.int32, device="tpu") // torch.full((2,), -1, dtype=torch.int32, device="tpu"))
+    assert f().cpu().tolist() == [-2**31, -2**31]  # wraps, as CUDA
+    f = compiled(lambda: torch.fmod(torch.full((2,), -2**31, dtype=torch.int32, device="tpu"), torch.full((2,), -1, dtype=torch.int32, device="tpu")))
+    assert f().cpu().tolist() == [0, 0]
+else:  # a constant zero divisor: CPU's ZeroDivisionError, raised as a device-side check
+    dt = {"uint8": torch.uint8, "int32": torch.int32}[case]
+    op = {"uint8": lambda a, b: a // b, "int32": torch.remainder}[case]
+    f = compiled(lambda: op(torch.ones(3, dtype=dt, device="tpu"), torch.zeros(3, dtype=dt, device="tpu")))
+    try:
+        f().cpu()
+    except RuntimeError as e:
+        assert "ZeroDivisionError" in str(e), e
+    else:
+        raise AssertionError("no ZeroDivisionError")
+print("ok")
+'''
+
+
+@pytest.mark.parametrize("case", ["empty", "values", "uint8", "int32"])
+def test_integer_division_of_constants_does_not_crash(case):
+    # the plugin's constant folder divides constant integer operands natively: a zero divisor (or INT_MIN / -1)
+    # killed the process with SIGFPE (empty tensors in eager mode, zeros in compiled code)
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _CONSTANT_DIVISIONS, case], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), (p.returncode, p.stdout[-2000:], p.stderr[-3000:])
