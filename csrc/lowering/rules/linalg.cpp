@@ -263,10 +263,11 @@ void populateLinalg(Registry& r) {
     DType c = accType(t);
     auto R = [&](Value v) { return b.convert(b.convert(v, t), c); };  // round to t
     Value a1 = b.convert(v1, c), a2 = b.convert(v2, c), sf = b.convert(self, c);
-    Value alpha = ctx.has(4) ? b.broadcastTo(scalarArg(ctx, 4, c), shape) : b.onesLike(a1);
+    // CPU's kernel takes alpha and beta in the result's dtype, and rounds after each operation
+    Value alpha = ctx.has(4) ? b.broadcastTo(R(scalarArg(ctx, 4, c)), shape) : b.onesLike(a1);
     Value prod = R(b.mul(R(b.mul(alpha, a1)), a2));
     if (!ctx.has(3)) return {b.convert(b.add(sf, prod), t)};
-    Value beta = scalarArg(ctx, 3, c);
+    Value beta = R(scalarArg(ctx, 3, c));
     Value scaled = R(b.mul(b.broadcastTo(beta, shape), sf));
     Value res = b.convert(b.add(scaled, prod), t);
     return {b.select(b.compare(beta, b.constant(0, c), Cmp::EQ), b.convert(prod, t), res)};

@@ -667,24 +667,37 @@ std::vector<Value> upsampleBackwardRule(Context& ctx, Mode mode, int64_t nsp) {
 // Anti-aliased interpolation (_upsample_bilinear2d_aa, _upsample_bicubic2d_aa): each output averages the inputs of a
 // window around its centre, weighted by the filter (triangle, or cubic with A = -0.5) stretched by the downscale
 // factor and normalized, as PyTorch's separable CPU kernel defines them. One [out, in] weight matrix per dim, built
-// on the device from per-output centres and window bounds computed on the host in float; the last dim first, and a
-// dim whose size does not change is left alone (as CPU's kernel skips it).
-Value aaMatrix(Builder& b, bool cubic, int64_t in, int64_t out, bool align_corners, const HostScalar* scale, DType c) {
-  float s = align_corners ? (out > 1 ? float(in - 1) / float(out - 1) : 0.f) : scaleValue<float>(scale, in, out);
-  float half_size = cubic ? 2.f : 1.f;
-  float support = s >= 1.f ? half_size * s : half_size;
-  float invscale = s >= 1.f ? 1.f / s : 1.f;
-  std::vector<float> centres;
-  std::vector<int64_t> lo, hi;
+// on the device from per-output centres and window bounds computed on the host in the kernel's opmath type; the last
+// dim first, and a dim whose size does not change is left alone (as CPU's kernel skips it).
+//
+// The windows of anti-aliased interpolation in S (the kernel's opmath type: double for double inputs, else float):
+// each output's centre, and [lo, hi) of the inputs it averages; `invscale` scales distances to the filter's.
+template <typename S>
+void aaWindows(bool cubic, int64_t in, int64_t out, bool align_corners, const HostScalar* scale,
+               std::vector<double>& centres, std::vector<int64_t>& lo, std::vector<int64_t>& hi, double& invscale) {
+  const S s = align_corners ? (out > 1 ? S(in - 1) / S(out - 1) : S(0)) : scaleValue<S>(scale, in, out);
+  const S half_size = cubic ? S(2) : S(1);
+  const S support = s >= S(1) ? half_size * s : half_size;
+  invscale = double(s >= S(1) ? S(1) / s : S(1));
   for (int64_t o = 0; o < out; ++o) {
-    float centre = s * (float(o) + 0.5f);
-    centres.push_back(centre);
-    lo.push_back(std::max(int64_t(centre - support + 0.5f), int64_t(0)));
-    hi.push_back(std::min(int64_t(centre + support + 0.5f), in));
+    const S centre = s * (S(o) + S(0.5));
+    centres.push_back(double(centre));
+    lo.push_back(std::max(int64_t(centre - support + S(0.5)), int64_t(0)));
+    hi.push_back(std::min(int64_t(centre + support + S(0.5)), in));
   }
+}
+
+Value aaMatrix(Builder& b, bool cubic, int64_t in, int64_t out, bool align_corners, const HostScalar* scale, DType c) {
+  std::vector<double> centres;
+  std::vector<int64_t> lo, hi;
+  double invscale = 1;
+  if (c == DType::F64)
+    aaWindows<double>(cubic, in, out, align_corners, scale, centres, lo, hi, invscale);
+  else
+    aaWindows<float>(cubic, in, out, align_corners, scale, centres, lo, hi, invscale);
   Shape sh = {out, in};
   Value col = b.iota({DType::S64, sh}, 1);
-  Value ctr = b.broadcastInDim(b.convert(floatTable(b, centres), c), sh, {0});
+  Value ctr = b.broadcastInDim(weightTable(b, centres, c), sh, {0});
   Value x = b.abs(b.mul(b.add(b.sub(b.convert(col, c), ctr), b.constantF(0.5, c, sh)), b.constantF(invscale, c, sh)));
   Value one = b.constantF(1, c, sh), zero = b.zeros({c, sh});
   Value w;

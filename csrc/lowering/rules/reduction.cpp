@@ -674,14 +674,17 @@ void populateReduction(Registry& r) {
     DType out = shlo::isComplex(x.dtype()) ? x.dtype() : toFloat(x.dtype());
     Value xc = b.convert(x, accType(out));
     std::vector<int64_t> dims = reduceDims(ctx, 1, x.rank());
-    if (dims.empty()) return {b.convert(xc, out)};
-    // complex numbers shift by the largest real part (PyTorch's choice)
     const bool cplx = shlo::isComplex(xc.dtype());
-    Value m = reduceNan(b, cplx ? b.realPart(xc) : xc, dims, ReduceKind::Max);
+    // reducing nothing (a 0-d input): the value itself, but for complex numbers CPU's log(exp(z - m)) + m, whose
+    // imaginary part is z's wrapped into (-pi, pi] (the barrier keeps XLA from folding log(exp(.)) away)
+    if (dims.empty() && !cplx) return {b.convert(xc, out)};
+    // complex numbers shift by the largest real part (PyTorch's choice)
+    Value m = dims.empty() ? b.realPart(xc) : reduceNan(b, cplx ? b.realPart(xc) : xc, dims, ReduceKind::Max);
     // an infinite max would give inf - inf = NaN: shift by 0 instead (PyTorch does the same)
     m = b.select(b.compare(b.abs(m), cst(b, INFINITY, m), Cmp::EQ), b.zerosLike(m), m);
     Value mc = cplx ? b.complex(m, b.zerosLike(m)) : m;
-    Value s = b.reduce(b.exp(b.sub(xc, expandReduced(b, mc, x.shape(), dims))), dims, ReduceKind::Sum);
+    Value s = dims.empty() ? opaque(b, b.exp(b.sub(xc, mc)))
+                           : b.reduce(b.exp(b.sub(xc, expandReduced(b, mc, x.shape(), dims))), dims, ReduceKind::Sum);
     Value res = b.add(b.log(s), mc);
     return {keepDims(b, b.convert(res, out), x.shape(), dims, optBool(ctx, 2))};
   }).accepts(realDTypes).complex();
