@@ -1,7 +1,8 @@
 """Expected OpInfo failures on `tpu`: which cases fail, how, and why.
 
 Each entry (torch_tpu.testing.opinfo.xfail) names the cases it covers, an op key (OpInfo name[.variant]), a dtype
-("float32", "bfloat16", "int64", "bool", "complex64"; "any" for error inputs), a direction ("forward", "backward",
+("float32", "bfloat16", "int64", "bool", "complex64", or another dtype `tools/op_coverage.py --dtypes` sweeps; "any"
+for error inputs), a direction ("forward", "backward",
 "error_input") and optionally the sample indices (default: every sample), and the kind of failure:
   fallback=[ops]  the result is right, but these ATen ops ran on the CPU fallback (a case reaching only some of
                   them matches; one reaching another op does not)
@@ -23,11 +24,12 @@ X = []  # the entries, built below; EXPECTED_FAILURES at the end
 
 # ---- result types that follow PyTorch's meta kernels (CUDA's conventions) instead of the CPU kernels ----
 _STATS = ("the eager kernel takes result types from PyTorch's meta kernels, which follow CUDA: float32 saved "
-          "mean/rstd for bf16 inputs (the CPU kernel returns bf16) and, for batch norm in evaluation mode, (C,) saved "
-          "statistics where the CPU kernel returns empty ones; the normalized output matches")
+          "mean/rstd for bf16 and f16 inputs (the CPU kernel returns the input's dtype) and, for batch norm in "
+          "evaluation mode, (C,) saved statistics where the CPU kernel returns empty ones; the normalized output "
+          "matches")
 X += xfail(["native_layer_norm", "native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update"],
-           "bfloat16", "forward", _STATS, mismatch=r"^dtype torch\.float32 vs torch\.bfloat16$")
-X += xfail(["native_batch_norm", "_native_batch_norm_legit"], "float32", "forward", _STATS, samples=[1],
+           ["bfloat16", "float16"], "forward", _STATS, mismatch=r"^dtype torch\.float32 vs torch\.b?float16$")
+X += xfail(["native_batch_norm", "_native_batch_norm_legit"], ["float32", "float64"], "forward", _STATS, samples=[1],
            mismatch=r"^shape \(2,\) vs \(0,\)$")
 
 # ---- numerics ----
@@ -35,11 +37,6 @@ X += xfail("nn.functional.normalize", "bfloat16", "backward",
            "two of 40 gradient elements differ by one bf16 rounding step (0.0625 at magnitude ~8) from both CPU's "
            "bf16 result and its float32 result rounded to bf16: the backward's intermediate bf16 roundings differ",
            samples=[2], mismatch="not close")
-
-X += xfail("nn.functional.conv_transpose3d", "bfloat16", "backward",
-           "5 of 480 gradient elements differ by up to 0.09 (tolerance 0.02) from CPU's bf16 result: the device "
-           "accumulates the transposed convolution's gradient in float32 and rounds once, CPU's bf16 kernel rounds "
-           "differently; float32 matches (cause not narrowed down further)", samples=[2], mismatch="not close")
 
 X += xfail("renorm", "complex64", "backward",
            "the infinity-norm sample's input gradient is NaN everywhere on CPU's complex64 kernel; CPU's complex128 "
@@ -51,18 +48,7 @@ X += xfail(["svd_lowrank", "pca_lowrank"], "complex64", "backward",
            "closer), so they differ from each other by more than the 3e-4 tolerance", samples=[0, 2, 3],
            mismatch="not close")
 
-X += xfail("matrix_exp", "bfloat16", "backward",
-           "CPU's bfloat16 kernel gives a NaN gradient everywhere (its float64 gradient of the same input agrees with "
-           "tpu's to bfloat16 precision)", samples=[0, 1], mismatch="not close")
-
 # ---- no lowering, unsupported dtypes and layouts (by cause) ----
-
-_GRID_BF16 = (
-    "bfloat16 gradients of grid sampling: CPU's kernel unnormalizes the grid in bfloat16 and accumulates each "
-    "input gradient in bfloat16 storage, one rounding per tap; tpu computes in float32 and rounds once (its input "
-    "gradients are 4-5x closer to a float64 computation)")
-X += xfail('grid_sampler_2d', 'bfloat16', 'backward', _GRID_BF16, samples=[0, 1, 2, 3], mismatch='not close')
-X += xfail('grid_sampler_3d', 'bfloat16', 'backward', _GRID_BF16, samples=[2, 3], mismatch='not close')
 
 _DOT_BF16 = (
     'XLA:CPU rejects the program of this _trilinear backward: a bf16 x bf16 dot with an f32 result that '
