@@ -449,3 +449,12 @@ def test_second_process_hits_disk_cache(run_python, tmp_path):
     second = run_python(code, env=env).stdout.split("STATS")[1].split()
     assert int(first[0]) == 2 and int(first[2]) == 2, first  # forward and backward compiled and stored
     assert int(second[0]) == 0 and int(second[1]) == 2, second  # nothing compiled: both from disk
+
+
+def test_uint64_constant_above_int64_runs_eagerly():
+    # graph constants are int64 in the program description: a larger uint64 value runs the graph eagerly (it
+    # raised a pybind cast error)
+    f = torch.compile(lambda x: torch.full((3,), 2 ** 63, dtype=torch.uint64, device="tpu").bitwise_or(x),
+                      backend="tpu")
+    out = f(torch.ones(3, dtype=torch.uint64, device="tpu"))
+    assert out.cpu().tolist() == [2 ** 63 + 1] * 3

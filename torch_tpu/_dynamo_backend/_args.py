@@ -60,6 +60,9 @@ def _arg_kinds(schema: Any) -> Tuple[str, ...]:
     return kinds
 
 
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
 def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
     """One argument as (kind, name, tag, payload): T value index, TL value indices, C a constant, O present."""
     if isinstance(a, torch.fx.Node):
@@ -92,6 +95,10 @@ def _encode(a: Any, kind: str, name: str, env: Dict[Any, Any]) -> Tuple:
             isinstance(a, (list, tuple)) and any(isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool))
                                                  for x in a)):
         raise UnsupportedGraph("symbolic scalar argument (compile with dynamic=False)")
+    if isinstance(a, int) and not isinstance(a, bool) and not _INT64_MIN <= a <= _INT64_MAX or (
+            isinstance(a, (list, tuple)) and any(isinstance(x, int) and not _INT64_MIN <= x <= _INT64_MAX for x in a)):
+        # (a uint64 value above int64's range: the graph's ops take int64 constants; eager mode has the value)
+        raise UnsupportedGraph(f"integer constant {a!r} of {name} outside int64's range")
     if a is None or isinstance(a, (bool, int, float, complex, str, torch.dtype)):
         return (kind, name, "C", a)
     if isinstance(a, (list, tuple)) and all(isinstance(x, (bool, int, float)) for x in a):
