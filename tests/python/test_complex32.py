@@ -156,3 +156,16 @@ def test_compiled_and_fused():
     assert torch.equal(fused.view(torch.int32), _bits(ref.resolve_conj()))
 
 
+
+
+def test_complex_of_half_parts_on_the_device(strict_fallback):
+    # torch.complex(half, half) makes complex32 (it ran on the CPU fallback), the parts broadcast
+    g = torch.Generator().manual_seed(0)
+    re = torch.randn(4, 3, generator=g).half()
+    im = torch.randn(3, generator=g).half()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = torch.complex(re, im)
+        actual = torch.complex(re.to("tpu"), im.to("tpu"))
+    assert actual.dtype == torch.complex32
+    assert torch.equal(actual.cpu().view(torch.float16), expected.view(torch.float16))

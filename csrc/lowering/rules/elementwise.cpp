@@ -508,13 +508,20 @@ void populateElementwise(Registry& r) {
     DType t = ctx.tensor(0).dtype();
     return (t == DType::F32 || t == DType::F64) && ctx.tensor(1).dtype() == t;
   }).complex();
+  // complex(real, imag): float16 parts make a complex32 result, which programs compute as complex64 (the parts
+  // are exact in float32, and the storage rounds them back to half)
   r.add("aten::complex", [](Context& ctx) -> std::vector<Value> {
+    Builder& b = ctx.b;
     const Shape& out = ctx.outputs.at(0).shape;
-    return {ctx.b.complex(ctx.b.broadcastTo(ctx.tensor(0), out), ctx.b.broadcastTo(ctx.tensor(1), out))};
+    auto part = [&](int i) {
+      Value v = ctx.tensor(i);
+      return b.broadcastTo(v.dtype() == DType::F16 ? b.convert(v, DType::F32) : v, out);
+    };
+    return {b.complex(part(0), part(1))};
   })
       .accepts([](const Context& ctx) {
         DType t = ctx.tensor(0).dtype();
-        return (t == DType::F32 || t == DType::F64) && ctx.tensor(1).dtype() == t;
+        return (t == DType::F16 || t == DType::F32 || t == DType::F64) && ctx.tensor(1).dtype() == t;
       })
       .complex();
   // frexp(self) -> (mantissa in [0.5, 1), int32 exponent); 0, inf and NaN give (self, 0).
