@@ -106,8 +106,18 @@ TPU_UNARY(clz, "count_leading_zeros", kInt)
 Value Builder::abs(Value a) {
   impl_->check("abs", a);
   requireDType("abs", a, kSInt | kUInt | kFloat | kPred | kComplex);
-  if (isComplex(a.dtype()))
-    return impl_->emit("stablehlo.abs", {a}, {}, TensorType{componentType(a.dtype()), a.shape()});
+  if (isComplex(a.dtype())) {
+    // The modulus as C's hypot: +inf when a part is infinite, else NaN when a part is NaN (XLA's CPU backend
+    // scales by a NaN-ignoring maximum: |1 + NaN i| came out sqrt(2)); finite values keep XLA's overflow-safe
+    // modulus.
+    const TensorType rt{componentType(a.dtype()), a.shape()};
+    Value m = impl_->emit("stablehlo.abs", {a}, {}, rt);
+    Value re = realPart(a), im = imagPart(a);
+    Value inf = orOp(chlo("is_inf", re), chlo("is_inf", im));
+    Value nan = orOp(compare(re, re, Cmp::NE), compare(im, im, Cmp::NE));
+    const double kInf = std::numeric_limits<double>::infinity(), kNaN = std::numeric_limits<double>::quiet_NaN();
+    return select(inf, constantF(kInf, rt.dtype, rt.shape), select(nan, constantF(kNaN, rt.dtype, rt.shape), m));
+  }
   if (a.dtype() == DType::Pred || (isInteger(a.dtype()) && !isSigned(a.dtype()))) return a;
   return impl_->emit("stablehlo.abs", {a}, {}, a.type);
 }

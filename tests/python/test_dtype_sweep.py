@@ -82,3 +82,46 @@ def test_sweep_passes_half_results_closer_to_float64_than_cpus():
     assert judge(torch.tensor([1.0, 2.0, 3.0390625], dtype=torch.float16, device="tpu")) is None
     assert judge(torch.tensor([1.0, 2.0, 3.0625], dtype=torch.float16, device="tpu")) is not None
     assert judge(torch.tensor([1.0, float("nan"), 3.0], dtype=torch.float16, device="tpu")) is not None
+
+
+_INF, _NAN = float("inf"), float("nan")
+
+
+def _same(actual, expected):
+    return torch.equal(actual.isnan(), expected.isnan()) and torch.equal(actual.nan_to_num(0.0), expected.nan_to_num(0.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_hypot_as_c(dtype):
+    # x * x overflowed (hypot(3e20, 4e20) was inf in float32), and an infinite part beside a NaN gave NaN
+    a = torch.tensor([_INF, _INF, -_INF, _NAN, _NAN, 1.0, 3e20, 0.0, -3.0, 1e-30], dtype=dtype)
+    b = torch.tensor([_NAN, 1.0, _NAN, _INF, -_INF, _NAN, 4e20, 0.0, 4.0, 1e-30], dtype=dtype)
+    expected = torch.hypot(a, b)
+    actual = torch.hypot(a.to("tpu"), b.to("tpu")).cpu()
+    assert _same(actual, expected), (actual, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_modulus_of_infinite_and_nan_parts(dtype):
+    # |1 + NaN i| was sqrt(2) (XLA's CPU backend scales by a NaN-ignoring maximum), |NaN + inf i| NaN
+    z = torch.complex(torch.tensor([1.0, _NAN, _INF, _NAN, -_INF, 3e20, 0.0]),
+                      torch.tensor([_NAN, 1.0, _NAN, _INF, 2.0, 4e20, -0.0])).to(dtype)
+    assert _same(z.to("tpu").abs().cpu(), z.abs())
+    # a NaN part no longer disappears from a norm
+    assert torch.linalg.vector_norm(z[:1].to("tpu")).isnan().item()
+
+
+def test_heaviside_of_nan_is_zero_as_cpu():
+    x = torch.tensor([_NAN, -1.0, 0.0, 2.0, _INF, -_INF, 0.0])
+    v = torch.tensor([5.0, 5.0, 0.5, 5.0, 5.0, 5.0, _NAN])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        expected = torch.heaviside(x.to(dtype), v.to(dtype))
+        assert _same(torch.heaviside(x.to(dtype).to("tpu"), v.to(dtype).to("tpu")).cpu(), expected)
+
+
+def test_sweep_skips_samples_without_a_tensor():
+    # add(2.0, 3.0) makes a CPU tensor whatever the device: the sweep skips it instead of failing it
+    results = H.run_op(H.find_ops(["add"])[0], dtypes=[torch.float32], max_samples=None, backward=False,
+                       error_inputs=False, reference=True)
+    skipped = [r for r in results if r.outcome == H.SKIP and r.detail == "no tensor or device argument"]
+    assert skipped and not [r for r in results if "expected tpu" in r.detail]

@@ -827,6 +827,11 @@ def run_op(op, dtypes: Iterable[torch.dtype] = DTYPES, max_samples: Optional[int
             except Exception as e:  # noqa: BLE001
                 record(dname, "forward", i, ERROR, f"moving the sample to tpu: {type(e).__name__}: {e}")
                 continue
+            if not any(isinstance(t, torch.Tensor) for t in tree_flatten((targs, tkwargs))[0]) and \
+                    "device" not in tkwargs:
+                # only Python numbers (add(2.0, 3.0)): the result is a CPU tensor by definition
+                results.append(CaseResult(key, dname, "forward", i, SKIP, "no tensor or device argument"))
+                continue
             cargs, ckwargs = _to((args, kwargs), "cpu") if is_random else (args, kwargs)
             try:
                 with warnings.catch_warnings():

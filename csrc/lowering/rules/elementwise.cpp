@@ -224,8 +224,12 @@ void populateElementwise(Registry& r) {
   })).accepts(elementwiseAccepts);
   r.add("aten::atan2", binary([](Builder& b, Value x, Value y) { return b.atan2(x, y); }, true))
       .accepts(elementwiseAccepts).transcendental();
-  r.add("aten::hypot", binary([](Builder& b, Value x, Value y) { return b.sqrt(b.add(b.mul(x, x), b.mul(y, y))); }))
-      .accepts(elementwiseAccepts);
+  // hypot(x, y) as C's: the modulus of x + yi (no overflow of x * x for large x; +inf when either is infinite,
+  // NaN otherwise when either is NaN); half types compute in float, as CPU's kernel
+  r.add("aten::hypot", binary([](Builder& b, Value x, Value y) {
+    const DType t = x.dtype(), c = accType(t);
+    return b.convert(b.abs(b.complex(b.convert(x, c), b.convert(y, c))), t);
+  })).accepts(elementwiseAccepts);
   r.add("aten::copysign.Tensor", binary([](Builder& b, Value x, Value y) { return copySign(b, x, y); }, true))
       .accepts(elementwiseAccepts);
   r.add("aten::xlogy.Tensor", binary([](Builder& b, Value x, Value y) {
@@ -261,10 +265,11 @@ void populateElementwise(Registry& r) {
     Value same_inf = b.andOp(b.compare(x, y, Cmp::EQ), b.compare(b.abs(x), cst(b, INFINITY, x), Cmp::EQ));
     return b.select(same_inf, x, res);
   }, true)).accepts(elementwiseAccepts);
+  // heaviside(x, values): values where x == 0, else x > 0 (as CPU's and CUDA's kernels: 0 for a NaN x)
   r.add("aten::heaviside", binary([](Builder& b, Value x, Value v) {
     Value zero = cst(b, 0, x);
     Value pos = b.select(b.compare(x, zero, Cmp::GT), cst(b, 1, x), zero);
-    return b.select(b.compare(x, zero, Cmp::EQ), v, b.select(isNan(b, x), x, pos));
+    return b.select(b.compare(x, zero, Cmp::EQ), v, pos);
   })).accepts(elementwiseAccepts);
   // shifts: shift counts outside [0, bits) give 0 (left) or the sign fill (right), as stablehlo does.
   for (const char* ov : {".Tensor", ".Tensor_Scalar", ".Scalar_Tensor"}) {
