@@ -138,6 +138,12 @@ Value sigmoidF(Builder& b, Value x) {
   return b.div(one, b.add(one, b.exp(b.neg(x))));
 }
 
+Value digammaF(Builder& b, Value x) {
+  // CHLO gives NaN at every pole; CPU gives copysign(inf, -x) at +-0 (and NaN at the negative integers, as CHLO)
+  return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), copySign(b, cst(b, INFINITY, x), b.neg(x)),
+                  b.chlo("digamma", x));
+}
+
 Value besselISeries(Builder& b, Value x, int order, int terms) {
   Value q = b.mul(b.mul(x, x), cst(b, 0.25, x));
   Value s = b.onesLike(x);

@@ -59,6 +59,7 @@ DType computeType(DType t);
 Value cmpc(Builder& b, Value x, double v, Cmp c);  // x compared with the constant v
 Value truncF(Builder& b, Value x);                // round toward zero (floats; integers unchanged)
 Value sigmoidF(Builder& b, Value x);              // 1 / (1 + exp(-x)), as PyTorch CPU
+Value digammaF(Builder& b, Value x);              // CHLO's digamma with CPU's value at +-0: -+inf
 // The power series of the modified Bessel function I_order (order 0 or 1) at x, `terms` terms, in Horner form (every
 // partial value stays finite: XLA reassociates products with constants, which in the term-by-term form overflows):
 // (x/2)^order sum_k (x^2/4)^k / (k! (k + order)!).

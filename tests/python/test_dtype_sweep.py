@@ -125,3 +125,15 @@ def test_sweep_skips_samples_without_a_tensor():
                        error_inputs=False, reference=True)
     skipped = [r for r in results if r.outcome == H.SKIP and r.detail == "no tensor or device argument"]
     assert skipped and not [r for r in results if "expected tpu" in r.detail]
+
+
+def test_digamma_and_polygamma_at_signed_zeros():
+    # CPU: copysign(inf, -x) at +-0 (digamma(-0.0) was -inf; polygamma(0, 0) and integer zeros were NaN)
+    x = torch.tensor([0.0, -0.0, -1.0, -2.5, 1.0, _INF, -_INF, _NAN])
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        xd = x.to(dtype)
+        torch.testing.assert_close(torch.digamma(xd.to("tpu")).cpu(), torch.digamma(xd), equal_nan=True)
+        torch.testing.assert_close(torch.polygamma(0, xd.to("tpu")).cpu(), torch.polygamma(0, xd), equal_nan=True)
+    for t in (torch.tensor([0, 1, 2], dtype=torch.int32), torch.tensor([False, True])):
+        torch.testing.assert_close(torch.polygamma(0, t.to("tpu")).cpu(), torch.polygamma(0, t))
+        torch.testing.assert_close(torch.digamma(t.to("tpu")).cpu(), torch.digamma(t))

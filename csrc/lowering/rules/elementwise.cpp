@@ -594,10 +594,7 @@ void populateElementwise(Registry& r) {
     Value px = b.mul(x, cst(b, M_PI, x));
     return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, 1, x), b.div(b.sin(px), px));
   })).accepts(elementwiseAccepts).complex();
-  // digamma(0) is -inf in PyTorch (CHLO gives NaN at every pole)
-  r.add("aten::digamma", unaryFloat([](Builder& b, Value x) {
-    return b.select(b.compare(x, cst(b, 0, x), Cmp::EQ), cst(b, -INFINITY, x), b.chlo("digamma", x));
-  })).accepts(elementwiseAccepts).transcendental();
+  r.add("aten::digamma", unaryFloat(digammaF)).accepts(elementwiseAccepts).transcendental();
   for (const char* name : {"erf", "erfc", "lgamma"}) {
     std::string n = name;
     r.add("aten::" + n, unaryFloat([n](Builder& b, Value x) { return b.chlo(n, x); }))

@@ -248,7 +248,7 @@ void populateSpecial(Registry& r) {
     DType out = toFloat(x0.dtype());
     Value x = b.convert(x0, accType(out));
     int64_t n = ctx.toInt(0);
-    if (n == 0) return {b.convert(b.chlo("digamma", x), out)};
+    if (n == 0) return {b.convert(digammaF(b, x), out)};
     if (n >= 2) {  // (-1)^(n+1) n! zeta(n + 1, x)
       double fact = std::exp(std::lgamma(double(n) + 1.0));
       Value z = zetaCephes(b, b.constantF(double(n + 1), x.dtype(), x.shape()), x);
