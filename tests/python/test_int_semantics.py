@@ -117,3 +117,19 @@ def test_integer_division_of_constants_does_not_crash(case):
     import sys
     p = subprocess.run([sys.executable, "-c", _CONSTANT_DIVISIONS, case], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0 and p.stdout.strip().endswith("ok"), (p.returncode, p.stdout[-2000:], p.stderr[-3000:])
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_integer_pow_and_lcm_wrap_as_cpu(dtype):
+    # x^e exact modulo 2^bits ((-55)^127 in int64 differed), and lcm's abs taken before 8/16-bit narrowing
+    g = torch.Generator().manual_seed(0)
+    lo = 0 if dtype == torch.uint8 else -128
+    a = torch.randint(lo, 127, (300,), generator=g).to(dtype)
+    e = torch.randint(0, 127, (300,), generator=g).to(dtype)
+    assert torch.equal((a.to("tpu") ** e.to("tpu")).cpu(), a ** e)
+    assert torch.equal((a.to("tpu") ** 127).cpu(), a ** 127)
+    assert torch.equal(torch.lcm(a.to("tpu"), e.to("tpu")).cpu(), torch.lcm(a, e))
+    if dtype != torch.uint8:
+        n = torch.tensor([2, 3, -1, 1, 0, -1], dtype=dtype)
+        m = torch.tensor([-1, -2, -3, -5, 0, -4], dtype=dtype)
+        assert torch.equal((n.to("tpu") ** m.to("tpu")).cpu(), n ** m)

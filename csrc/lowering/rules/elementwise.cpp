@@ -57,12 +57,24 @@ Value remainderOp(Builder& b, Value a, Value d) {
   return b.select(adj, b.add(r, d), r);
 }
 
+// x^e of integers for e >= 0 by repeated squaring, as CPU's powi: exact modulo 2^bits (XLA's integer power gives
+// other values once the result overflows: (-55)^127 in int64).
+Value intPow(Builder& b, Value x, Value e) {
+  Value r = cst(b, 1, x), base = x, one = cst(b, 1, e), zero = cst(b, 0, e);
+  for (int i = 0; i < shlo::bitWidth(e.dtype()); ++i) {
+    r = b.select(b.compare(b.andOp(e, one), zero, Cmp::NE), b.mul(r, base), r);
+    base = b.mul(base, base);
+    e = b.shiftRightLogical(e, one);
+  }
+  return r;
+}
+
 // pow with PyTorch's integer semantics for negative exponents (1 -> 1, -1 -> +-1, else 0).
 Value powOp(Builder& b, Value x, Value e) {
   if (isFloat(x.dtype())) return b.pow(x, e);
-  if (!isSigned(x.dtype())) return b.pow(x, e);
+  if (!isSigned(x.dtype())) return isInteger(x.dtype()) ? intPow(b, x, e) : b.pow(x, e);
   Value zero = cst(b, 0, x), one = cst(b, 1, x), m1 = cst(b, -1, x);
-  Value p = b.pow(x, b.max(e, zero));
+  Value p = intPow(b, x, b.max(e, zero));
   Value odd = b.compare(b.rem(e, cst(b, 2, e)), zero, Cmp::NE);
   Value negres = b.select(b.compare(x, one, Cmp::EQ), one,
                           b.select(b.compare(x, m1, Cmp::EQ), b.select(odd, m1, one), zero));
@@ -332,7 +344,9 @@ void populateElementwise(Registry& r) {
       if (!lcm) return {g};
       Value zero = b.zerosLike(g);
       Value safe = b.select(b.compare(g, zero, Cmp::EQ), b.onesLike(g), g);
-      Value l = b.abs(b.mul(b.div(v[0], safe), v[1]));
+      // abs(a / g * b) in C's int for 8- and 16-bit types (their product does not wrap before abs), as CPU's kernel
+      const DType w = shlo::bitWidth(t) < 32 ? DType::S32 : t;
+      Value l = b.convert(b.abs(b.mul(b.convert(b.div(v[0], safe), w), b.convert(v[1], w))), t);
       return {b.select(b.compare(g, zero, Cmp::EQ), zero, l)};
     }).accepts([](const Context& ctx) {
       DType t = resultTypeOf(ctx, {0, 1});
