@@ -40,7 +40,7 @@ const std::vector<Spec>& buildTable() {
        "C++ (core)",
        "Directory of the on-disk executable cache shared by eager ops and compiled graphs; empty: no disk cache."},
       {"TORCH_TPU_CACHE_MAX_BYTES", Kind::Bytes, "2G", "2G (2 GiB)", nullptr, 0, 0, "C++ (core)",
-       "Disk cache budget; least recently used entries are evicted beyond it."},
+       "Disk cache budget; beyond it, least recently used entries are evicted down to 90% of it."},
       {"TORCH_TPU_PROGRAM_CACHE_SIZE", Kind::Integer, "4096", nullptr, nullptr, 0, kMax, "C++ (core)",
        "Programs kept per in-process cache (fused programs: a sixteenth of it)."},
       {"TORCH_TPU_GRAPH_PROGRAM_CACHE_SIZE", Kind::Integer, "64", nullptr, nullptr, 0, kMax, "C++ (compile)",
